@@ -1,0 +1,21 @@
+# xs_add_test(NAME name SOURCES a.cpp ... LIBS ... [GPU] [TIMEOUT s])
+# GPU tests get the CTest label "gpu" and run only where a GPU is present
+# (./run test excludes them with -LE gpu when nvidia-smi finds none).
+function(xs_add_test)
+  cmake_parse_arguments(T "GPU" "NAME;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT XSTAGE_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  set(_labels cpu)
+  if(T_GPU)
+    set(_labels gpu)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "XSTAGE_SOURCE_DIR=${PROJECT_SOURCE_DIR};NCCL_NVLS_ENABLE=0;NVSHMEM_DISABLE_NVLS=1;TORCH_SYMM_MEM_DISABLE_MULTICAST=1")
+endfunction()

@@ -1,0 +1,110 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "common/check.hpp"
+#include "common/csv.hpp"
+#include "common/files.hpp"
+#include "common/png.hpp"
+#include "common/stats.hpp"
+
+namespace fs = std::filesystem;
+
+TEST(Stats, QuantileInterpolatesBetweenRanks) {
+  std::vector<double> xs{4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(common::median(xs), 2.5);
+  EXPECT_DOUBLE_EQ(common::quantile(xs, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(common::quantile(xs, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(common::quantile(xs, 1.0 / 3.0), 2.0);
+  EXPECT_THROW(common::median(std::vector<double>{}), common::Error);
+  EXPECT_THROW(common::quantile(xs, 1.5), common::Error);
+}
+
+TEST(Stats, MedianAbsRelError) {
+  std::vector<double> p{1.1, 2.0, 2.4}, m{1.0, 2.0, 3.0};
+  EXPECT_NEAR(common::median_abs_rel_error(p, m), 0.1, 1e-12);
+}
+
+TEST(Csv, ParsesAndReportsLineOfBadNumber) {
+  auto t = common::CsvTable::parse("a,b\n1,2.5\n# comment\n3,x\n", "t.csv");
+  ASSERT_EQ(t.rows(), 2u);
+  EXPECT_DOUBLE_EQ(t.number(0, t.column("b")), 2.5);
+  try {
+    t.number(1, 1);
+    FAIL() << "expected an error";
+  } catch (const common::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("t.csv:4"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.column("zz"), common::Error);
+}
+
+TEST(Csv, RejectsRaggedRowsAndEmptyFiles) {
+  EXPECT_THROW(common::CsvTable::parse("a,b\n1\n", "r.csv"), common::Error);
+  EXPECT_THROW(common::CsvTable::parse("", "e.csv"), common::Error);
+  EXPECT_THROW(common::CsvTable::parse("a,a\n", "d.csv"), common::Error);
+  EXPECT_THROW(common::CsvTable::read("/nonexistent/x.csv"), common::Error);
+  auto t = common::CsvTable::parse("a\nnan\ninf\n", "n.csv");
+  EXPECT_THROW(t.number(0, 0), common::Error);
+  EXPECT_THROW(t.number(1, 0), common::Error);
+}
+
+TEST(Units, ParseBytesAndDurations) {
+  EXPECT_EQ(common::parse_bytes("16KiB", "--burst"), 16384u);
+  EXPECT_EQ(common::parse_bytes("16 k", "--burst"), 16384u);
+  EXPECT_EQ(common::parse_bytes("2MiB", "--burst"), 2u << 20);
+  EXPECT_EQ(common::parse_bytes("1000", "--burst"), 1000u);
+  EXPECT_THROW(common::parse_bytes("-4KiB", "--burst"), common::Error);
+  EXPECT_THROW(common::parse_bytes("abc", "--burst"), common::Error);
+  EXPECT_THROW(common::parse_bytes("4 parsecs", "--burst"), common::Error);
+  EXPECT_THROW(common::parse_bytes("0.5", "--burst"), common::Error);
+  EXPECT_DOUBLE_EQ(common::parse_duration_ns("2us", "--gap"), 2000.0);
+  EXPECT_DOUBLE_EQ(common::parse_duration_ns("1.5ms", "--gap"), 1.5e6);
+  EXPECT_DOUBLE_EQ(common::parse_duration_ns("0", "--gap"), 0.0);
+  EXPECT_THROW(common::parse_duration_ns("5", "--gap"), common::Error);
+  EXPECT_THROW(common::parse_duration_ns("-1us", "--gap"), common::Error);
+}
+
+TEST(Files, AtomicWriteReplacesWholeFile) {
+  const fs::path dir = fs::temp_directory_path() / "xs_common_files";
+  fs::remove_all(dir);
+  const fs::path p = dir / "sub" / "a.txt";
+  common::write_file_atomic(p, "first version, long");
+  common::write_file_atomic(p, "second");
+  EXPECT_EQ(common::read_file(p), "second");
+  size_t entries = 0;
+  for (auto& e : fs::directory_iterator(p.parent_path())) (void)e, ++entries;
+  EXPECT_EQ(entries, 1u);  // no temp file left behind
+  fs::remove_all(dir);
+}
+
+TEST(Png, RoundTripGrayAndRgb) {
+  std::mt19937 rng(7);
+  for (int ch : {1, 3}) {
+    auto img = common::Image::blank(37, 21, ch);
+    for (auto& v : img.pixels) v = static_cast<std::uint8_t>(rng());
+    auto bytes = common::encode_png(img);
+    auto back = common::decode_png(bytes.data(), bytes.size(), ch, "mem");
+    EXPECT_EQ(back.width, 37);
+    EXPECT_EQ(back.height, 21);
+    EXPECT_EQ(back.pixels, img.pixels);
+  }
+}
+
+TEST(Png, CorruptAndTruncatedInputsThrow) {
+  auto img = common::Image::blank(64, 64, 1, 200);
+  auto bytes = common::encode_png(img);
+  for (std::size_t cut : {std::size_t{4}, std::size_t{20}, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_THROW(common::decode_png(bytes.data(), cut, 1, "cut"), common::Error) << cut;
+  }
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto bad = bytes;
+    for (int k = 0; k < 4; ++k) bad[8 + rng() % (bad.size() - 8)] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+    try {
+      auto out = common::decode_png(bad.data(), bad.size(), 1, "fuzz");
+      EXPECT_EQ(out.pixels.size(), static_cast<std::size_t>(out.width) * out.height);
+    } catch (const common::Error&) {
+    }
+  }
+}

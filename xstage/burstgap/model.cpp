@@ -1,0 +1,1 @@
+// Placeholder: the Burst-Gap model is being written (see docs/xstage-probe.md).

@@ -1,0 +1,16 @@
+// Sub-command registration for the `xstage` CLI. Each module adds its commands
+// to the app; main() runs the chosen one and turns every common::Error (and
+// CLI11's parse errors) into a one-line message and a non-zero exit.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace xstage::cli {
+
+// fit, predict, plot, demo (host only; xstage/cli/model_commands.cpp)
+void add_model_commands(CLI::App& app);
+// probe (CUDA; xstage/cli/probe_commands.cpp). Without a CUDA build the command
+// exists and explains that it needs one.
+void add_probe_commands(CLI::App& app);
+
+}  // namespace xstage::cli

@@ -1,0 +1,43 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "common/check.hpp"
+
+#ifndef XSTAGE_HAVE_CUDA
+namespace xstage::cli {
+void add_probe_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("probe", "Measure the X-Stage on this node's GPUs (needs a CUDA build)");
+  cmd->allow_extras();
+  cmd->callback([] {
+    XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): probe is unavailable");
+  });
+}
+}  // namespace xstage::cli
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"xstage: X-Stage probe, Burst-Gap model and fused overlap kernels for multi-GPU DiT inference"};
+  app.require_subcommand(1);
+  xstage::cli::add_model_commands(app);
+  xstage::cli::add_probe_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "xstage: %s\n", e.what());
+    return 2;
+  } catch (const common::Error& e) {
+    std::fprintf(stderr, "xstage: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xstage: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
