@@ -1,0 +1,101 @@
+// Small PNG chart writer: line + marker series on linear or log10 axes, with
+// nice ticks, grid, axis labels, title and legend. No plotting library: text
+// comes from an embedded 5x9 bitmap font (printable ASCII), lines and markers
+// are anti-aliased by pixel coverage, and the result goes out through
+// common::write_png (atomic).
+//
+//   common::plot::Chart c;
+//   c.title = "issue time vs burst";
+//   c.x = {.label = "bytes per SM", .scale = common::plot::Scale::log10};
+//   c.series.push_back({.label = "gap 0", .x = {...}, .y = {...}});
+//   common::plot::write_chart(c, "out/issue.png");
+//
+// Errors (common::Error): a log axis with a non-positive value, non-finite
+// data, x/y of different lengths, an image too small for its labels.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/png.hpp"
+
+namespace common::plot {
+
+// ---------------------------------------------------------------- declarations
+
+struct Color {
+  std::uint8_t r = 0, g = 0, b = 0;
+  friend bool operator==(const Color&, const Color&) = default;
+};
+
+enum class Scale { linear, log10 };
+enum class LineStyle { solid, dashed, none };
+enum class Marker { none, circle, square, diamond, triangle, cross };
+enum class LegendPos { automatic, upper_left, upper_right, lower_left, lower_right, none };
+
+struct Axis {
+  std::string label;
+  Scale scale = Scale::linear;
+  std::optional<double> min, max;         // data range when unset (padded a little)
+  bool include_zero = false;              // linear only: stretch the range to 0
+  std::vector<double> ticks;              // explicit major ticks; empty = automatic
+  std::function<std::string(double)> tick_format;  // empty = format_tick()
+};
+
+struct Series {
+  std::string label;                      // empty = not in the legend
+  std::vector<double> x, y;               // may be empty: a legend-only entry
+  std::optional<Color> color;             // unset = next palette colour
+  LineStyle line = LineStyle::solid;
+  Marker marker = Marker::circle;
+  double line_width = 2.0;                // pixels
+  double marker_radius = 4.0;             // pixels
+};
+
+struct Chart {
+  std::string title;
+  Axis x, y;
+  std::vector<Series> series;
+  int width = 960, height = 640;          // pixels
+  bool grid = true;
+  LegendPos legend = LegendPos::automatic;  // automatic: the corner covering the fewest points
+  int text_scale = 2;                     // font pixels per glyph pixel (5x9 glyphs)
+};
+
+// Plot rectangle (pixels, [left, right) x [top, bottom)) and the data->pixel map.
+struct Frame {
+  int left = 0, top = 0, right = 0, bottom = 0;
+  Scale x_scale = Scale::linear, y_scale = Scale::linear;
+  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // axis range in data units
+  double px(double x) const;
+  double py(double y) const;
+};
+
+// Validates the chart and computes its frame (throws on bad data).
+Frame layout(const Chart& chart);
+// Renders to a white RGB image of chart.width x chart.height.
+Image render(const Chart& chart);
+// render() + common::write_png (atomic).
+void write_chart(const Chart& chart, const std::filesystem::path& path);
+
+// The palette used for series without a colour (colour-blind friendly, 8 entries).
+Color palette(std::size_t i);
+
+// Major ticks for [lo, hi]: 1-2-5 steps on linear axes (about `target` of them);
+// decades on log axes (1-2-5 within each decade when fewer than three decades show).
+std::vector<double> nice_ticks(double lo, double hi, Scale scale, int target = 6);
+// Compact tick text: "0", "0.25", "15", "2.5k", "10M", "1e-05".
+std::string format_tick(double v);
+
+// ---- text (exposed for tests and for callers that annotate images)
+int text_width(const std::string& text, int scale);
+int text_height(int scale);
+// Draws `text` with its top-left corner at (x, y); `vertical` rotates it 90 degrees
+// counter-clockwise (reads bottom to top, (x, y) is then the bottom-left corner).
+void draw_text(Image& img, int x, int y, const std::string& text, Color color, int scale, bool vertical = false);
+
+}  // namespace common::plot
