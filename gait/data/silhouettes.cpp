@@ -1,0 +1,85 @@
+#include "gait/silhouettes.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/check.hpp"
+#include "gait/casiab.hpp"
+
+namespace gait {
+
+namespace fs = std::filesystem;
+
+void SilReadStats::merge(const SilReadStats& o) {
+  files += o.files;
+  used += o.used;
+  near_empty += o.near_empty;
+  no_centre += o.no_centre;
+  corrupt += o.corrupt;
+  bad_size += o.bad_size;
+  problems.insert(problems.end(), o.problems.begin(), o.problems.end());
+}
+
+std::vector<fs::path> list_frame_files(const fs::path& dir, SilReadStats& stats) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    stats.problems.push_back(fmt::format("{}: missing folder", dir.string()));
+    return files;
+  }
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec) && e.path().extension() == ".png") files.push_back(e.path());
+  }
+  if (ec) stats.problems.push_back(fmt::format("{}: cannot list ({})", dir.string(), ec.message()));
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    const auto fa = parse_frame_number(a.filename().string()), fb = parse_frame_number(b.filename().string());
+    if (fa && fb && *fa != *fb) return *fa < *fb;
+    if (fa.has_value() != fb.has_value()) return fa.has_value();
+    return a.filename() < b.filename();
+  });
+  return files;
+}
+
+SilhouetteSequence read_silhouette_folder(const fs::path& dir, SilReadStats& stats) {
+  SilhouetteSequence seq;
+  const auto files = list_frame_files(dir, stats);
+  int width = 0, height = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    ++stats.files;
+    common::Image img;
+    try {
+      img = common::read_png(files[i], 1);
+    } catch (const common::Error& e) {
+      ++stats.corrupt;
+      stats.problems.push_back(e.what());
+      continue;
+    }
+    if (img.width < kMinFrameSide || img.height < kMinFrameSide) {
+      ++stats.bad_size;
+      stats.problems.push_back(fmt::format("{}: {}x{} is too small for a video frame", files[i].string(), img.width, img.height));
+      continue;
+    }
+    if (width == 0) {
+      width = img.width;
+      height = img.height;
+    } else if (img.width != width || img.height != height) {
+      ++stats.bad_size;
+      stats.problems.push_back(fmt::format("{}: {}x{} differs from the sequence's {}x{}", files[i].string(), img.width,
+                                           img.height, width, height));
+      continue;
+    }
+    const auto r = preprocess_silhouette(img);
+    if (!r.frame) {
+      ++(r.dropped == DropReason::NearEmpty ? stats.near_empty : stats.no_centre);
+      continue;
+    }
+    const auto id = parse_frame_number(files[i].filename().string());
+    seq.frame_ids.push_back(id ? *id : static_cast<int>(i + 1));
+    seq.pixels.insert(seq.pixels.end(), r.frame->begin(), r.frame->end());
+    ++stats.used;
+  }
+  return seq;
+}
+
+}  // namespace gait
