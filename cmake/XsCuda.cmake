@@ -10,8 +10,14 @@ if(NOT XSTAGE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90a)
     endif()
     enable_language(CUDA)
+    # CMake 3.25 does not know that nvcc >= 12 accepts C++20: teach it the flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr")
+    # nvcc's front end rejects fmt's consteval format strings, so .cu files never
+    # include fmt: they report errors through xstage/check_cuda.hpp (no fmt).
     find_package(CUDAToolkit REQUIRED)
     find_package(NCCL 2.28)
     if(NCCL_FOUND)

@@ -5,7 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace xstage::cli {
+
+// The command line as typed (for results files' `command` field); set by main().
+const std::string& command_line();
 
 // fit, predict, plot, demo (host only; xstage/cli/model_commands.cpp)
 void add_model_commands(CLI::App& app);

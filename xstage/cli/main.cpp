@@ -6,6 +6,14 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 
+namespace xstage::cli {
+namespace {
+std::string g_command_line;
+}
+const std::string& command_line() { return g_command_line; }
+void append_command_line(const char* part) { g_command_line += part; }
+}  // namespace xstage::cli
+
 #ifndef XSTAGE_HAVE_CUDA
 namespace xstage::cli {
 void add_probe_commands(CLI::App& app) {
@@ -19,6 +27,10 @@ void add_probe_commands(CLI::App& app) {
 #endif
 
 int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (i) xstage::cli::append_command_line(" ");
+    xstage::cli::append_command_line(i == 0 ? "xstage" : argv[i]);
+  }
   CLI::App app{"xstage: X-Stage probe, Burst-Gap model and fused overlap kernels for multi-GPU DiT inference"};
   app.require_subcommand(1);
   xstage::cli::add_model_commands(app);

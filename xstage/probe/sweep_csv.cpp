@@ -10,7 +10,7 @@ namespace xstage {
 namespace {
 constexpr const char* kHeader =
     "gpus,pattern,store,mode,sms,burst_bytes,gap_ns,bursts,issue_ns_med,issue_ns_p10,issue_ns_p90,"
-    "period_ns_med,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med";
+    "issue_ns_mean,period_ns_med,period_ns_mean,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med";
 }
 
 bool is_valid_pattern(const std::string& s) { return s == "local" || s == "peer" || s == "all_peers"; }
@@ -20,6 +20,8 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
   const auto t = common::CsvTable::parse(text, source_name);
   std::vector<SweepRow> rows;
   auto col = [&](const char* name) { return t.column(name); };
+  // Columns added after the first sweeps were recorded: -1 (not measured) when absent.
+  auto opt = [&](std::size_t row, const char* name) { return t.has_column(name) ? t.number(row, t.column(name)) : -1.0; };
   const auto c_gpus = col("gpus"), c_pattern = col("pattern"), c_store = col("store"), c_mode = col("mode"),
              c_sms = col("sms"), c_burst = col("burst_bytes"), c_gap = col("gap_ns"), c_bursts = col("bursts"),
              c_im = col("issue_ns_med"), c_i10 = col("issue_ns_p10"), c_i90 = col("issue_ns_p90"),
@@ -39,7 +41,9 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
     r.issue_ns_med = t.number(i, c_im);
     r.issue_ns_p10 = t.number(i, c_i10);
     r.issue_ns_p90 = t.number(i, c_i90);
+    r.issue_ns_mean = opt(i, "issue_ns_mean");
     r.period_ns_med = t.number(i, c_per);
+    r.period_ns_mean = opt(i, "period_ns_mean");
     r.gbps = t.number(i, c_gbps);
     r.visible_ns_med = t.number(i, c_vm);
     r.visible_ns_p10 = t.number(i, c_v10);
@@ -54,6 +58,7 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
     XS_ASSERT(r.gap_ns >= 0, "{}: gap_ns must be >= 0", where);
     XS_ASSERT(r.bursts >= 1, "{}: bursts must be >= 1", where);
     XS_ASSERT(r.issue_ns_med > 0, "{}: issue_ns_med must be > 0", where);
+    XS_ASSERT(r.issue_ns_mean > 0 || r.issue_ns_mean == -1, "{}: issue_ns_mean must be > 0 (or -1)", where);
     rows.push_back(std::move(r));
   }
   XS_ASSERT(!rows.empty(), "{}: no sweep rows", source_name);
@@ -67,9 +72,9 @@ std::vector<SweepRow> read_sweep_csv(const std::filesystem::path& path) {
 std::string format_sweep_csv(const std::vector<SweepRow>& rows) {
   std::string out = std::string(kHeader) + "\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{:.0f},{:.0f},{},{:.1f},{:.1f},{:.1f},{:.1f},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f}\n",
+    out += fmt::format("{},{},{},{},{},{:.0f},{:.0f},{},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f}\n",
                        r.gpus, r.pattern, r.store, r.mode, r.sms, r.burst_bytes, r.gap_ns, r.bursts, r.issue_ns_med,
-                       r.issue_ns_p10, r.issue_ns_p90, r.period_ns_med, r.gbps, r.visible_ns_med, r.visible_ns_p10,
+                       r.issue_ns_p10, r.issue_ns_p90, r.issue_ns_mean, r.period_ns_med, r.period_ns_mean, r.gbps, r.visible_ns_med, r.visible_ns_p10,
                        r.visible_ns_p90, r.drain_ns_med);
   }
   return out;

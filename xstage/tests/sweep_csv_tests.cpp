@@ -13,6 +13,9 @@ TEST(SweepCsv, RoundTrip) {
   rows[0].bursts = 16;
   rows[0].issue_ns_med = 123.4;
   rows[1].issue_ns_med = 77.0;
+  rows[0].issue_ns_mean = 130.5;
+  rows[1].issue_ns_mean = 80.0;
+  rows[1].period_ns_mean = 12000.5;
   rows[1].visible_ns_med = 2500.5;
   auto back = xstage::parse_sweep_csv(xstage::format_sweep_csv(rows), "mem");
   ASSERT_EQ(back.size(), 2u);
@@ -22,12 +25,15 @@ TEST(SweepCsv, RoundTrip) {
   EXPECT_DOUBLE_EQ(back[1].gap_ns, 10000);
   EXPECT_DOUBLE_EQ(back[0].issue_ns_med, 123.4);
   EXPECT_DOUBLE_EQ(back[1].visible_ns_med, 2500.5);
+  EXPECT_DOUBLE_EQ(back[0].issue_ns_mean, 130.5);
+  EXPECT_DOUBLE_EQ(back[1].period_ns_mean, 12000.5);
 }
 
 TEST(SweepCsv, RejectsBadRows) {
   std::vector<xstage::SweepRow> rows(1);
   rows[0].bursts = 4;
   rows[0].issue_ns_med = 10;
+  rows[0].issue_ns_mean = 11;
   std::string good = xstage::format_sweep_csv(rows);
   EXPECT_NO_THROW(xstage::parse_sweep_csv(good, "g"));
   auto replace = [&](const std::string& from, const std::string& to) {

@@ -14,8 +14,14 @@
 //   issue_ns_med, issue_ns_p10, issue_ns_p90
 //                 sender-visible issue time of one burst on one SM (first store
 //                 issued to last store issued, %globaltimer), over SMs x bursts
-//   period_ns_med start-to-start time of consecutive bursts on one SM
-//   gbps          bytes issued by all SMs / wall time of the measured bursts (GB/s)
+//   issue_ns_mean mean of the same (in the sustained regime the median understates
+//                 the mean: SMs are served unfairly, so use the mean for rates)
+//   period_ns_med, period_ns_mean
+//                 start-to-start time of consecutive bursts on one SM (the real
+//                 time between bursts is period - issue: it includes ~0.4 us of
+//                 the kernel's own bookkeeping besides gap_ns)
+//   gbps          aggregate injection rate: sum over SMs of bytes / that SM's
+//                 span from its first measured burst start to its last issue end
 //   visible_ns_med, visible_ns_p10, visible_ns_p90
 //                 burst start (sender) to the receiver seeing its release flag,
 //                 converted to the sender's clock (visible mode only)
@@ -38,7 +44,8 @@ struct SweepRow {
   double gap_ns = 0;
   int bursts = 0;
   double issue_ns_med = -1, issue_ns_p10 = -1, issue_ns_p90 = -1;
-  double period_ns_med = -1;
+  double issue_ns_mean = -1;
+  double period_ns_med = -1, period_ns_mean = -1;
   double gbps = -1;
   double visible_ns_med = -1, visible_ns_p10 = -1, visible_ns_p90 = -1;
   double drain_ns_med = -1;

@@ -1,0 +1,35 @@
+// CUDA and NCCL error checks, usable from .cu files (this header does not pull in
+// fmt, whose consteval format strings nvcc's front end rejects). All of them throw
+// common::Error("file:line: call failed: reason"), so front ends print one line
+// and exit non-zero.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+namespace xstage::detail {
+[[noreturn]] void cuda_failed(const char* file, int line, const char* call, cudaError_t err);
+[[noreturn]] void nccl_failed(const char* file, int line, const char* call, ncclResult_t res);
+[[noreturn]] void check_failed(const char* file, int line, const char* message);
+}  // namespace xstage::detail
+
+#define XS_CHECK_CUDA(call)                                                                         \
+  do {                                                                                              \
+    cudaError_t xs_err_ = (call);                                                                   \
+    if (xs_err_ != cudaSuccess) [[unlikely]] ::xstage::detail::cuda_failed(__FILE__, __LINE__, #call, xs_err_); \
+  } while (0)
+
+#define XS_CHECK_NCCL(call)                                                                         \
+  do {                                                                                              \
+    ncclResult_t xs_res_ = (call);                                                                  \
+    if (xs_res_ != ncclSuccess) [[unlikely]] ::xstage::detail::nccl_failed(__FILE__, __LINE__, #call, xs_res_); \
+  } while (0)
+
+// Launch errors now; execution errors surface at the next synchronisation.
+#define XS_CHECK_LAUNCH() XS_CHECK_CUDA(cudaGetLastError())
+
+// A plain-message check for .cu files (host code elsewhere uses XS_ASSERT).
+#define XS_CHECK_MSG(cond, message)                                                      \
+  do {                                                                                   \
+    if (!(cond)) [[unlikely]] ::xstage::detail::check_failed(__FILE__, __LINE__, message); \
+  } while (0)

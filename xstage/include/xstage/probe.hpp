@@ -1,0 +1,54 @@
+// The X-Stage probe: sweeps burst configurations on this node's GPUs and returns
+// one SweepRow per configuration (xstage/sweep.hpp). Rank 0 issues; the other
+// ranks receive (and, in visible mode, observe the per-burst release flags).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xstage/sweep.hpp"
+
+namespace xstage::probe {
+
+struct ProbeConfig {
+  std::string pattern = "peer";  // local | peer | all_peers
+  std::string store = "st16";    // st4 | st8 | st16 | tma
+  std::string mode = "issue";    // issue | visible
+  int sms = 132;
+  std::size_t burst_bytes = 16384;  // per SM per burst
+  double gap_ns = 0;
+};
+
+struct ProbeOptions {
+  int gpus = 2;
+  std::vector<ProbeConfig> configs;
+  int warmup = 8;    // bursts run before measuring, so rows are steady state
+  int bursts = 48;   // measured bursts per SM
+  std::size_t buffer_bytes = std::size_t{64} << 20;  // payload bytes per rank window
+  bool copy_engine = true;  // time cudaMemcpyPeer 0 -> 1 as a reference
+  bool progress = true;
+};
+
+struct ProbeResult {
+  std::vector<SweepRow> rows;
+  std::string card;
+  int gpus = 0;
+  int sm_count = 0;
+  double copy_engine_GBps = -1;
+  std::vector<double> clock_offset_ns;  // receiver r's clock minus rank 0's (index r)
+  std::vector<double> ping_rtt_ns;      // fastest flag round trip 0 <-> r
+  long long verified_words = 0;         // payload words checked bitwise
+};
+
+// Throws common::Error before touching any GPU state for: more GPUs than present,
+// a pattern needing peers on one GPU, sms above the SM count, burst not a positive
+// multiple of 16, sms x burst larger than the buffer. Device waits time out with
+// a message (XSTAGE_WAIT_TIMEOUT_MS).
+ProbeResult run_probe(const ProbeOptions& opts);
+
+// The sweep used to fit the model: patterns x SM counts x burst sizes x gaps for
+// st16 (plus store-kind and visible-mode subsets). `quick` is a small subset.
+std::vector<ProbeConfig> standard_sweep(int gpus, int sm_count, bool quick);
+
+}  // namespace xstage::probe

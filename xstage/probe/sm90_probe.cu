@@ -1,0 +1,232 @@
+// X-Stage probe kernels.
+//
+// sender   : persistent, one block per SM. Each burst: every warp stamps clock64,
+//            issues its share of `burst_bytes` as st.global (4/8/16 B) — or thread 0
+//            issues TMA bulk stores from shared memory — and stamps again after its
+//            last store issued. A store whose issue stalls (X-Stage full) stalls the
+//            warp, so the stamp after it measures sender-visible issue time.
+//            Visible mode then fences at system scope and releases a per-SM flag on
+//            each destination. Then `gap_ns` of busy FMA work (not a sleep).
+// observer : on each destination GPU, thread i waits (acquire) for sender SM i's
+//            flag to reach each burst's value and stamps %globaltimer.
+// ping/echo: flag ping-pong between two GPUs, to place the receiver's clock on the
+//            sender's (offset = t_echo - (t_sent + t_back)/2 at the fastest round).
+#include <cuda/atomic>
+
+#include "sm90_probe.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm_device.cuh"
+
+namespace xstage::probe {
+
+namespace {
+
+__device__ __forceinline__ unsigned long long clk() { return clock64(); }
+
+__device__ __forceinline__ int smid() {
+  int id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Busy compute for `ns` nanoseconds measured on %globaltimer; checks the clock
+// every 64 dependent FMAs so the check costs little.
+__device__ __forceinline__ float busy_compute(long long ns, float acc) {
+  if (ns <= 0) return acc;
+  const unsigned long long start = comm::global_ns();
+  #pragma unroll 1
+  while (comm::global_ns() - start < static_cast<unsigned long long>(ns)) {
+    #pragma unroll
+    for (int i = 0; i < 64; ++i) acc = fmaf(acc, 1.0000001f, 1e-7f);
+  }
+  return acc;
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_word(char* p, uint32_t w0) {
+  if constexpr (kWidth == 4) {
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(w0) : "memory");
+  } else if constexpr (kWidth == 8) {
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(w0), "r"(w0 + 1) : "memory");
+  } else {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w0), "r"(w0 + 1), "r"(w0 + 2),
+                 "r"(w0 + 3)
+                 : "memory");
+  }
+}
+
+// One burst of plain stores from this block: rows of kBlockThreads*kWidth bytes,
+// row r going to destination probe_dst_of_row(r, sm, n_dst).
+template <int kWidth>
+__device__ __forceinline__ void issue_burst_st(char* const* dst, int n_dst, int burst_bytes, std::size_t region_off,
+                                               uint32_t epoch, uint32_t sm, uint32_t burst) {
+  constexpr int kRow = kBlockThreads * kWidth;
+  const int rows = burst_bytes / kRow;
+  const int tail = burst_bytes - rows * kRow;
+  #pragma unroll 4
+  for (int r = 0; r < rows; ++r) {
+    const int off = r * kRow + threadIdx.x * kWidth;
+    store_word<kWidth>(dst[probe_dst_of_row(r, sm, n_dst)] + region_off + off,
+                       probe_word(epoch, sm, burst, static_cast<uint32_t>(off / 4)));
+  }
+  if (threadIdx.x * kWidth < tail) {
+    const int off = rows * kRow + threadIdx.x * kWidth;
+    store_word<kWidth>(dst[probe_dst_of_row(rows, sm, n_dst)] + region_off + off,
+                       probe_word(epoch, sm, burst, static_cast<uint32_t>(off / 4)));
+  }
+}
+
+__device__ __forceinline__ void issue_burst_tma(char* const* dst, int n_dst, int burst_bytes, std::size_t region_off,
+                                                uint32_t sm, const char* smem) {
+  const uint32_t src = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  for (int off = 0, row = 0; off < burst_bytes; off += kTmaChunk, ++row) {
+    const int n = min(kTmaChunk, burst_bytes - off);
+    char* d = dst[probe_dst_of_row(row, sm, n_dst)] + region_off + off;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(d), "r"(src), "r"(n)
+                 : "memory");
+  }
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderArgs a) {
+  extern __shared__ __align__(128) char smem[];
+  __shared__ unsigned long long warp_start[kBlockThreads / 32], warp_end[kBlockThreads / 32];
+  __shared__ char* dst[kMaxDst];
+  __shared__ uint32_t* flags[kMaxDst];
+  const uint32_t sm = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x < a.n_dst) {
+    dst[threadIdx.x] = static_cast<char*>(ncclGetLsaPointer(a.window, kPayloadOffset, a.dst_rank[threadIdx.x]));
+    flags[threadIdx.x] = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kFlagOffset, a.dst_rank[threadIdx.x]));
+  }
+  if (a.store == StoreKind::tma) {
+    // Source chunk for bulk stores: burst 0's pattern, repeated each burst.
+    for (int w = threadIdx.x; w < kTmaChunk / 4; w += blockDim.x)
+      reinterpret_cast<uint32_t*>(smem)[w] = probe_word(a.epoch, sm, 0, w);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  SmRecord rec{};
+  if (threadIdx.x == 0) {
+    rec.clk0 = clk();
+    rec.gt0 = comm::global_ns();
+    rec.smid = smid();
+  }
+  __syncthreads();
+
+  const std::size_t region_off = static_cast<std::size_t>(sm) * a.region_bytes;
+  float acc = static_cast<float>(threadIdx.x);
+  const int total = a.warmup + a.bursts;
+  for (int b = 0; b < total; ++b) {
+    unsigned long long gt_start = 0;
+    if (threadIdx.x == 0) gt_start = comm::global_ns();
+    const unsigned long long t0 = clk();
+    switch (a.store) {
+      case StoreKind::st4: issue_burst_st<4>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
+      case StoreKind::st8: issue_burst_st<8>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
+      case StoreKind::st16: issue_burst_st<16>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
+      case StoreKind::tma:
+        if (threadIdx.x == 0) issue_burst_tma(dst, a.n_dst, a.burst_bytes, region_off, sm, smem);
+        break;
+    }
+    const unsigned long long t1 = clk();
+    if (lane == 0) {
+      warp_start[warp] = t0;
+      warp_end[warp] = t1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long s = warp_start[0], e = warp_end[0];
+      if (a.store != StoreKind::tma) {
+        for (int w = 1; w < kBlockThreads / 32; ++w) {
+          s = min(s, warp_start[w]);
+          e = max(e, warp_end[w]);
+        }
+      }
+      unsigned long long gt_fenced = 0;
+      if (a.visible) {
+        if (a.store == StoreKind::tma) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        for (int d = 0; d < a.n_dst; ++d) comm::store_relaxed_sys(flags[d] + sm, a.flag_base + b + 1);
+        gt_fenced = comm::global_ns();
+      }
+      if (b >= a.warmup) a.bursts_out[static_cast<std::size_t>(sm) * a.bursts + (b - a.warmup)] =
+          BurstRecord{s, e, gt_start, gt_fenced};
+    }
+    acc = busy_compute(a.gap_ns, acc);
+    __syncthreads();
+  }
+  if (a.store == StoreKind::tma && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  __threadfence_system();  // payload performed before the kernel ends (for verification)
+  if (threadIdx.x == 0) {
+    rec.clk1 = clk();
+    rec.gt1 = comm::global_ns();
+    a.sms_out[sm] = rec;
+  }
+  if (acc == -1.0f) a.sink[threadIdx.x] = acc;  // never true; keeps the FMAs
+}
+
+__global__ void observer_kernel(const ObserverArgs a) {
+  const uint32_t* flags = static_cast<const uint32_t*>(ncclGetLocalPointer(a.window, kFlagOffset));
+  const int total = a.warmup + a.bursts;
+  for (int s = threadIdx.x; s < a.sender_sms; s += blockDim.x) {
+    for (int b = 0; b < total; ++b) {
+      comm::wait_geq_acquire(flags + s, a.flag_base + b + 1, a.wait, "probe burst flag");
+      const unsigned long long t = comm::global_ns();
+      if (b >= a.warmup) a.seen_out[static_cast<std::size_t>(s) * a.bursts + (b - a.warmup)] = t;
+    }
+  }
+}
+
+__global__ void ping_sender_kernel(const PingArgs a) {
+  uint32_t* ping = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kPingOffset, a.peer));
+  const uint32_t* pong = static_cast<const uint32_t*>(ncclGetLocalPointer(a.window, kPongOffset));
+  for (int i = 0; i < a.rounds; ++i) {
+    const unsigned long long t0 = comm::global_ns();
+    comm::store_release_sys(ping, a.base + i + 1);
+    comm::wait_geq_acquire(pong, a.base + i + 1, a.wait, "ping-pong reply");
+    const unsigned long long t1 = comm::global_ns();
+    a.t_out[2 * i] = t0;
+    a.t_out[2 * i + 1] = t1;
+  }
+}
+
+__global__ void ping_echo_kernel(const PingArgs a) {
+  const uint32_t* ping = static_cast<const uint32_t*>(ncclGetLocalPointer(a.window, kPingOffset));
+  uint32_t* pong = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kPongOffset, a.peer));
+  for (int i = 0; i < a.rounds; ++i) {
+    comm::wait_geq_acquire(ping, a.base + i + 1, a.wait, "ping-pong ping");
+    a.t_out[i] = comm::global_ns();
+    comm::store_release_sys(pong, a.base + i + 1);
+  }
+}
+
+}  // namespace
+
+void launch_sender(const SenderArgs& args, int sms, cudaStream_t stream) {
+  XS_CHECK_MSG(sms >= 1 && sms <= kMaxSms, "probe sender: SM count out of range");
+  XS_CHECK_MSG(args.n_dst >= 1 && args.n_dst <= kMaxDst, "probe sender: destination count out of range");
+  XS_CHECK_MSG(args.burst_bytes > 0 && args.burst_bytes % 16 == 0, "probe sender: burst must be a multiple of 16");
+  XS_CHECK_MSG(static_cast<std::size_t>(args.burst_bytes) <= args.region_bytes, "probe sender: burst exceeds region");
+  XS_CHECK_CUDA(cudaFuncSetAttribute(sender_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmem));
+  sender_kernel<<<sms, kBlockThreads, kBlockSmem, stream>>>(args);
+  XS_CHECK_LAUNCH();
+}
+
+void launch_observer(const ObserverArgs& args, cudaStream_t stream) {
+  const int threads = std::min(1024, ((args.sender_sms + 31) / 32) * 32);
+  observer_kernel<<<1, threads, 0, stream>>>(args);
+  XS_CHECK_LAUNCH();
+}
+
+void launch_ping_sender(const PingArgs& args, cudaStream_t stream) {
+  ping_sender_kernel<<<1, 1, 0, stream>>>(args);
+  XS_CHECK_LAUNCH();
+}
+
+void launch_ping_echo(const PingArgs& args, cudaStream_t stream) {
+  ping_echo_kernel<<<1, 1, 0, stream>>>(args);
+  XS_CHECK_LAUNCH();
+}
+
+}  // namespace xstage::probe
