@@ -1,0 +1,2 @@
+#include "commands.hpp"
+namespace gait::cli { void add_strip_command(CLI::App&) {} }
