@@ -298,6 +298,24 @@ Color palette(std::size_t i) {
   return kColors[i % kColors.size()];
 }
 
+Color sequential(double t) {
+  // Samples of matplotlib's viridis at t = 0, 1/8, ..., 1, linearly interpolated.
+  static constexpr std::array<Color, 9> kStops{{{68, 1, 84},
+                                                {71, 44, 122},
+                                                {59, 82, 139},
+                                                {44, 114, 142},
+                                                {33, 145, 140},
+                                                {40, 174, 128},
+                                                {94, 201, 98},
+                                                {173, 220, 48},
+                                                {253, 231, 37}}};
+  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * (kStops.size() - 1);
+  const auto i = std::min(static_cast<std::size_t>(t), kStops.size() - 2);
+  const double f = t - static_cast<double>(i);
+  auto mix = [f](std::uint8_t a, std::uint8_t b) { return static_cast<std::uint8_t>(std::lround(a + (b - a) * f)); };
+  return {mix(kStops[i].r, kStops[i + 1].r), mix(kStops[i].g, kStops[i + 1].g), mix(kStops[i].b, kStops[i + 1].b)};
+}
+
 std::vector<double> nice_ticks(double lo, double hi, Scale scale, int target) {
   XS_ASSERT(std::isfinite(lo) && std::isfinite(hi) && lo < hi, "nice_ticks: bad range [{}, {}]", lo, hi);
   target = std::max(target, 2);
@@ -391,6 +409,19 @@ struct Plan {
   AxisPlan xa, ya;
 };
 
+// Legend box (width, height) in pixels; (0, 0) without labelled series.
+std::pair<int, int> legend_size(const Chart& chart) {
+  const int ts = chart.text_scale, th = text_height(ts), pad = 4 * ts, sample = 16 * ts, row = th + 2 * ts;
+  int tw = 0, n = 0;
+  for (const auto& s : chart.series)
+    if (!s.label.empty()) {
+      tw = std::max(tw, text_width(s.label, ts));
+      ++n;
+    }
+  if (n == 0) return {0, 0};
+  return {pad * 2 + sample + pad + tw, pad * 2 + n * row - 2 * ts};
+}
+
 Plan make_plan(const Chart& chart) {
   XS_ASSERT(chart.text_scale >= 1 && chart.text_scale <= 8, "chart text_scale {} outside 1..8", chart.text_scale);
   XS_ASSERT(chart.width >= 64 && chart.height >= 64 && chart.width <= 16384 && chart.height <= 16384,
@@ -423,6 +454,7 @@ Plan make_plan(const Chart& chart) {
   f.left = m + (chart.y.label.empty() ? 0 : th + gap) + ytw + tick + gap;
   const int last_half = p.xa.labels.empty() ? 0 : text_width(p.xa.labels.back(), ts) / 2;
   f.right = chart.width - m - std::max(0, last_half - m);
+  if (chart.legend == LegendPos::outside_right) f.right = chart.width - m - legend_size(chart).first - gap - last_half;
   f.bottom = chart.height - m - (chart.x.label.empty() ? 0 : th + gap) - cap - tick - gap;
   XS_ASSERT(f.right - f.left >= 40 && f.bottom - f.top >= 40,
             "chart {}x{} is too small for its labels (plot area {}x{})", chart.width, chart.height, f.right - f.left,
@@ -533,11 +565,10 @@ Image render(const Chart& chart) {
   // Legend: a boxed list in the corner that covers the fewest data pixels.
   if (chart.legend != LegendPos::none && !legend.empty()) {
     const int pad = 4 * ts, sample = 16 * ts, row = th + 2 * ts;
-    int tw = 0;
-    for (const auto& e : legend) tw = std::max(tw, text_width(e.series->label, ts));
-    const int bw = pad * 2 + sample + pad + tw, bh = pad * 2 + static_cast<int>(legend.size()) * row - 2 * ts;
+    const auto [bw, bh] = legend_size(chart);
     const int inset = 3 * ts;
     auto box_at = [&](LegendPos pos) {
+      if (pos == LegendPos::outside_right) return Rect{chart.width - m - bw, f.top, chart.width - m, f.top + bh};
       const bool left = pos == LegendPos::upper_left || pos == LegendPos::lower_left;
       const bool upper = pos == LegendPos::upper_left || pos == LegendPos::upper_right;
       const int x = left ? f.left + inset : f.right - inset - bw;

@@ -1,1 +1,150 @@
-// Placeholder: the Burst-Gap model is being written (see docs/xstage-probe.md).
+// The Burst-Gap fluid model: one burst, a gap, a periodic schedule, and the
+// closed forms derived from them (docs/xstage-burstgap.md has the derivations).
+// Units: bytes, ns, bytes/ns (= GB/s).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/check.hpp"
+#include "xstage/burstgap.hpp"
+
+namespace xstage::burstgap {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Relative slack for "the stage just reaches C": equality is not a stall.
+constexpr double kEdge = 1e-12;
+
+void check_shape(const ModelParams& p, int sms, double burst_bytes) {
+  XS_ASSERT(sms >= 1, "sms must be >= 1 (got {})", sms);
+  XS_ASSERT(std::isfinite(burst_bytes) && burst_bytes > 0, "burst bytes must be > 0 (got {})", burst_bytes);
+  XS_ASSERT(p.t0_ns_per_byte > 0 && p.drain_GBps > 0 && p.issue_latency_ns >= 0,
+            "{}/{}: parameters must be positive", p.pattern, p.store);
+}
+}  // namespace
+
+double measured_issue_ns(const SweepRow& row, FitTarget target) {
+  return target == FitTarget::mean && row.issue_ns_mean > 0 ? row.issue_ns_mean : row.issue_ns_med;
+}
+
+double probe_gap_ns(const ModelParams& p, double requested_gap_ns) { return requested_gap_ns + p.loop_overhead_ns; }
+
+Rates rates(const ModelParams& p, int sms) {
+  const double n = sms;
+  Rates r;
+  r.inject = n / p.t0_ns_per_byte;
+  r.drain = p.drain_GBps;
+  if (p.drain_per_sm_GBps) r.drain = std::min(r.drain, n * *p.drain_per_sm_GBps);
+  switch (p.capacity_scope) {
+    case CapacityScope::gpu:
+      r.capacity = p.capacity_bytes_gpu.value_or(kInf);
+      break;
+    case CapacityScope::sm:
+      r.capacity = n * p.capacity_bytes_per_sm.value_or(kInf);
+      break;
+    case CapacityScope::both:
+      r.capacity = std::min(p.capacity_bytes_gpu.value_or(kInf), n * p.capacity_bytes_per_sm.value_or(kInf));
+      break;
+  }
+  return r;
+}
+
+double free_issue_ns(const ModelParams& p, double burst_bytes) {
+  return p.issue_latency_ns + burst_bytes * p.t0_ns_per_byte;
+}
+
+double burst_increment_bytes(const ModelParams& p, int sms, double burst_bytes) {
+  const Rates r = rates(p, sms);
+  return (r.inject - r.drain) * burst_bytes * p.t0_ns_per_byte;
+}
+
+BurstOutcome issue_burst(const ModelParams& p, int sms, double burst_bytes, double occupancy_start) {
+  check_shape(p, sms, burst_bytes);
+  const Rates r = rates(p, sms);
+  const double tf = burst_bytes * p.t0_ns_per_byte;  // clean issue time of the stores
+  const double w = sms * burst_bytes;
+  BurstOutcome o;
+  o.occupancy_start = occupancy_start;
+  // The latency part injects nothing: the stage drains meanwhile.
+  const double q = std::min(std::max(0.0, occupancy_start - r.drain * p.issue_latency_ns), r.capacity);
+  double t = tf;
+  if (r.inject <= r.drain) {
+    o.occupancy_end = std::max(0.0, q + (r.inject - r.drain) * tf);
+  } else {
+    const double t_fill = (r.capacity - q) / (r.inject - r.drain);
+    if (t_fill >= tf * (1 - kEdge)) {
+      o.occupancy_end = std::min(q + (r.inject - r.drain) * tf, r.capacity);
+    } else {
+      t = t_fill + (w - r.inject * t_fill) / r.drain;  // the rest issues at the drain rate
+      o.occupancy_end = r.capacity;
+      o.backpressured = true;
+    }
+  }
+  o.issue_ns = p.issue_latency_ns + t;
+  o.overhead_ns = t - tf;
+  o.recovery_ns = o.occupancy_end / r.drain;
+  return o;
+}
+
+double after_gap(const ModelParams& p, int sms, double occupancy, double gap_ns) {
+  return std::max(0.0, occupancy - rates(p, sms).drain * gap_ns);
+}
+
+std::vector<BurstOutcome> simulate_schedule(const ModelParams& p, int sms, double burst_bytes, double gap_ns,
+                                            int bursts) {
+  XS_ASSERT(bursts >= 1, "bursts must be >= 1 (got {})", bursts);
+  XS_ASSERT(std::isfinite(gap_ns) && gap_ns >= 0, "gap must be >= 0 ns (got {})", gap_ns);
+  std::vector<BurstOutcome> out;
+  out.reserve(static_cast<std::size_t>(bursts));
+  double q = 0;
+  for (int k = 0; k < bursts; ++k) {
+    out.push_back(issue_burst(p, sms, burst_bytes, q));
+    q = after_gap(p, sms, out.back().occupancy_end, gap_ns);
+  }
+  return out;
+}
+
+double steady_issue_ns(const ModelParams& p, int sms, double burst_bytes, double gap_ns) {
+  check_shape(p, sms, burst_bytes);
+  const Rates r = rates(p, sms);
+  const double tf = burst_bytes * p.t0_ns_per_byte;
+  if (r.inject <= r.drain) return p.issue_latency_ns + tf;
+  // In the drain-limited steady state the period T + g carries W at rate D;
+  // when C < D*(g + a0) every burst starts empty and only the overflow waits.
+  const double w = sms * burst_bytes;
+  return p.issue_latency_ns + std::max(tf, w / r.drain - std::min(gap_ns + p.issue_latency_ns, r.capacity / r.drain));
+}
+
+double min_gap_ns(const ModelParams& p, int sms, double burst_bytes) {
+  check_shape(p, sms, burst_bytes);
+  const Rates r = rates(p, sms);
+  const double delta = burst_increment_bytes(p, sms, burst_bytes);
+  if (delta <= 0) return 0;
+  if (delta > r.capacity * (1 + kEdge)) return kInf;
+  return std::max(0.0, delta / r.drain - p.issue_latency_ns);
+}
+
+int clean_bursts(const ModelParams& p, int sms, double burst_bytes, double gap_ns) {
+  check_shape(p, sms, burst_bytes);
+  const Rates r = rates(p, sms);
+  const double delta = burst_increment_bytes(p, sms, burst_bytes);
+  if (delta <= 0) return -1;
+  if (delta > r.capacity * (1 + kEdge)) return 0;
+  const double net = delta - r.drain * (gap_ns + p.issue_latency_ns);  // growth per period
+  if (net <= 0) return -1;
+  const double k = std::floor((r.capacity - delta) / net) + 1;
+  return k > 1e9 ? -1 : static_cast<int>(k);
+}
+
+double max_burst_bytes(const ModelParams& p, int sms) {
+  const Rates r = rates(p, sms);
+  if (r.inject <= r.drain) return kInf;
+  return r.capacity / ((r.inject - r.drain) * p.t0_ns_per_byte);
+}
+
+double visible_drain_ns(const ModelParams& p, int sms, double burst_bytes) {
+  const BurstOutcome o = issue_burst(p, sms, burst_bytes, 0.0);
+  return o.issue_ns + o.recovery_ns;
+}
+
+}  // namespace xstage::burstgap

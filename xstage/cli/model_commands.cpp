@@ -1,6 +1,313 @@
-// Placeholder until the Burst-Gap commands land (fit, predict, plot, demo).
+// The Burst-Gap commands of the `xstage` CLI (host only):
+//   fit      sweep.csv -o params.json [--holdout 0.3 --seed S] [--report report.json]
+//   predict  --params params.json --sms 132 --burst 16KiB --gap 2us [--bursts N] [--json]
+//   plot     sweep.csv --out DIR [--params params.json] [--pattern --store --sms --gpus]
+//   demo     --data DIR --out OUTDIR [--sweep FILE] [--live]
+//   synth    -o sweep.csv   (a model-generated sweep for dry runs; never a measurement)
+// Every problem becomes a common::Error, which main() prints as one line.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
 #include "commands.hpp"
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "xstage/burstgap.hpp"
+#include "xstage/sweep.hpp"
 
 namespace xstage::cli {
-void add_model_commands(CLI::App&) {}
+
+namespace {
+
+namespace bg = xstage::burstgap;
+namespace fs = std::filesystem;
+
+constexpr const char* kSyntheticMark = "# SYNTHETIC";
+
+void out(const std::string& s) { std::fputs(s.c_str(), stdout); }
+
+bool is_synthetic(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::string first;
+  std::getline(in, first);
+  return first.rfind(kSyntheticMark, 0) == 0;
+}
+
+std::vector<SweepRow> read_sweep(const fs::path& path) {
+  XS_ASSERT(fs::exists(path), "{}: no such sweep file", path.string());
+  auto rows = read_sweep_csv(path);
+  if (is_synthetic(path))
+    out(fmt::format("note: {} is a SYNTHETIC sweep generated from the model, not a measurement\n", path.string()));
+  return rows;
+}
+
+// Picks the group for plots and examples: the requested one, else peer/st16, else the first.
+bg::FitTarget parse_target(const std::string& s) {
+  if (s == "mean") return bg::FitTarget::mean;
+  if (s == "median") return bg::FitTarget::median;
+  XS_FAIL("--target: '{}' is not mean or median", s);
+}
+
+const bg::ModelParams& example_group(const bg::Params& params) {
+  for (const auto& g : params.groups)
+    if (g.pattern == "peer" && g.store == "st16") return g;
+  return params.groups.front();
+}
+
+// ---------------------------------------------------------------- fit
+
+struct FitArgs {
+  std::string sweep, out, report, target = "mean";
+  double holdout = 0;
+  std::uint64_t seed = 1;
+  std::size_t max_rows = 40;
+};
+
+bg::FitResult fit_and_report(const std::vector<SweepRow>& rows, const std::string& source, bg::FitTarget target,
+                             double holdout, std::uint64_t seed, std::size_t max_rows) {
+  bg::FitOptions opt;
+  opt.target = target;
+  opt.holdout = holdout;
+  opt.seed = seed;
+  auto res = bg::fit_sweep(rows, opt, source);
+  std::size_t issue = 0;
+  for (const auto& r : rows) issue += r.mode == "issue";
+  out(fmt::format("fitted {} group{} from {} ({} issue rows{}; target {})\n\n", res.params.groups.size(),
+                  res.params.groups.size() == 1 ? "" : "s", source, issue,
+                  holdout > 0 ? fmt::format(", {} held out", res.held_out.size()) : "", bg::to_string(target)));
+  out(bg::format_params(res.params));
+  out("\n" + bg::format_fit_report(res, max_rows));
+  return res;
+}
+
+void run_fit(const FitArgs& a) {
+  XS_ASSERT(a.holdout >= 0 && a.holdout < 1, "--holdout must be in [0, 1) (got {})", a.holdout);
+  const auto rows = read_sweep(a.sweep);
+  const auto res = fit_and_report(rows, a.sweep, parse_target(a.target), a.holdout, a.seed, a.max_rows);
+  bg::write_params(res.params, a.out);
+  out(fmt::format("\nwrote {}\n", a.out));
+  if (!a.report.empty()) {
+    common::write_file_atomic(a.report, bg::report_to_json(res));
+    out(fmt::format("wrote {}\n", a.report));
+  }
+}
+
+// ---------------------------------------------------------------- predict
+
+struct PredictArgs {
+  std::string params, burst, gap, pattern = "peer", store = "st16";
+  int sms = 0, bursts = 10, gpus = 0;
+  bool json = false;
+};
+
+void run_predict(const PredictArgs& a) {
+  XS_ASSERT(a.sms >= 1, "--sms must be >= 1 (got {})", a.sms);
+  XS_ASSERT(a.bursts >= 1, "--bursts must be >= 1 (got {})", a.bursts);
+  const double burst = static_cast<double>(common::parse_bytes(a.burst, "--burst"));
+  XS_ASSERT(burst >= 1, "--burst: '{}' is zero bytes", a.burst);
+  const double gap = common::parse_duration_ns(a.gap, "--gap");
+  const auto params = bg::read_params(a.params);
+  const auto& group = params.find(a.pattern, a.store, a.gpus);
+  const auto pr = bg::predict(group, a.sms, burst, gap, a.bursts);
+  out(a.json ? bg::prediction_to_json(pr) : bg::format_prediction(pr));
+}
+
+// ---------------------------------------------------------------- plot
+
+struct PlotArgs {
+  std::string sweep, out, params, pattern = "peer", store = "st16", target = "mean";
+  int sms = 0, gpus = 0;
+};
+
+std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::Params* params,
+                                  const bg::PlotSelection& sel, const fs::path& dir, const bg::FitResult* fit) {
+  fs::create_directories(dir);
+  std::vector<fs::path> written;
+  bg::plot_issue_vs_burst(rows, params, sel, dir / "issue_vs_burst.png");
+  written.push_back(dir / "issue_vs_burst.png");
+  bg::plot_drain_vs_sms(rows, params, sel.store, dir / "drain_vs_sms.png");
+  written.push_back(dir / "drain_vs_sms.png");
+  if (params) {
+    std::vector<bg::RowPrediction> fitted, held;
+    if (fit) {
+      fitted = fit->fitted;
+      held = fit->held_out;
+    } else {
+      for (const auto& r : rows) {
+        if (r.mode != "issue") continue;
+        for (const auto& g : params->groups)
+          if (g.pattern == r.pattern && g.store == r.store && g.gpus == r.gpus) {
+            const double m = bg::measured_issue_ns(r, params->target);
+            const double p = bg::steady_issue_ns(g, r.sms, r.burst_bytes, bg::probe_gap_ns(g, r.gap_ns));
+            fitted.push_back({r, m, p, p / m - 1});
+          }
+      }
+      XS_ASSERT(!fitted.empty(), "plot: no sweep row matches a group of the params file");
+    }
+    bg::plot_predicted_vs_measured(fitted, held, dir / "predicted_vs_measured.png");
+    written.push_back(dir / "predicted_vs_measured.png");
+  }
+  return written;
+}
+
+void run_plot(const PlotArgs& a) {
+  XS_ASSERT(a.sms >= 0 && a.gpus >= 0, "--sms and --gpus must be >= 0");
+  const auto rows = read_sweep(a.sweep);
+  std::optional<bg::Params> params;
+  if (!a.params.empty()) params = bg::read_params(a.params);
+  const bg::PlotSelection sel{params ? params->target : parse_target(a.target), a.pattern, a.store, a.sms, a.gpus};
+  for (const auto& p : write_plots(rows, params ? &*params : nullptr, sel, a.out, nullptr))
+    out(fmt::format("wrote {}\n", p.string()));
+}
+
+// ---------------------------------------------------------------- demo
+
+struct DemoArgs {
+  std::string data, out, sweep;
+  bool live = false;
+};
+
+constexpr double kDemoHoldout = 0.3;
+constexpr std::uint64_t kDemoSeed = 42;
+
+void run_demo(const DemoArgs& a) {
+  if (a.live && a.sweep.empty())
+    XS_FAIL("demo --live: pass the live probe's sweep with --sweep FILE (the probe writes it: xstage probe ... -o FILE)");
+  const fs::path sweep = a.sweep.empty() ? fs::path(a.data) / "h200_sweep.csv" : fs::path(a.sweep);
+  XS_ASSERT(fs::exists(sweep), "demo: no sweep at {} (pass --sweep FILE, or --data DIR holding h200_sweep.csv)",
+            sweep.string());
+  const auto rows = read_sweep(sweep);
+  out(fmt::format("== Burst-Gap model on {}{}\n", sweep.string(), a.live ? " (live probe)" : ""));
+  const auto res = fit_and_report(rows, sweep.string(), bg::FitTarget::mean, kDemoHoldout, kDemoSeed, 40);
+
+  const fs::path dir(a.out);
+  fs::create_directories(dir);
+  bg::write_params(res.params, dir / "params.json");
+  common::write_file_atomic(dir / "report.json", bg::report_to_json(res));
+  const auto& g = example_group(res.params);
+  std::vector<fs::path> written{dir / "params.json", dir / "report.json"};
+  bg::PlotSelection sel{res.params.target, g.pattern, g.store, 0, g.gpus};
+  for (const auto& p : write_plots(rows, &res.params, sel, dir, &res)) written.push_back(p);
+
+  // One example prediction: the issue's headline configuration.
+  constexpr int kSms = 132;
+  constexpr double kBurst = 16384, kLongGap = 10000;
+  out(fmt::format("\n== Example: {}/{}, {} SMs x {} per burst\n", g.pattern, g.store, kSms, common::format_bytes(kBurst)));
+  const double t_sustained = bg::steady_issue_ns(g, kSms, kBurst, bg::probe_gap_ns(g, 0));
+  const double t_gapped = bg::steady_issue_ns(g, kSms, kBurst, bg::probe_gap_ns(g, kLongGap));
+  out(fmt::format("model, probe schedule (gap + {} loop time): issue time per burst {} with no gap, {} with a 10 us "
+                  "gap (ratio {:.1f}x)\n",
+                  common::format_ns(g.loop_overhead_ns), common::format_ns(t_sustained), common::format_ns(t_gapped),
+                  t_sustained / t_gapped));
+  const SweepRow *r0 = nullptr, *r10 = nullptr;
+  for (const auto& r : rows)
+    if (r.mode == "issue" && r.pattern == g.pattern && r.store == g.store && r.gpus == g.gpus && r.sms == kSms &&
+        r.burst_bytes == kBurst) {
+      if (r.gap_ns == 0) r0 = &r;
+      if (r.gap_ns == kLongGap) r10 = &r;
+    }
+  if (r0 && r10)
+    out(fmt::format("sweep: median {} with no gap, {} with a 10 us gap (ratio {:.1f}x); means {} and {} ({:.1f}x)\n",
+                    common::format_ns(r0->issue_ns_med), common::format_ns(r10->issue_ns_med),
+                    r0->issue_ns_med / r10->issue_ns_med, common::format_ns(r0->issue_ns_mean),
+                    common::format_ns(r10->issue_ns_mean), r0->issue_ns_mean / r10->issue_ns_mean));
+  for (double gap : {0.0, kLongGap}) {
+    out(fmt::format("\n-- xstage predict --sms {} --burst 16KiB --gap {} --bursts 6\n", kSms, gap == 0 ? "0" : "10us"));
+    out(bg::format_prediction(bg::predict(g, kSms, kBurst, gap, 6)));
+  }
+  out("\n");
+  for (const auto& p : written) out(fmt::format("wrote {}\n", p.string()));
+}
+
+// ---------------------------------------------------------------- synth
+
+struct SynthArgs {
+  std::string out;
+  double noise = 0.03;
+  std::uint64_t seed = 7;
+  int gpus = 2;
+};
+
+void run_synth(const SynthArgs& a) {
+  XS_ASSERT(a.gpus >= 2, "--gpus must be >= 2 (got {})", a.gpus);
+  std::vector<SweepRow> rows;
+  std::uint64_t k = 0;
+  for (const char* pattern : {"local", "peer", "all_peers"}) {
+    auto part = bg::synthesize_sweep(bg::example_params(pattern, a.gpus), bg::SynthGrid{}, a.noise, a.seed + k++);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  const std::string text = fmt::format(
+      "{}: generated by `xstage synth` from invented H200-like Burst-Gap parameters (noise {}, seed {}); "
+      "NOT a measurement\n{}",
+      kSyntheticMark, a.noise, a.seed, format_sweep_csv(rows));
+  common::write_file_atomic(a.out, text);
+  out(fmt::format("wrote {} ({} rows, synthetic)\n", a.out, rows.size()));
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  {
+    auto a = std::make_shared<FitArgs>();
+    auto* c = app.add_subcommand("fit", "Fit the Burst-Gap model to a probe sweep CSV");
+    c->add_option("sweep", a->sweep, "probe sweep CSV (xstage/include/xstage/sweep.hpp)")->required();
+    c->add_option("-o,--out", a->out, "params.json to write")->required();
+    c->add_option("--holdout", a->holdout, "fraction of each group's rows to hold out and validate on (0..1)");
+    c->add_option("--seed", a->seed, "seed of the holdout split");
+    c->add_option("--report", a->report, "write the validation summary as JSON");
+    c->add_option("--max-rows", a->max_rows, "rows per printed table");
+    c->add_option("--target", a->target, "issue statistic to fit: mean (default) or median");
+    c->callback([a] { run_fit(*a); });
+  }
+  {
+    auto a = std::make_shared<PredictArgs>();
+    auto* c = app.add_subcommand("predict", "Predict a periodic burst/gap schedule from fitted parameters");
+    c->add_option("--params", a->params, "params.json from `xstage fit`")->required();
+    c->add_option("--sms", a->sms, "issuing SMs")->required();
+    c->add_option("--burst", a->burst, "bytes per SM per burst, e.g. 16KiB")->required();
+    c->add_option("--gap", a->gap, "compute between bursts, e.g. 2us")->required();
+    c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)");
+    c->add_option("--pattern", a->pattern, "local | peer | all_peers (default peer)");
+    c->add_option("--store", a->store, "st4 | st8 | st16 | tma (default st16)");
+    c->add_option("--gpus", a->gpus, "GPU count of the fitted group (default: the only one)");
+    c->add_flag("--json", a->json, "print JSON instead of a table");
+    c->callback([a] { run_predict(*a); });
+  }
+  {
+    auto a = std::make_shared<PlotArgs>();
+    auto* c = app.add_subcommand("plot", "Plot a probe sweep (and the model) as PNG files");
+    c->add_option("sweep", a->sweep, "probe sweep CSV")->required();
+    c->add_option("--out", a->out, "output directory")->required();
+    c->add_option("--params", a->params, "params.json: adds model curves and predicted_vs_measured.png");
+    c->add_option("--pattern", a->pattern, "issue_vs_burst.png: pattern (default peer)");
+    c->add_option("--store", a->store, "store kind for both plots (default st16)");
+    c->add_option("--sms", a->sms, "issue_vs_burst.png: SM count (default: the most in the sweep)");
+    c->add_option("--gpus", a->gpus, "issue_vs_burst.png: GPU count (default: the smallest in the sweep)");
+    c->add_option("--target", a->target, "issue statistic to draw without --params: mean (default) or median");
+    c->callback([a] { run_plot(*a); });
+  }
+  {
+    auto a = std::make_shared<DemoArgs>();
+    auto* c = app.add_subcommand("demo", "Fit, validate and plot the Burst-Gap model on the embedded sweep");
+    c->add_option("--data", a->data, "directory holding h200_sweep.csv")->required();
+    c->add_option("--out", a->out, "output directory")->required();
+    c->add_option("--sweep", a->sweep, "use this sweep CSV instead of DATA/h200_sweep.csv");
+    c->add_flag("--live", a->live, "the sweep comes from a live probe on this machine (with --sweep)");
+    c->callback([a] { run_demo(*a); });
+  }
+  {
+    auto a = std::make_shared<SynthArgs>();
+    auto* c = app.add_subcommand("synth", "Write a SYNTHETIC sweep from invented model parameters (for dry runs)");
+    c->add_option("-o,--out", a->out, "CSV to write")->required();
+    c->add_option("--noise", a->noise, "log-normal noise on issue times (default 0.03)");
+    c->add_option("--seed", a->seed, "random seed");
+    c->add_option("--gpus", a->gpus, "GPU count written in the rows (default 2)");
+    c->callback([a] { run_synth(*a); });
+  }
+}
+
 }  // namespace xstage::cli

@@ -1,2 +1,482 @@
+// Burst-Gap model tests: closed forms against the simulation, the fit against
+// known parameters, the holdout split, strict params parsing, the advisor.
 #include <gtest/gtest.h>
-TEST(BurstGap, Placeholder) { EXPECT_TRUE(true); }
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+#include "../burstgap/nelder_mead.hpp"
+#include "common/check.hpp"
+#include "common/png.hpp"
+#include "xstage/burstgap.hpp"
+
+namespace bg = xstage::burstgap;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// peer-like: 132 SMs inject 6.6 TB/s into a 350 GB/s drain with 4 MiB of capacity.
+bg::ModelParams peer() {
+  bg::ModelParams p;
+  p.t0_ns_per_byte = 0.02;
+  p.issue_latency_ns = 40;
+  p.drain_GBps = 350;
+  p.capacity_bytes_gpu = 4.0 * 1024 * 1024;
+  p.sms_max = 132;
+  return p;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const common::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- model closed forms
+
+TEST(BurstGapModel, IssueNoFasterThanDrainNeverBackpressures) {
+  auto p = peer();
+  const int sms = 6;  // R = 6 / 0.02 = 300 B/ns <= D = 350
+  ASSERT_LE(bg::rates(p, sms).inject, bg::rates(p, sms).drain);
+  for (double bytes : {1024.0, 65536.0, 1048576.0}) {
+    for (const auto& o : bg::simulate_schedule(p, sms, bytes, 0, 200)) {
+      EXPECT_FALSE(o.backpressured);
+      EXPECT_DOUBLE_EQ(o.overhead_ns, 0);
+      EXPECT_DOUBLE_EQ(o.occupancy_end, 0);
+    }
+    EXPECT_EQ(bg::clean_bursts(p, sms, bytes, 0), -1);
+    EXPECT_EQ(bg::min_gap_ns(p, sms, bytes), 0);
+    EXPECT_EQ(bg::max_burst_bytes(p, sms), kInf);
+    EXPECT_DOUBLE_EQ(bg::steady_issue_ns(p, sms, bytes, 0), bg::free_issue_ns(p, bytes));
+  }
+}
+
+TEST(BurstGapModel, SingleBurstFromEmpty) {
+  auto p = peer();
+  p.issue_latency_ns = 0;
+  const int n = 132;
+  const double b = 16384, r = n / p.t0_ns_per_byte, d = p.drain_GBps, c = *p.capacity_bytes_gpu;
+  // Fits: q' = (R - D) * B * t0 < C.
+  auto o = bg::issue_burst(p, n, b, 0);
+  EXPECT_FALSE(o.backpressured);
+  EXPECT_DOUBLE_EQ(o.issue_ns, b * p.t0_ns_per_byte);
+  EXPECT_NEAR(o.occupancy_end, (r - d) * b * p.t0_ns_per_byte, 1e-6);
+  EXPECT_NEAR(o.recovery_ns, o.occupancy_end / d, 1e-9);
+  // Overflows: fills at t_f = C / (R - D), the rest leaves at D.
+  const double big = 65536, w = n * big, tf = c / (r - d);
+  o = bg::issue_burst(p, n, big, 0);
+  EXPECT_TRUE(o.backpressured);
+  EXPECT_NEAR(o.issue_ns, tf + (w - r * tf) / d, 1e-6);
+  EXPECT_NEAR(o.issue_ns, (w - c) / d, 1e-6);  // the same, simplified
+  EXPECT_DOUBLE_EQ(o.occupancy_end, c);
+}
+
+TEST(BurstGapModel, SustainedIssueTimeTendsToWOverD) {
+  const auto p = peer();
+  for (int n : {33, 66, 132})
+    for (double b : {4096.0, 16384.0}) {
+      const auto s = bg::simulate_schedule(p, n, b, 0, 400);
+      EXPECT_NEAR(s.back().issue_ns, n * b / p.drain_GBps, 1e-6 * n * b) << n << " SMs x " << b;
+      EXPECT_NEAR(bg::steady_issue_ns(p, n, b, 0), n * b / p.drain_GBps, 1e-9 * n * b);
+    }
+}
+
+TEST(BurstGapModel, SteadyStateClosedFormMatchesSimulation) {
+  auto p = peer();
+  p.drain_per_sm_GBps = 20;
+  for (int n : {1, 8, 33, 132})
+    for (double b : {1024.0, 8192.0, 32768.0, 131072.0})
+      for (double g : {0.0, 500.0, 3000.0, 12000.0, 50000.0}) {
+        const auto s = bg::simulate_schedule(p, n, b, g, 3000);
+        EXPECT_NEAR(bg::steady_issue_ns(p, n, b, g), s.back().issue_ns, 1e-6 * s.back().issue_ns + 1e-9)
+            << n << " SMs, " << b << " B, gap " << g;
+      }
+}
+
+TEST(BurstGapModel, MinGapIsTheBoundaryOfBackpressure) {
+  const auto p = peer();
+  const int n = 132;
+  const double b = 16384;
+  const double r = n / p.t0_ns_per_byte, d = p.drain_GBps;
+  const double g_min = bg::min_gap_ns(p, n, b);
+  EXPECT_NEAR(g_min, (r - d) * b * p.t0_ns_per_byte / d - p.issue_latency_ns, 1e-9);
+  EXPECT_NEAR(g_min + p.issue_latency_ns, n * b / d - b * p.t0_ns_per_byte, 1e-9);  // = W/D - B*t0
+  EXPECT_EQ(bg::clean_bursts(p, n, b, g_min * 1.001), -1);
+  for (const auto& o : bg::simulate_schedule(p, n, b, g_min * 1.001, 500)) EXPECT_FALSE(o.backpressured);
+  // Just below: the stage creeps up and stalls after the predicted number of clean bursts.
+  for (double f : {0.0, 0.5, 0.9, 0.99}) {
+    const int k = bg::clean_bursts(p, n, b, g_min * f);
+    ASSERT_GE(k, 0) << f;
+    const auto s = bg::simulate_schedule(p, n, b, g_min * f, k + 2);
+    for (int i = 0; i < k; ++i) EXPECT_FALSE(s[i].backpressured) << f << " burst " << i;
+    EXPECT_TRUE(s[k].backpressured) << f;
+  }
+  EXPECT_EQ(bg::clean_bursts(p, n, b, 0), 2);  // 1.95 MiB per burst into 4 MiB: the third stalls
+}
+
+TEST(BurstGapModel, BurstOverCapacityHasNoMinGapButALargestBurst) {
+  const auto p = peer();
+  const int n = 132;
+  const double b = 65536;  // Delta = 8.2 MB > 4 MiB
+  EXPECT_GT(bg::burst_increment_bytes(p, n, b), *p.capacity_bytes_gpu);
+  EXPECT_EQ(bg::min_gap_ns(p, n, b), kInf);
+  EXPECT_EQ(bg::clean_bursts(p, n, b, 1e9), 0);
+  const double bmax = bg::max_burst_bytes(p, n);
+  EXPECT_NEAR(bg::burst_increment_bytes(p, n, bmax), *p.capacity_bytes_gpu, 1e-3);
+  EXPECT_TRUE(std::isfinite(bg::min_gap_ns(p, n, std::floor(bmax))));
+  EXPECT_FALSE(std::isfinite(bg::min_gap_ns(p, n, bmax * 1.01)));
+  // With a long gap every burst starts empty and only the overflow waits: T = a0 + (W - C)/D.
+  EXPECT_NEAR(bg::steady_issue_ns(p, n, b, 1e6), p.issue_latency_ns + (n * b - *p.capacity_bytes_gpu) / p.drain_GBps,
+              1e-6);
+}
+
+TEST(BurstGapModel, PerSmLimits) {
+  auto p = peer();
+  p.drain_per_sm_GBps = 20;
+  p.capacity_scope = bg::CapacityScope::both;
+  p.capacity_bytes_per_sm = 64 * 1024;
+  EXPECT_DOUBLE_EQ(bg::rates(p, 4).drain, 80);
+  EXPECT_DOUBLE_EQ(bg::rates(p, 132).drain, 350);
+  EXPECT_DOUBLE_EQ(bg::rates(p, 4).capacity, 4 * 65536);
+  EXPECT_DOUBLE_EQ(bg::rates(p, 132).capacity, 4.0 * 1024 * 1024);
+  p.capacity_scope = bg::CapacityScope::sm;
+  p.capacity_bytes_gpu.reset();
+  EXPECT_DOUBLE_EQ(bg::rates(p, 132).capacity, 132 * 65536);
+}
+
+TEST(BurstGapModel, RejectsBadShapes) {
+  const auto p = peer();
+  EXPECT_THROW(bg::issue_burst(p, 0, 1024, 0), common::Error);
+  EXPECT_THROW(bg::issue_burst(p, 4, -1, 0), common::Error);
+  EXPECT_THROW(bg::simulate_schedule(p, 4, 1024, -5, 3), common::Error);
+  EXPECT_THROW(bg::simulate_schedule(p, 4, 1024, 0, 0), common::Error);
+}
+
+// ---------------------------------------------------------------- optimiser
+
+TEST(BurstGapFit, NelderMeadFindsTheRosenbrockMinimum) {
+  auto rosen = [](std::span<const double> x) {
+    return 100 * std::pow(x[1] - x[0] * x[0], 2) + std::pow(1 - x[0], 2);
+  };
+  bg::NelderMeadOptions o;
+  o.max_evals = 5000;
+  const auto r = bg::nelder_mead(rosen, {-1.2, 1.0}, o);
+  EXPECT_NEAR(r.x[0], 1.0, 1e-3);
+  EXPECT_NEAR(r.x[1], 1.0, 2e-3);
+  EXPECT_LE(r.evals, 5000);
+}
+
+// ---------------------------------------------------------------- fitting
+
+TEST(BurstGapFit, RecoversKnownParametersFromNoisySyntheticRows) {
+  struct Case {
+    bg::ModelParams truth;
+    bool expect_drain_per_sm;
+  };
+  auto local = bg::example_params("local");
+  auto peer_truth = bg::example_params("peer");  // per-SM drain 20 GB/s binds below 17 SMs
+  for (const auto& [truth, per_sm] : {Case{peer_truth, true}, Case{local, false}}) {
+    const auto rows = bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 11);
+    std::vector<xstage::SweepRow> issue;
+    for (const auto& r : rows)
+      if (r.mode == "issue") issue.push_back(r);
+    std::vector<std::string> notes;
+    const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
+    SCOPED_TRACE(truth.pattern);
+    EXPECT_NEAR(p.t0_ns_per_byte / truth.t0_ns_per_byte, 1, 0.03);
+    EXPECT_NEAR(p.drain_GBps / truth.drain_GBps, 1, 0.05);
+    EXPECT_NEAR(p.issue_latency_ns / truth.issue_latency_ns, 1, 0.25);
+    EXPECT_NEAR(p.loop_overhead_ns / truth.loop_overhead_ns, 1, 0.05);
+    ASSERT_TRUE(p.capacity_bytes_gpu.has_value());
+    EXPECT_EQ(p.capacity_scope, bg::CapacityScope::gpu);
+    EXPECT_EQ(p.capacity_bound, bg::Bound::fit);
+    EXPECT_NEAR(*p.capacity_bytes_gpu / *truth.capacity_bytes_gpu, 1, 0.10);
+    EXPECT_EQ(p.drain_per_sm_GBps.has_value(), per_sm);
+    if (per_sm) EXPECT_NEAR(*p.drain_per_sm_GBps / *truth.drain_per_sm_GBps, 1, 0.10);
+    EXPECT_LT(p.fit_rel_error_median, 0.04);
+    EXPECT_EQ(p.n_rows, static_cast<int>(issue.size()));
+    EXPECT_EQ(p.sms_max, 132);
+  }
+}
+
+TEST(BurstGapFit, PerSmCapacityIsFoundWhenTheDataShowsIt) {
+  auto truth = bg::example_params("peer");
+  truth.drain_per_sm_GBps.reset();
+  truth.capacity_scope = bg::CapacityScope::sm;
+  truth.capacity_bytes_gpu.reset();
+  truth.capacity_bytes_per_sm = 24 * 1024;
+  bg::SynthGrid grid;
+  grid.blocks = {{{16, 33, 66, 99, 132}, {4096, 16384, 32768, 65536, 131072}, {0, 2000, 10000, 20000, 40000}}};
+  const auto rows = bg::synthesize_sweep(truth, grid, 0.02, 5);
+  std::vector<xstage::SweepRow> issue;
+  for (const auto& r : rows)
+    if (r.mode == "issue") issue.push_back(r);
+  const auto p = bg::fit_group(issue);
+  EXPECT_EQ(p.capacity_scope, bg::CapacityScope::sm);
+  ASSERT_TRUE(p.capacity_bytes_per_sm.has_value());
+  EXPECT_NEAR(*p.capacity_bytes_per_sm / *truth.capacity_bytes_per_sm, 1, 0.10);
+  EXPECT_FALSE(p.capacity_bytes_gpu.has_value());
+}
+
+TEST(BurstGapFit, CapacityWithoutSensitiveRowsIsALowerBound) {
+  const auto truth = bg::example_params("local");
+  // Drain-limited rows (gap 0) but no burst that overflows the 6 MiB by itself.
+  bg::SynthGrid grid;
+  grid.blocks = {{{33, 66, 132}, {4096, 16384, 32768, 65536}, {0, 1000, 2000, 5000, 20000}}};
+  grid.visible_rows = false;
+  const auto rows = bg::synthesize_sweep(truth, grid, 0.02, 3);
+  double largest_increment = 0;
+  for (const auto& r : rows) largest_increment = std::max(largest_increment, bg::burst_increment_bytes(truth, r.sms, r.burst_bytes));
+  ASSERT_LT(largest_increment, *truth.capacity_bytes_gpu);
+  std::vector<std::string> notes;
+  const auto p = bg::fit_group(rows, bg::FitTarget::mean, &notes);
+  EXPECT_NEAR(p.drain_GBps / truth.drain_GBps, 1, 0.05);
+  EXPECT_EQ(p.drain_bound, bg::Bound::fit);
+  EXPECT_EQ(p.capacity_bound, bg::Bound::lower);
+  ASSERT_TRUE(p.capacity_bytes_gpu.has_value());
+  // The data only says: at least about the largest clean increment it saw.
+  EXPECT_LT(*p.capacity_bytes_gpu, *truth.capacity_bytes_gpu);
+  EXPECT_GT(*p.capacity_bytes_gpu, 0.5 * largest_increment);
+}
+
+TEST(BurstGapFit, FitGroupRejectsTooFewRows) {
+  auto rows = bg::synthesize_sweep(bg::example_params("peer"), bg::SynthGrid{}, 0, 1);
+  rows.resize(3);
+  EXPECT_NE(error_of([&] { bg::fit_group(rows); }).find("too few"), std::string::npos);
+}
+
+TEST(BurstGapFit, HoldoutSplitIsDeterministicAndOrderIndependent) {
+  std::vector<xstage::SweepRow> rows;
+  for (const char* pattern : {"local", "peer"}) {
+    auto part = bg::synthesize_sweep(bg::example_params(pattern), bg::SynthGrid{}, 0.03, 2);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  const auto a = bg::holdout_mask(rows, 0.3, 42);
+  EXPECT_EQ(a, bg::holdout_mask(rows, 0.3, 42));
+  EXPECT_NE(a, bg::holdout_mask(rows, 0.3, 43));
+  auto held_keys = [](const std::vector<xstage::SweepRow>& rs, const std::vector<bool>& m) {
+    std::vector<std::string> k;
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      if (m[i]) k.push_back(fmt::format("{}/{}/{}/{}/{}", rs[i].pattern, rs[i].mode, rs[i].sms, rs[i].burst_bytes, rs[i].gap_ns));
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  auto shuffled = rows;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+  EXPECT_EQ(held_keys(rows, a), held_keys(shuffled, bg::holdout_mask(shuffled, 0.3, 42)));
+  // About 30% of each group.
+  std::size_t peer_rows = 0, peer_held = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].pattern == "peer") {
+      ++peer_rows;
+      peer_held += a[i];
+    }
+  EXPECT_NEAR(static_cast<double>(peer_held) / peer_rows, 0.3, 0.01);
+  EXPECT_THROW(bg::holdout_mask(rows, 1.0, 1), common::Error);
+}
+
+TEST(BurstGapFit, SweepFitValidatesOnHeldOutRowsAndMinGaps) {
+  std::vector<xstage::SweepRow> rows;
+  for (const char* pattern : {"local", "peer", "all_peers"}) {
+    auto part = bg::synthesize_sweep(bg::example_params(pattern), bg::SynthGrid{}, 0.03, 9);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  bg::FitOptions opt;
+  opt.holdout = 0.3;
+  opt.seed = 42;
+  const auto res = bg::fit_sweep(rows, opt, "synthetic");
+  EXPECT_EQ(res.params.groups.size(), 3u);
+  EXPECT_FALSE(res.held_out.empty());
+  EXPECT_LT(res.holdout_mdape, 0.05);
+  std::size_t scored = 0;
+  for (const auto& c : res.min_gaps) scored += c.scored;
+  EXPECT_GT(scored, 10u);
+  EXPECT_LT(res.min_gap_median_rel_error, 0.10);
+  EXPECT_FALSE(res.drains.empty());
+  // The report is valid JSON with the headline numbers.
+  const auto report = bg::report_to_json(res);
+  EXPECT_NE(report.find("\"median_abs_rel_error\""), std::string::npos);
+  EXPECT_NE(report.find("\"min_gap\""), std::string::npos);
+}
+
+// ---------------------------------------------------------------- params file
+
+TEST(BurstGapParams, JsonRoundTrip) {
+  bg::Params ps;
+  ps.source_csv = "sweep.csv";
+  ps.holdout_fraction = 0.3;
+  ps.seed = 42;
+  ps.groups.push_back(peer());
+  auto all = bg::example_params("all_peers");
+  all.capacity_bound = bg::Bound::lower;
+  ps.groups.push_back(all);
+  const auto back = bg::params_from_json(bg::params_to_json(ps), "mem");
+  ASSERT_EQ(back.groups.size(), 2u);
+  EXPECT_EQ(back.seed, 42u);
+  EXPECT_EQ(back.target, bg::FitTarget::mean);
+  EXPECT_DOUBLE_EQ(back.groups[0].t0_ns_per_byte, 0.02);
+  EXPECT_FALSE(back.groups[0].drain_per_sm_GBps.has_value());
+  EXPECT_EQ(back.groups[1].capacity_scope, bg::CapacityScope::both);
+  EXPECT_DOUBLE_EQ(*back.groups[1].capacity_bytes_per_sm, 96 * 1024);
+  EXPECT_EQ(back.groups[1].capacity_bound, bg::Bound::lower);
+  EXPECT_EQ(&back.find("all_peers", "st16"), &back.groups[1]);
+  EXPECT_NE(error_of([&] { back.find("local", "st16"); }).find("no fitted group"), std::string::npos);
+}
+
+TEST(BurstGapParams, StrictReaderNamesTheFieldAndTheFile) {
+  bg::Params ps;
+  ps.source_csv = "sweep.csv";
+  ps.groups.push_back(peer());
+  const std::string good = bg::params_to_json(ps);
+  auto without = [&](const std::string& field) {
+    auto j = nlohmann::json::parse(good);
+    if (!j.erase(field)) j["groups"][0].erase(field);
+    return j.dump();
+  };
+  for (const char* field : {"drain_GBps", "t0_ns_per_byte", "capacity_scope", "version", "groups", "loop_overhead_ns"}) {
+    const std::string msg = error_of([&] { bg::params_from_json(without(field), "p.json"); });
+    EXPECT_NE(msg.find("p.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(field), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  EXPECT_NE(error_of([&] { bg::params_from_json(replaced("\"n_rows\"", "\"n_rowz\""), "p.json"); }).find("n_row"),
+            std::string::npos);
+  EXPECT_THROW(bg::params_from_json(replaced("\"gpu\"", "\"rack\""), "p.json"), common::Error);
+  EXPECT_THROW(bg::params_from_json(replaced("\"drain_GBps\": 350", "\"drain_GBps\": -1"), "p.json"), common::Error);
+  EXPECT_THROW(bg::params_from_json(replaced("\"drain_GBps\": 350", "\"drain_GBps\": \"fast\""), "p.json"),
+               common::Error);
+  EXPECT_THROW(bg::params_from_json("{ not json", "p.json"), common::Error);
+  EXPECT_THROW(bg::params_from_json("[]", "p.json"), common::Error);
+  EXPECT_THROW(bg::read_params("/nonexistent/params.json"), common::Error);
+  // A scope of "gpu" needs capacity_bytes_gpu, not null.
+  auto nulled = good;
+  const auto at = nulled.find("\"capacity_bytes_gpu\": ");
+  nulled.replace(at, nulled.find(',', at) - at, "\"capacity_bytes_gpu\": null");
+  EXPECT_NE(error_of([&] { bg::params_from_json(nulled, "p.json"); }).find("capacity_bytes_gpu"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- advisor
+
+TEST(BurstGapAdvice, PicksTheRemedyThatFixesTheCause) {
+  const auto p = peer();
+  bg::BurstProfile prof;
+  prof.sms = 132;
+  prof.bytes_per_burst = 16384;
+  prof.bursts = 20;
+
+  prof.compute_ns_between_bursts = 10000;  // Delta drains within the gap
+  auto a = bg::advise(p, prof);
+  EXPECT_EQ(a.remedy, bg::Remedy::none);
+  EXPECT_EQ(a.predicted_stall_ns, 0);
+  EXPECT_EQ(a.backpressure_after_bursts, -1);
+  EXPECT_EQ(a.stall_ns_per_burst.size(), 20u);
+
+  prof.compute_ns_between_bursts = 2000;  // accumulates: lengthen the gap
+  a = bg::advise(p, prof);
+  EXPECT_EQ(a.remedy, bg::Remedy::lengthen_gap);
+  EXPECT_GT(a.predicted_stall_ns, 0);
+  EXPECT_EQ(a.backpressure_after_bursts, bg::clean_bursts(p, 132, 16384, 2000));
+  EXPECT_DOUBLE_EQ(a.recommended_gap_ns, bg::min_gap_ns(p, 132, 16384));
+  EXPECT_FALSE(a.reason.empty());
+  prof.compute_ns_between_bursts = a.recommended_gap_ns * 1.001;
+  EXPECT_EQ(bg::advise(p, prof).remedy, bg::Remedy::none);
+
+  prof.bytes_per_burst = 65536;  // one burst overflows 4 MiB: split it
+  prof.compute_ns_between_bursts = 40000;
+  a = bg::advise(p, prof);
+  EXPECT_EQ(a.remedy, bg::Remedy::split_burst);
+  EXPECT_GE(a.recommended_split, 2);
+  EXPECT_EQ(a.min_gap_ns, kInf);
+  const double piece = std::ceil(65536.0 / a.recommended_split);
+  EXPECT_EQ(bg::clean_bursts(p, 132, piece, a.recommended_gap_ns), -1);
+
+  // Drain limited to 20 GB/s per SM: 8 SMs drain 160 GB/s, each burst adds 0.6 W =
+  // 315 KB and a 1 us gap drains 166 KB; more SMs drain more per gap.
+  auto limited = p;
+  limited.drain_per_sm_GBps = 20;
+  prof.sms = 8;
+  prof.bytes_per_burst = 65536;
+  prof.compute_ns_between_bursts = 1000;
+  prof.bursts = 100;  // the 4 MiB fill after 27 bursts
+  a = bg::advise(limited, prof);
+  EXPECT_EQ(a.remedy, bg::Remedy::spread_over_more_sms);
+  // The fewest SMs (same total bytes) that stay clean for the profile's 100 bursts.
+  const int m = a.recommended_sms;
+  const double w = 8 * 65536.0;
+  const int k = bg::clean_bursts(limited, m, std::ceil(w / m), 1000);
+  EXPECT_TRUE(k < 0 || k >= 100) << m;
+  const int k1 = bg::clean_bursts(limited, m - 1, std::ceil(w / (m - 1)), 1000);
+  EXPECT_TRUE(k1 >= 0 && k1 < 100) << m - 1;
+
+  prof.sms = 0;
+  EXPECT_THROW(bg::advise(p, prof), common::Error);
+}
+
+TEST(BurstGapAdvice, PrintConfigPrintsEachProfileOnce) {
+  ::setenv("XSTAGE_PRINT_CONFIG", "1", 1);
+  bg::BurstProfile prof;
+  prof.bytes_per_burst = 12345;
+  prof.compute_ns_between_bursts = 777;
+  testing::internal::CaptureStderr();
+  bg::advise(peer(), prof);
+  bg::advise(peer(), prof);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ::unsetenv("XSTAGE_PRINT_CONFIG");
+  EXPECT_NE(err.find("burst-gap advice"), std::string::npos);
+  EXPECT_EQ(err.find("burst-gap advice"), err.rfind("burst-gap advice")) << err;
+}
+
+TEST(BurstGapPredict, PredictionReportsEverything) {
+  const auto pr = bg::predict(peer(), 132, 16384, 2000, 8);
+  EXPECT_EQ(pr.bursts.size(), 8u);
+  EXPECT_EQ(pr.clean_bursts, bg::clean_bursts(peer(), 132, 16384, 2000));
+  const std::string text = bg::format_prediction(pr);
+  EXPECT_NE(text.find("smallest gap that avoids it"), std::string::npos);
+  EXPECT_NE(text.find("backpressure: yes"), std::string::npos);
+  EXPECT_NE(bg::prediction_to_json(pr).find("\"min_gap_ns\""), std::string::npos);
+  const auto over = bg::predict(peer(), 132, 65536, 2000, 3);
+  EXPECT_NE(bg::format_prediction(over).find("no gap avoids it"), std::string::npos);
+  EXPECT_THROW(bg::predict(peer(), 0, 16384, 0, 3), common::Error);
+}
+
+// ---------------------------------------------------------------- plots
+
+TEST(BurstGapPlots, WritesTheThreePngs) {
+  std::vector<xstage::SweepRow> rows;
+  for (const char* pattern : {"local", "peer"}) {
+    auto part = bg::synthesize_sweep(bg::example_params(pattern), bg::SynthGrid{}, 0.03, 4);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  const auto res = bg::fit_sweep(rows, bg::FitOptions{.holdout = 0.3}, "synthetic");
+  const fs::path dir = fs::temp_directory_path() / "xs_burstgap_plots";
+  fs::remove_all(dir);
+  bg::plot_issue_vs_burst(rows, &res.params, bg::PlotSelection{}, dir / "a.png");
+  bg::plot_drain_vs_sms(rows, &res.params, "st16", dir / "b.png");
+  bg::plot_predicted_vs_measured(res.fitted, res.held_out, dir / "c.png");
+  for (const char* f : {"a.png", "b.png", "c.png"}) {
+    const auto img = common::read_png(dir / f, 3);
+    EXPECT_GT(img.width, 500) << f;
+  }
+  bg::PlotSelection missing;
+  missing.sms = 7;
+  EXPECT_NE(error_of([&] { bg::plot_issue_vs_burst(rows, nullptr, missing, dir / "x.png"); }).find("have"),
+            std::string::npos);
+  fs::remove_all(dir);
+}

@@ -35,7 +35,9 @@ struct Color {
 enum class Scale { linear, log10 };
 enum class LineStyle { solid, dashed, none };
 enum class Marker { none, circle, square, diamond, triangle, cross };
-enum class LegendPos { automatic, upper_left, upper_right, lower_left, lower_right, none };
+// automatic: the inside corner covering the fewest data points; outside_right:
+// a column right of the plot (for many series).
+enum class LegendPos { automatic, upper_left, upper_right, lower_left, lower_right, outside_right, none };
 
 struct Axis {
   std::string label;
@@ -62,7 +64,7 @@ struct Chart {
   std::vector<Series> series;
   int width = 960, height = 640;          // pixels
   bool grid = true;
-  LegendPos legend = LegendPos::automatic;  // automatic: the corner covering the fewest points
+  LegendPos legend = LegendPos::automatic;
   int text_scale = 2;                     // font pixels per glyph pixel (5x9 glyphs)
 };
 
@@ -84,6 +86,9 @@ void write_chart(const Chart& chart, const std::filesystem::path& path);
 
 // The palette used for series without a colour (colour-blind friendly, 8 entries).
 Color palette(std::size_t i);
+// A sequential colour map for ordered series (viridis-like: dark blue-purple at 0,
+// green at 0.6, yellow at 1; keep t <= 0.85 for contrast on white).
+Color sequential(double t);
 
 // Major ticks for [lo, hi]: 1-2-5 steps on linear axes (about `target` of them);
 // decades on log axes (1-2-5 within each decade when fewer than three decades show).

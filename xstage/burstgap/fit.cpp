@@ -1,0 +1,337 @@
+// Fitting one (pattern, store, gpus) group of issue-mode sweep rows.
+//
+//  0. The probe loop's own time per burst, h = median(period - issue - gap) over the
+//     rows (means when present), is measured, not fitted: the model gap of a row
+//     is gap_ns + h. The fitted issue time is the row's mean (or median).
+//  1. Initial values, each from the rows that show it directly:
+//       t0, a0  the lower envelope of issue time vs burst bytes (min over SMs and
+//               gaps for each burst size), a relative least-squares line a0 + t0*B
+//               with rows far above it trimmed;
+//       D       W / (T + g) of drain-limited rows (T > 1.5x free): in the sustained
+//               state the period T + g carries W at rate D; d_sm from the rows
+//               well below D_gpu, per SM;
+//       C       W - D*(T - a0) of rows in the capacity regime (each burst starts
+//               empty, only the overflow waits).
+//  2. Joint refinement: Nelder-Mead on the log parameters minimising the sum of
+//     squared log ratios of steady-state predicted vs measured issue time, for
+//     each structural variant: per-SM drain limit on/off x capacity none / per GPU
+//     / per SM / both. The variant with the lowest BIC wins (n ln(SSE/n) + k ln n),
+//     so a limit the data does not support costs more than it explains.
+//  3. Clean-up: a per-SM limit that binds at no SM count of the data is dropped;
+//     "both" collapses to the one that binds over the data's SM range; a capacity
+//     (or drain) the data is insensitive to is reported as a lower bound: the
+//     smallest value whose fit the data cannot tell from unlimited.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "common/check.hpp"
+#include "common/stats.hpp"
+#include "nelder_mead.hpp"
+#include "xstage/burstgap.hpp"
+
+namespace xstage::burstgap {
+
+namespace {
+
+constexpr double kUnlimited = 1e26;   // "no limit": far above any byte count or rate
+constexpr double kLogClamp = 60.0;    // exp(60) ~ 1e26
+constexpr double kStallRatio = 1.5;   // "clearly backpressured": issue time > 1.5x free
+constexpr double kSseFloor = 1e-8;    // per row: 0.01% relative error, so noise-free data
+                                      // does not make BIC favour needless parameters
+
+struct Obs {
+  int sms;
+  double bytes, gap, issue;
+};
+
+struct Variant {
+  bool drain_per_sm = false;
+  bool capacity = true;
+  CapacityScope scope = CapacityScope::gpu;
+  int k() const { return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1); }
+  std::string name() const {
+    std::string s = capacity ? fmt::format("capacity {}", to_string(scope)) : "no capacity limit";
+    return s + (drain_per_sm ? " + per-SM drain" : "");
+  }
+};
+
+struct Init {
+  double t0, a0, d, dsm, c, csm;
+};
+
+double ex(double x) { return std::exp(std::clamp(x, -kLogClamp, kLogClamp)); }
+
+ModelParams apply(const ModelParams& base, const Variant& v, std::span<const double> x) {
+  ModelParams p = base;
+  std::size_t i = 0;
+  p.t0_ns_per_byte = ex(x[i++]);
+  p.issue_latency_ns = ex(x[i++]);
+  p.drain_GBps = ex(x[i++]);
+  p.drain_per_sm_GBps = std::nullopt;
+  if (v.drain_per_sm) p.drain_per_sm_GBps = ex(x[i++]);
+  p.capacity_scope = v.capacity ? v.scope : CapacityScope::gpu;
+  p.capacity_bytes_gpu = std::nullopt;
+  p.capacity_bytes_per_sm = std::nullopt;
+  if (!v.capacity) {
+    p.capacity_bytes_gpu = kUnlimited;
+  } else {
+    if (v.scope != CapacityScope::sm) p.capacity_bytes_gpu = ex(x[i++]);
+    if (v.scope != CapacityScope::gpu) p.capacity_bytes_per_sm = ex(x[i++]);
+  }
+  return p;
+}
+
+std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double d_mult) {
+  std::vector<double> x{std::log(in.t0), std::log(in.a0), std::log(in.d)};
+  if (v.drain_per_sm) x.push_back(std::log(in.dsm * d_mult));
+  if (v.capacity) {
+    if (v.scope != CapacityScope::sm) x.push_back(std::log(in.c * c_mult));
+    if (v.scope != CapacityScope::gpu) x.push_back(std::log(in.csm * c_mult));
+  }
+  return x;
+}
+
+double sse(const ModelParams& p, const std::vector<Obs>& obs) {
+  double s = 0;
+  for (const auto& o : obs) {
+    const double d = std::log(steady_issue_ns(p, o.sms, o.bytes, o.gap) / o.issue);
+    s += d * d;
+  }
+  return s;
+}
+
+double bic(double sse_value, std::size_t n, int k) {
+  const double nn = static_cast<double>(n);
+  return nn * std::log(std::max(sse_value, kSseFloor * nn) / nn) + k * std::log(nn);
+}
+
+// Relative least squares for m ~ a0 + t0*B (weights 1/m^2); a0 >= 0.
+void fit_line(const std::vector<std::pair<double, double>>& pts, double& a0, double& t0) {
+  double s = 0, sb = 0, sbb = 0, sm = 0, sbm = 0;
+  for (auto [b, m] : pts) {
+    const double w = 1.0 / (m * m);
+    s += w;
+    sb += w * b;
+    sbb += w * b * b;
+    sm += w * m;
+    sbm += w * b * m;
+  }
+  const double det = s * sbb - sb * sb;
+  if (pts.size() >= 2 && det > 1e-12 * s * sbb) {
+    a0 = (sbb * sm - sb * sbm) / det;
+    t0 = (s * sbm - sb * sm) / det;
+  } else {
+    a0 = -1;
+  }
+  if (a0 < 0 || t0 <= 0) {  // through the origin
+    a0 = 0;
+    t0 = sbm / sbb;
+  }
+}
+
+Init initial_guess(const std::vector<Obs>& obs) {
+  Init in{};
+  // t0, a0: lower envelope of issue time per burst size.
+  std::map<double, double> lowest;
+  for (const auto& o : obs) {
+    auto [it, fresh] = lowest.emplace(o.bytes, o.issue);
+    if (!fresh) it->second = std::min(it->second, o.issue);
+  }
+  std::vector<std::pair<double, double>> pts(lowest.begin(), lowest.end());
+  fit_line(pts, in.a0, in.t0);
+  for (int round = 0; round < 4 && pts.size() > 2; ++round) {
+    std::vector<std::pair<double, double>> kept;
+    for (auto pt : pts)
+      if (pt.second <= 1.25 * (in.a0 + in.t0 * pt.first)) kept.push_back(pt);
+    if (kept.size() < 2 || kept.size() == pts.size()) break;
+    pts = std::move(kept);
+    fit_line(pts, in.a0, in.t0);
+  }
+  in.a0 = std::max(in.a0, 0.5);
+  auto free_ns = [&](const Obs& o) { return in.a0 + in.t0 * o.bytes; };
+
+  // D (and d_sm): sustained throughput of clearly drain-limited rows.
+  std::vector<double> rate, rate_per_sm;
+  int n_min = obs.front().sms, n_max = obs.front().sms;
+  double max_inject = 0;
+  for (const auto& o : obs) {
+    n_min = std::min(n_min, o.sms);
+    n_max = std::max(n_max, o.sms);
+    max_inject = std::max(max_inject, o.sms / in.t0);
+    if (o.issue > kStallRatio * free_ns(o)) rate.push_back(o.sms * o.bytes / (o.issue + o.gap));
+  }
+  in.d = rate.empty() ? 2 * max_inject : common::quantile(rate, 0.9);
+  for (const auto& o : obs)
+    if (o.issue > kStallRatio * free_ns(o)) {
+      const double r = o.sms * o.bytes / (o.issue + o.gap);
+      if (r < 0.7 * in.d) rate_per_sm.push_back(r / o.sms);
+    }
+  in.dsm = rate_per_sm.empty() ? 2 * in.d / n_min : common::median(rate_per_sm);
+
+  // C (and c_sm): overflow of rows that start each burst empty.
+  std::vector<double> cap, cap_per_sm;
+  double largest_clean = 0, largest_w = 0;
+  for (const auto& o : obs) {
+    const double w = o.sms * o.bytes;
+    largest_w = std::max(largest_w, w);
+    if (o.issue <= 1.1 * free_ns(o)) {
+      largest_clean = std::max(largest_clean, (o.sms / in.t0 - in.d) * o.bytes * in.t0);
+    } else if (o.issue > kStallRatio * free_ns(o)) {
+      const double c = w - in.d * (o.issue - in.a0);
+      if (c > 0 && c < 0.8 * in.d * (o.gap + in.a0)) {
+        cap.push_back(c);
+        cap_per_sm.push_back(c / o.sms);
+      }
+    }
+  }
+  in.c = !cap.empty() ? common::median(cap) : largest_clean > 0 ? 2 * largest_clean : largest_w;
+  in.csm = !cap_per_sm.empty() ? common::median(cap_per_sm) : in.c / std::sqrt(double(n_min) * n_max);
+  return in;
+}
+
+struct Candidate {
+  Variant variant;
+  ModelParams params;
+  double sse = 0, bic = 0;
+};
+
+Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in, const std::vector<Obs>& obs) {
+  NelderMeadOptions opt;
+  opt.max_evals = 2500;
+  opt.initial_step = 0.6;
+  opt.restarts = 2;
+  auto f = [&](std::span<const double> x) { return sse(apply(base, v, x), obs); };
+  NelderMeadResult best;
+  best.f = std::numeric_limits<double>::infinity();
+  for (auto [cm, dm] : {std::pair{1.0, 1.0}, std::pair{0.25, 0.5}, std::pair{4.0, 2.0}}) {
+    if (!v.capacity && !v.drain_per_sm && cm != 1.0) break;  // nothing to vary
+    auto r = nelder_mead(f, pack(v, in, cm, dm), opt);
+    if (r.f < best.f) best = std::move(r);
+  }
+  Candidate c{v, apply(base, v, best.x), best.f, 0};
+  c.bic = bic(best.f, obs.size(), v.k());
+  return c;
+}
+
+// Smallest value of a limit (set by `set`) whose SSE is within the noise of
+// "unlimited": n ln(SSE(v) / SSE(inf)) <= 2.
+double lower_bound(const ModelParams& p, const std::vector<Obs>& obs,
+                   const std::function<void(ModelParams&, double)>& set) {
+  const double n = static_cast<double>(obs.size());
+  const double floor = kSseFloor * n;
+  ModelParams q = p;
+  set(q, kUnlimited);
+  const double ref = std::max(sse(q, obs), floor);
+  auto ok = [&](double v) {
+    set(q, v);
+    return n * std::log(std::max(sse(q, obs), floor) / ref) <= 2.0;
+  };
+  double lo = 0.0, hi = std::log(kUnlimited);  // log space, v in [1, 1e26]
+  if (ok(1.0)) return 1.0;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (ok(std::exp(mid)) ? hi : lo) = mid;
+  }
+  return std::exp(hi);
+}
+
+}  // namespace
+
+ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::vector<std::string>* notes) {
+  XS_ASSERT(!rows.empty(), "fit_group: no rows");
+  ModelParams base;
+  base.pattern = rows.front().pattern;
+  base.store = rows.front().store;
+  base.gpus = rows.front().gpus;
+  const std::string name = fmt::format("{}/{}/{}gpu", base.pattern, base.store, base.gpus);
+  std::vector<double> loop;
+  for (const auto& r : rows) {
+    if (r.period_ns_mean > 0 && r.issue_ns_mean > 0) loop.push_back(r.period_ns_mean - r.issue_ns_mean - r.gap_ns);
+    else if (r.period_ns_med > 0) loop.push_back(r.period_ns_med - r.issue_ns_med - r.gap_ns);
+  }
+  base.loop_overhead_ns = loop.empty() ? 0.0 : std::max(0.0, common::median(loop));
+  if (loop.empty() && notes)
+    notes->push_back(fmt::format("{}: no row has a period, so the probe loop's own time is taken as 0", name));
+  std::vector<Obs> obs;
+  std::map<double, int> sizes;
+  int n_min = rows.front().sms, n_max = rows.front().sms;
+  for (const auto& r : rows) {
+    XS_ASSERT(r.pattern == base.pattern && r.store == base.store && r.gpus == base.gpus && r.mode == "issue",
+              "fit_group {}: rows must share pattern, store and gpus, in issue mode", name);
+    obs.push_back({r.sms, r.burst_bytes, probe_gap_ns(base, r.gap_ns), measured_issue_ns(r, target)});
+    ++sizes[r.burst_bytes];
+    n_min = std::min(n_min, r.sms);
+    n_max = std::max(n_max, r.sms);
+  }
+  XS_ASSERT(obs.size() >= 6 && sizes.size() >= 2,
+            "{}: too few issue rows to fit ({} rows, {} burst sizes; need 6 and 2)", name, obs.size(), sizes.size());
+  const Init in = initial_guess(obs);
+
+  std::vector<Candidate> cands;
+  for (bool dsm : {false, true})
+    for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
+                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}})
+      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, obs));
+  const auto best_it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
+  });
+  Candidate best = *best_it;
+  ModelParams p = best.params;
+  if (notes) {
+    std::string scores;
+    for (const auto& c : cands) scores += fmt::format("{}{} {:.1f}", scores.empty() ? "" : "; ", c.variant.name(), c.bic);
+    notes->push_back(fmt::format("{}: chose '{}' by BIC ({})", name, best.variant.name(), scores));
+  }
+
+  // A per-SM drain limit that binds at no SM count of the data is not supported by it.
+  if (p.drain_per_sm_GBps && n_min * *p.drain_per_sm_GBps >= p.drain_GBps) p.drain_per_sm_GBps.reset();
+  // "both": keep only the limit that binds over the data's SM range.
+  if (p.capacity_scope == CapacityScope::both) {
+    const double crossover = *p.capacity_bytes_gpu / *p.capacity_bytes_per_sm;  // N where the two meet
+    if (crossover <= n_min) {
+      p.capacity_scope = CapacityScope::gpu;
+      p.capacity_bytes_per_sm.reset();
+    } else if (crossover >= n_max) {
+      p.capacity_scope = CapacityScope::sm;
+      p.capacity_bytes_gpu.reset();
+    } else if (notes) {
+      notes->push_back(fmt::format("{}: capacity is per SM below {:.0f} SMs, per GPU above", name, crossover));
+    }
+  }
+  // Drain: if an unlimited drain fits as well, no row was drain-limited.
+  {
+    ModelParams q = p;
+    q.drain_GBps = kUnlimited;
+    q.drain_per_sm_GBps.reset();
+    const double n = static_cast<double>(obs.size()), floor = kSseFloor * n;
+    if (n * std::log(std::max(sse(q, obs), floor) / std::max(sse(p, obs), floor)) < std::log(n)) {
+      p.drain_per_sm_GBps.reset();
+      p.drain_GBps = lower_bound(p, obs, [](ModelParams& m, double v) { m.drain_GBps = v; });
+      p.drain_bound = Bound::lower;
+      if (notes)
+        notes->push_back(fmt::format("{}: no row is drain-limited; reporting the drain's lower bound {:.1f} GB/s",
+                                     name, p.drain_GBps));
+    }
+  }
+
+  if (!best.variant.capacity) {
+    p.capacity_scope = CapacityScope::gpu;
+    p.capacity_bytes_per_sm.reset();
+    p.capacity_bytes_gpu = lower_bound(p, obs, [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; });
+    p.capacity_bound = Bound::lower;
+    if (notes)
+      notes->push_back(fmt::format("{}: no row is sensitive to the capacity; reporting its lower bound {:.0f} B "
+                                   "(add big bursts with gaps longer than C/D to pin it)",
+                                   name, *p.capacity_bytes_gpu));
+  }
+  std::vector<double> errs;
+  for (const auto& o : obs) errs.push_back(std::abs(steady_issue_ns(p, o.sms, o.bytes, o.gap) / o.issue - 1));
+  p.n_rows = static_cast<int>(obs.size());
+  p.sms_max = n_max;
+  p.fit_rel_error_median = common::median(errs);
+  return p;
+}
+
+}  // namespace xstage::burstgap

@@ -1,0 +1,225 @@
+// params.json: the fitted Burst-Gap parameters, read strictly.
+//
+// {
+//   "version": 1, "source_csv": "...", "holdout_fraction": 0.3, "seed": 42,
+//   "target": "issue_ns_mean",
+//   "groups": [ { "pattern": "peer", "store": "st16", "gpus": 2,
+//                 "t0_ns_per_byte": 0.02, "issue_latency_ns": 40, "loop_overhead_ns": 400,
+//                 "drain_GBps": 350, "drain_per_sm_GBps": null,
+//                 "capacity_bytes_gpu": 4194304, "capacity_bytes_per_sm": null,
+//                 "capacity_scope": "gpu", "drain_bound": "fit", "capacity_bound": "fit",
+//                 "sms_max": 132, "n_rows": 310, "fit_rel_error_median": 0.02 } ] }
+//
+// Every key is required (null only where the value is optional); unknown keys are
+// errors, so a typo never silently falls back to a default.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "xstage/burstgap.hpp"
+
+namespace xstage::burstgap {
+
+using nlohmann::json;
+
+const char* to_string(CapacityScope s) {
+  switch (s) {
+    case CapacityScope::gpu: return "gpu";
+    case CapacityScope::sm: return "sm";
+    case CapacityScope::both: return "both";
+  }
+  return "?";
+}
+
+const char* to_string(Bound b) { return b == Bound::fit ? "fit" : "lower_bound"; }
+const char* to_string(FitTarget t) { return t == FitTarget::mean ? "issue_ns_mean" : "issue_ns_med"; }
+
+const ModelParams& Params::find(const std::string& pattern, const std::string& store, int gpus) const {
+  const ModelParams* hit = nullptr;
+  int matches = 0;
+  std::string have;
+  for (const auto& g : groups) {
+    have += fmt::format("{}{}/{}/{}gpu", have.empty() ? "" : ", ", g.pattern, g.store, g.gpus);
+    if (g.pattern == pattern && g.store == store && (gpus == 0 || g.gpus == gpus)) {
+      hit = &g;
+      ++matches;
+    }
+  }
+  if (matches == 1) return *hit;
+  if (matches > 1)
+    XS_FAIL("params ({}): {}/{} was fitted for several GPU counts; choose one with --gpus (have {})", source_csv,
+            pattern, store, have);
+  XS_FAIL("params ({}): no fitted group for pattern '{}', store '{}'{} (have {})", source_csv, pattern, store,
+          gpus ? fmt::format(", {} GPUs", gpus) : "", have.empty() ? "none" : have);
+}
+
+namespace {
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json group_to_json(const ModelParams& g) {
+  json j;
+  j["pattern"] = g.pattern;
+  j["store"] = g.store;
+  j["gpus"] = g.gpus;
+  j["t0_ns_per_byte"] = g.t0_ns_per_byte;
+  j["issue_latency_ns"] = g.issue_latency_ns;
+  j["loop_overhead_ns"] = g.loop_overhead_ns;
+  j["drain_GBps"] = g.drain_GBps;
+  j["drain_per_sm_GBps"] = opt(g.drain_per_sm_GBps);
+  j["capacity_bytes_gpu"] = opt(g.capacity_bytes_gpu);
+  j["capacity_bytes_per_sm"] = opt(g.capacity_bytes_per_sm);
+  j["capacity_scope"] = to_string(g.capacity_scope);
+  j["drain_bound"] = to_string(g.drain_bound);
+  j["capacity_bound"] = to_string(g.capacity_bound);
+  j["sms_max"] = g.sms_max;
+  j["n_rows"] = g.n_rows;
+  j["fit_rel_error_median"] = g.fit_rel_error_median;
+  return j;
+}
+
+// Field access that names the file and the field on any problem.
+class Reader {
+ public:
+  Reader(const json& obj, std::string where, const std::string& source) : obj_(obj), where_(std::move(where)), source_(source) {
+    XS_ASSERT(obj_.is_object(), "{}: {} must be a JSON object", source_, where_);
+  }
+  const json& field(const char* name) {
+    seen_.insert(name);
+    auto it = obj_.find(name);
+    XS_ASSERT(it != obj_.end(), "{}: {}: missing field '{}'", source_, where_, name);
+    return *it;
+  }
+  double number(const char* name, bool positive) {
+    const json& v = field(name);
+    XS_ASSERT(v.is_number(), "{}: {}: field '{}' must be a number", source_, where_, name);
+    const double d = v.get<double>();
+    XS_ASSERT(std::isfinite(d) && (positive ? d > 0 : d >= 0), "{}: {}: field '{}' must be {} (got {})", source_,
+              where_, name, positive ? "> 0" : ">= 0", d);
+    return d;
+  }
+  std::optional<double> optional_number(const char* name) {
+    if (field(name).is_null()) return std::nullopt;
+    return number(name, true);
+  }
+  int integer(const char* name, int min) {
+    const json& v = field(name);
+    XS_ASSERT(v.is_number_integer(), "{}: {}: field '{}' must be an integer", source_, where_, name);
+    const auto i = v.get<long long>();
+    XS_ASSERT(i >= min && i <= 1'000'000'000, "{}: {}: field '{}' must be >= {} (got {})", source_, where_, name, min, i);
+    return static_cast<int>(i);
+  }
+  std::string text(const char* name) {
+    const json& v = field(name);
+    XS_ASSERT(v.is_string(), "{}: {}: field '{}' must be a string", source_, where_, name);
+    return v.get<std::string>();
+  }
+  void no_unknown_keys() {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      XS_ASSERT(seen_.count(it.key()), "{}: {}: unknown field '{}'", source_, where_, it.key());
+  }
+
+ private:
+  const json& obj_;
+  std::string where_;
+  const std::string& source_;
+  std::set<std::string> seen_;
+};
+
+Bound parse_bound(const std::string& s, const std::string& where) {
+  if (s == "fit") return Bound::fit;
+  if (s == "lower_bound") return Bound::lower;
+  XS_FAIL("{}: bound '{}' is not 'fit' or 'lower_bound'", where, s);
+}
+
+ModelParams group_from_json(const json& j, std::size_t index, const std::string& source) {
+  ModelParams g;
+  Reader r(j, fmt::format("groups[{}]", index), source);
+  g.pattern = r.text("pattern");
+  g.store = r.text("store");
+  const std::string where = fmt::format("{}: groups[{}] ({}/{})", source, index, g.pattern, g.store);
+  XS_ASSERT(is_valid_pattern(g.pattern), "{}: unknown pattern '{}'", where, g.pattern);
+  XS_ASSERT(is_valid_store(g.store), "{}: unknown store '{}'", where, g.store);
+  g.gpus = r.integer("gpus", 1);
+  g.t0_ns_per_byte = r.number("t0_ns_per_byte", true);
+  g.issue_latency_ns = r.number("issue_latency_ns", false);
+  g.loop_overhead_ns = r.number("loop_overhead_ns", false);
+  g.drain_GBps = r.number("drain_GBps", true);
+  g.drain_per_sm_GBps = r.optional_number("drain_per_sm_GBps");
+  g.capacity_bytes_gpu = r.optional_number("capacity_bytes_gpu");
+  g.capacity_bytes_per_sm = r.optional_number("capacity_bytes_per_sm");
+  const std::string scope = r.text("capacity_scope");
+  if (scope == "gpu") g.capacity_scope = CapacityScope::gpu;
+  else if (scope == "sm") g.capacity_scope = CapacityScope::sm;
+  else if (scope == "both") g.capacity_scope = CapacityScope::both;
+  else XS_FAIL("{}: capacity_scope '{}' is not gpu, sm or both", where, scope);
+  const bool need_gpu = g.capacity_scope != CapacityScope::sm, need_sm = g.capacity_scope != CapacityScope::gpu;
+  XS_ASSERT(need_gpu == g.capacity_bytes_gpu.has_value(), "{}: capacity_bytes_gpu must be {} for scope '{}'", where,
+            need_gpu ? "a number" : "null", scope);
+  XS_ASSERT(need_sm == g.capacity_bytes_per_sm.has_value(), "{}: capacity_bytes_per_sm must be {} for scope '{}'",
+            where, need_sm ? "a number" : "null", scope);
+  g.drain_bound = parse_bound(r.text("drain_bound"), where);
+  g.capacity_bound = parse_bound(r.text("capacity_bound"), where);
+  g.sms_max = r.integer("sms_max", 1);
+  g.n_rows = r.integer("n_rows", 0);
+  g.fit_rel_error_median = r.number("fit_rel_error_median", false);
+  r.no_unknown_keys();
+  return g;
+}
+
+}  // namespace
+
+std::string params_to_json(const Params& p) {
+  json j;
+  j["version"] = p.version;
+  j["source_csv"] = p.source_csv;
+  j["holdout_fraction"] = p.holdout_fraction;
+  j["seed"] = p.seed;
+  j["target"] = to_string(p.target);
+  j["groups"] = json::array();
+  for (const auto& g : p.groups) j["groups"].push_back(group_to_json(g));
+  return j.dump(2) + "\n";
+}
+
+Params params_from_json(const std::string& text, const std::string& source_name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    XS_FAIL("{}: not valid JSON (byte {})", source_name, e.byte);
+  }
+  Params p;
+  Reader r(j, "top level", source_name);
+  p.version = r.integer("version", 1);
+  XS_ASSERT(p.version == 1, "{}: params version {} is not supported (this build reads version 1)", source_name,
+            p.version);
+  p.source_csv = r.text("source_csv");
+  p.holdout_fraction = r.number("holdout_fraction", false);
+  XS_ASSERT(p.holdout_fraction < 1, "{}: holdout_fraction must be < 1", source_name);
+  const json& seed = r.field("seed");
+  XS_ASSERT(seed.is_number_unsigned() || (seed.is_number_integer() && seed.get<long long>() >= 0),
+            "{}: top level: field 'seed' must be a non-negative integer", source_name);
+  p.seed = seed.get<std::uint64_t>();
+  const std::string target = r.text("target");
+  if (target == "issue_ns_mean") p.target = FitTarget::mean;
+  else if (target == "issue_ns_med") p.target = FitTarget::median;
+  else XS_FAIL("{}: target '{}' is not issue_ns_mean or issue_ns_med", source_name, target);
+  const json& groups = r.field("groups");
+  XS_ASSERT(groups.is_array() && !groups.empty(), "{}: field 'groups' must be a non-empty array", source_name);
+  r.no_unknown_keys();
+  for (std::size_t i = 0; i < groups.size(); ++i) p.groups.push_back(group_from_json(groups[i], i, source_name));
+  return p;
+}
+
+Params read_params(const std::filesystem::path& path) {
+  return params_from_json(common::read_file(path), path.string());
+}
+
+void write_params(const Params& p, const std::filesystem::path& path) {
+  common::write_file_atomic(path, params_to_json(p));
+}
+
+}  // namespace xstage::burstgap
