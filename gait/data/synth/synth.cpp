@@ -1,0 +1,160 @@
+#include "gait/synth/synth.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "common/png_fast.hpp"
+#include "common/progress.hpp"
+#include "gait/motion/mocap_folder.hpp"
+
+namespace gait {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_bytes(const fs::path& path, const void* data, std::size_t n) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw common::Error(fmt::format("{}: cannot open for writing", path.string()));
+  const bool ok = std::fwrite(data, 1, n, f) == n;
+  if (std::fclose(f) != 0 || !ok) throw common::Error(fmt::format("{}: write failed (disk full?)", path.string()));
+}
+
+void prepare_output(const fs::path& out, bool force) {
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec)) throw common::Error(fmt::format("{}: exists and is not a folder", out.string()));
+    if (!fs::is_empty(out, ec)) {
+      if (!force)
+        throw common::Error(fmt::format("{}: folder is not empty; use --force to replace the generator's output in it",
+                                        out.string()));
+      for (const char* own : {"silhouettes", "pose", "synth.json"}) fs::remove_all(out / own, ec);
+    }
+  }
+  fs::create_directories(out / "silhouettes");
+  fs::create_directories(out / "pose");
+}
+
+struct JobRecord {
+  std::vector<std::array<std::size_t, 2>> counts;  // per view: silhouette frames, pose rows
+};
+
+}  // namespace
+
+SynthReport synthesize(const SynthOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  XS_ASSERT(!opts.out.empty(), "--out is required");
+  const fs::path mocap = opts.mocap.empty() ? default_mocap_dir() : opts.mocap;
+  const MotionLibrary lib = build_motion_library(mocap);
+  prepare_output(opts.out, opts.force);
+  const Generator gen(opts.gen, lib.model);
+  const auto& g = opts.gen;
+  struct Job {
+    int subject;
+    Condition cond;
+    int seq;
+  };
+  std::vector<Job> jobs;
+  for (int s = 1; s <= g.subjects; ++s)
+    for (auto [c, n] : g.sequences) jobs.push_back({s, c, n});
+  std::vector<JobRecord> records(jobs.size());
+  SynthReport rep;
+  std::mutex mu;
+  std::atomic<std::size_t> next{0};
+  std::string failure;
+  common::ProgressBar bar("synth", jobs.size() * g.views.size(), opts.progress);
+  auto worker = [&] {
+    for (;;) {
+      const std::size_t i = next++;
+      if (i >= jobs.size()) return;
+      {
+        std::lock_guard lock(mu);
+        if (!failure.empty()) return;
+      }
+      const Job& job = jobs[i];
+      try {
+        std::size_t checked = 0, inside = 0, frames = 0, rows = 0;
+        gen.render(job.subject, job.cond, job.seq, [&](ViewRender&& v) {
+          const fs::path dir = opts.out / "silhouettes" / subject_name(v.key.subject) / seq_dir_name(v.key) / view_name(v.key.view);
+          fs::create_directories(dir);
+          for (std::size_t f = 0; f < v.sil.size(); ++f) {
+            const auto png = common::encode_png_fast(v.sil[f]);
+            write_bytes(dir / frame_file_name(v.key, v.sil_frames[f]), png.data(), png.size());
+          }
+          const fs::path csv = opts.out / "pose" / subject_name(v.key.subject) / (sequence_id(v.key) + ".csv");
+          fs::create_directories(csv.parent_path());
+          const std::string text = pose_csv_text(v.key, v.pose);
+          write_bytes(csv, text.data(), text.size());
+          records[i].counts.push_back({v.sil.size(), v.pose.frames.size()});
+          checked += v.joints_checked;
+          inside += v.joints_inside;
+          frames += v.sil.size();
+          rows += v.pose.frames.size();
+          bar.tick();
+        });
+        std::lock_guard lock(mu);
+        rep.sequences += g.views.size();
+        rep.frames += frames;
+        rep.pose_rows += rows;
+        rep.joints_checked += checked;
+        rep.joints_inside += inside;
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (failure.empty()) failure = e.what();
+      }
+    }
+  };
+  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  bar.finish();
+  if (!failure.empty()) throw common::Error(failure);
+
+  rep.mocap_persons_used = lib.model.persons();
+  rep.mocap_cycles = lib.cycles;
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json j;
+  j["generator"] = "gait synth";
+  j["format_version"] = 1;
+  j["seed"] = g.seed;
+  j["subjects"] = g.subjects;
+  j["motion"] = motion_source_name(g.motion);
+  j["mocap_dir"] = fs::absolute(mocap).string();
+  j["mocap_persons"] = rep.mocap_persons_used;
+  j["mocap_cycles"] = lib.cycles;
+  j["views"] = g.views;
+  j["fps"] = kVideoFps;
+  j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
+                 {"width", g.rig.width}, {"height", g.rig.height_px}};
+  nlohmann::json subjects = nlohmann::json::array();
+  for (const auto& p : gen.plans())
+    subjects.push_back({{"id", p.subject}, {"motion", p.motion}, {"height_m", p.body.height},
+                        {"girth", p.body.girth}, {"bag", p.body.bag == BagStyle::Shoulder ? "shoulder"
+                                                          : p.body.bag == BagStyle::Hand ? "hand" : "backpack"}});
+  j["subject_plans"] = subjects;
+  nlohmann::json seqs = nlohmann::json::object();
+  for (std::size_t i = 0; i < jobs.size(); ++i)
+    for (std::size_t v = 0; v < g.views.size(); ++v) {
+      const SequenceKey key{jobs[i].subject, jobs[i].cond, jobs[i].seq, g.views[v]};
+      seqs[sequence_id(key)] = {records[i].counts[v][0], records[i].counts[v][1]};
+    }
+  j["sequences"] = seqs;  // id -> [silhouette frames, pose rows]
+  j["totals"] = {{"sequences", rep.sequences}, {"frames", rep.frames}, {"pose_rows", rep.pose_rows},
+                 {"joint_in_silhouette_fraction", rep.joint_in_silhouette()}, {"seconds", rep.seconds},
+                 {"threads", threads}};
+  common::write_file_atomic(opts.out / "synth.json", j.dump(1));
+  return rep;
+}
+
+}  // namespace gait

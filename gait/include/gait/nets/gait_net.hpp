@@ -1,0 +1,63 @@
+// The two-branch network and its heads (OpenGait's shape: a model only builds its
+// modules and computes its outputs; the losses read them by name).
+//
+//   two_branch:  f_i = [CNN(sil)_i ; GCN(pose)]   per CNN part i: the part's silhouette
+//                                                 feature and the whole-body skeleton feature
+//                                                 [n, c_s + c_g, p]
+//   silhouette:  f = CNN(sil)                     [n, c_s, p]
+//   skeleton:    f = GCN(pose)                    [n, c_g, 1]
+//   embed  = SeparateFCs(f)                       [n, d, p]   one FC per part (no weight sharing)
+//   bn     = BNNeck(embed)                        [n, d, p]   BatchNorm1d over the d * p features
+//   logits = SeparateFCs(bn)                      [n, classes, p]
+//
+// Losses (losses.hpp): triplet on `embed`, cross-entropy on `logits` (from the BN
+// features). At test time the embedding is `bn` or `embed` (evaluator.feature) and
+// distances are per-part Euclidean averaged over parts, as OpenGait computes them.
+#pragma once
+
+#include "gait/nets/cnn_branch.hpp"
+#include "gait/nets/gcn_branch.hpp"
+#include "gait/train/config.hpp"
+
+namespace gait::nets {
+
+// p independent linear maps: [n, c_in, p] -> [n, c_out, p]; weight [p, c_in, c_out], Xavier-uniform.
+class SeparateFCsImpl : public torch::nn::Module {
+ public:
+  SeparateFCsImpl(int parts, int in, int out);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor weight_;
+};
+TORCH_MODULE(SeparateFCs);
+
+class GaitNetImpl : public torch::nn::Module {
+ public:
+  GaitNetImpl(const train::ModelConfig& cfg, int num_classes);
+
+  struct Output {
+    torch::Tensor embed;   // [n, d, p]
+    torch::Tensor bn;      // [n, d, p]
+    torch::Tensor logits;  // [n, classes, p]
+  };
+  // sil [n, s, 64, 44] in [0, 1]; pose [n, s, 17, 3]. The input of a branch that is off
+  // may be undefined.
+  Output forward(const torch::Tensor& sil, const torch::Tensor& pose);
+
+  bool uses_silhouettes() const { return !cnn_.is_empty(); }
+  bool uses_pose() const { return !gcn_.is_empty(); }
+  int parts() const { return parts_; }
+  int embed_dim() const { return embed_dim_; }
+  int classes() const { return classes_; }
+
+ private:
+  int parts_ = 1, embed_dim_ = 0, classes_ = 0;
+  CnnBranch cnn_{nullptr};
+  GcnBranch gcn_{nullptr};
+  SeparateFCs fc_{nullptr}, classifier_{nullptr};
+  torch::nn::BatchNorm1d bnneck_{nullptr};
+};
+TORCH_MODULE(GaitNet);
+
+}  // namespace gait::nets

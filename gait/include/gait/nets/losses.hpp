@@ -1,0 +1,37 @@
+// Training losses, as OpenGait defines them (opengait/modeling/losses).
+//
+// Triplet (margin m, on embed [n, c, p]), per part p with d the Euclidean distance:
+//   batch_all:  every (anchor a, positive q, negative k) with label(q) = label(a) (q = a
+//               included, as in OpenGait) and label(k) != label(a):
+//                 l = max(0, d(a, q) - d(a, k) + m)
+//               averaged over the non-zero terms (0 when all are zero), then over parts.
+//   hard:       per anchor, the farthest positive and the closest negative:
+//                 l = max(0, max_q d(a, q) - min_k d(a, k) + m), averaged over anchors and parts.
+// Cross-entropy (on logits [n, classes, p] read from the BN features): mean over samples
+// and parts, with label smoothing.
+#pragma once
+
+#include "gait/nets/gait_net.hpp"
+
+namespace gait::nets {
+
+struct TripletStats {
+  double active = 0;     // fraction of triplets (batch_all) or anchors (hard) with a non-zero loss
+  double mean_dist = 0;  // mean pairwise distance
+};
+
+// Pairwise Euclidean distances per part: [n, c, p] -> [p, n, n].
+torch::Tensor part_distances(const torch::Tensor& embed);
+
+torch::Tensor triplet_loss(const torch::Tensor& embed, const torch::Tensor& labels, double margin,
+                           train::TripletMining mining, TripletStats* stats = nullptr);
+torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, double smoothing,
+                                 double* accuracy = nullptr);
+
+struct LossTerms {
+  torch::Tensor total;
+  double triplet = 0, ce = 0, accuracy = 0, active = 0;
+};
+LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg);
+
+}  // namespace gait::nets

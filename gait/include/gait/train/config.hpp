@@ -1,0 +1,164 @@
+// The run configuration: one JSON file with the sections OpenGait uses
+//
+//   { "data": {...}, "model": {...}, "loss": {...}, "optimizer": {...},
+//     "scheduler": {...}, "trainer": {...}, "evaluator": {...} }
+//
+// Parsing is strict: an unknown key anywhere (a typo such as "stc_attn") is an error
+// that names the key's full path and the keys that section knows; a value of the
+// wrong type is an error naming the path. A missing key takes the default below, so a
+// config states only what differs from the defaults.
+//
+// A config may start from another one: "base": "full-gpu.json" (a path relative to
+// the config's own folder) is loaded first and the rest of the file is merged over it
+// (JSON merge patch, RFC 7386), then the merged document is parsed strictly.
+//
+// Every field is listed once, in config.cpp's visit_fields(), which both reads and
+// writes it, so to_json(parse_config(j)) names every field with its effective value.
+// This header is torch-free.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gait::train {
+
+enum class ModelMode { TwoBranch, Silhouette, Skeleton };     // "two_branch" | "silhouette" | "skeleton"
+enum class GraphOperator { Natural, FullyConnected };         // "natural" | "fc"
+enum class TripletMining { BatchAll, Hard };                  // "batch_all" | "hard"
+enum class OptimizerType { Adam, Sgd };                       // "adam" | "sgd"
+enum class ScheduleType { Constant, Step, Cosine };           // "constant" | "step" | "cosine"
+enum class EvalFeature { Embedding, BnFeature };              // "embedding" | "bn"
+
+struct DataConfig {
+  std::string root;         // dataset root: a `gait synth` output, or a CASIA-B silhouette root
+  std::string pose;         // pose CSV file or folder for a CASIA-B root ("" = none / ROOT/pose)
+  std::string cache;        // preprocessed cache folder ("" = ROOT/cache)
+  int clip_length = 30;     // frames per training clip
+  int train_last_subject = 0;  // 0: the protocol's split for the dataset's subject count
+  int loader_threads = 0;   // threads reading the cache (0: all hardware threads)
+  bool operator==(const DataConfig&) const = default;
+};
+
+// GaitGL-style silhouette branch (gait/nets/cnn_branch.hpp).
+struct CnnConfig {
+  std::vector<int> channels = {32, 64, 128};  // stem + block A0, block A1, block B2
+  int halving = 3;          // local convs see 2^halving horizontal strips
+  int parts = 64;           // horizontal parts of the output (divides the final feature height 64)
+  bool operator==(const CnnConfig&) const = default;
+};
+
+// Skeleton branch (gait/nets/gcn_branch.hpp).
+struct GcnConfig {
+  GraphOperator op = GraphOperator::FullyConnected;
+  int scales = 3;                               // k-hop scales 0..scales-1 merged into one operator
+  bool stc_att = true;                          // spatial-temporal-channel attention in every block
+  std::vector<int> channels = {64, 64, 128, 128};  // one block per entry
+  int temporal_kernel = 9;
+  int att_reduction = 4;                        // STC-Att bottleneck: channels / reduction
+  bool operator==(const GcnConfig&) const = default;
+};
+
+struct FusionConfig {
+  int embed_dim = 256;      // per-part output of the separate FCs (the embedding's c)
+  bool operator==(const FusionConfig&) const = default;
+};
+
+struct ModelConfig {
+  ModelMode mode = ModelMode::TwoBranch;
+  CnnConfig cnn;
+  GcnConfig gcn;
+  FusionConfig fusion;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct LossConfig {
+  double triplet_margin = 0.2;
+  TripletMining mining = TripletMining::BatchAll;
+  double triplet_weight = 1.0;
+  double ce_weight = 1.0;
+  double label_smoothing = 0.1;
+  bool operator==(const LossConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::Adam;
+  double lr = 1e-4;
+  double weight_decay = 5e-4;
+  double momentum = 0.9;    // SGD only
+  bool nesterov = false;    // SGD only
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct SchedulerConfig {
+  ScheduleType type = ScheduleType::Step;
+  std::vector<int> milestones;  // step: iterations at which lr *= gamma
+  double gamma = 0.1;
+  int warmup_iterations = 0;    // linear warm-up from lr/100 (all types)
+  double min_lr = 0.0;          // cosine floor
+  bool operator==(const SchedulerConfig&) const = default;
+};
+
+struct AugmentConfig {
+  bool enabled = true;
+  double sil_erase_p = 0.5;       // random erasing: one rectangle per clip (all frames)
+  double sil_rotate_deg = 4.0;    // uniform in +-deg, one angle per clip
+  double sil_shift_px = 2.0;      // uniform in +-px, x and y, one shift per clip
+  double pose_noise_px = 1.0;     // Gaussian joint noise (video pixels), per joint and frame
+  double pose_mirror_p = 0.5;     // mirror x and swap COCO left/right joints
+  double pose_time_flip_p = 0.5;  // reverse the clip's frame order
+  bool operator==(const AugmentConfig&) const = default;
+};
+
+struct TrainerConfig {
+  int iterations = 80000;
+  int batch_p = 8;          // identities per batch
+  int batch_k = 8;          // sequences per identity
+  std::uint64_t seed = 1;
+  std::string device = "auto";  // "auto" (CUDA when available) | "cpu" | "cuda"
+  bool amp = true;          // bf16 autocast on CUDA; ignored on CPU
+  int threads = 0;          // CPU intra-op threads (0: all hardware threads)
+  int save_every = 5000;    // iterations between checkpoints (the last one is always saved)
+  int log_every = 100;      // iterations between rows of train_log.csv
+  std::string out_dir = "out/gait/run";
+  AugmentConfig augment;
+  bool operator==(const TrainerConfig&) const = default;
+};
+
+struct EvaluatorConfig {
+  EvalFeature feature = EvalFeature::BnFeature;  // which head output is the embedding
+  int max_frames = 720;     // frames of a sequence used at test time (OpenGait: all, capped at 720)
+  bool operator==(const EvaluatorConfig&) const = default;
+};
+
+struct Config {
+  DataConfig data;
+  ModelConfig model;
+  LossConfig loss;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  TrainerConfig trainer;
+  EvaluatorConfig evaluator;
+  bool operator==(const Config&) const = default;
+};
+
+// Strict parse of a merged document; `source` names it in errors. Also validates
+// ranges (positive sizes, parts dividing 64, milestones ascending, ...).
+Config parse_config(const nlohmann::json& j, const std::string& source);
+// Reads a file, resolves "base" chains (relative paths, cycles are errors), parses.
+Config load_config(const std::filesystem::path& path);
+// Every field with its effective value.
+nlohmann::json to_json(const Config& c);
+
+// Names used in files and logs: "two_branch", "fc", ...
+std::string to_string(ModelMode m);
+std::string to_string(GraphOperator o);
+
+// The parts of a model that must match for a checkpoint to be resumed or evaluated
+// with a config: the first differing key path, or "" when they agree.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path = "");
+
+}  // namespace gait::train

@@ -1,0 +1,70 @@
+// The training loop. One step:
+//
+//   P x K sampler (gait/sampler.hpp)          P identities x K sequences
+//   clips: 30 contiguous frames at random      sample_clip(RandomContiguous)
+//   make_batch + augment_batch                 sil [n, 30, 64, 44], pose [n, 30, 17, 3]
+//   GaitNet forward (bf16 autocast on CUDA)    embed, bn, logits
+//   triplet(embed) + CE(logits)                losses.hpp
+//   backward, optimizer step                   lr from schedule.hpp, a function of the iteration
+//
+// Determinism: the model is initialised after torch::manual_seed(trainer.seed); step i
+// draws clips and augmentation from Rng(derive_seed(seed, i)), and the sampler's
+// stream is a function of the seed and the number of batches drawn. A resumed run is
+// therefore the same computation as an uninterrupted one (checkpoint.hpp).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "gait/nets/gait_net.hpp"
+#include "gait/sampler.hpp"
+#include "gait/seq_cache.hpp"
+#include "gait/train/config.hpp"
+
+namespace gait::train {
+
+struct StepStats {
+  int iteration = 0;  // after the step
+  double loss = 0, triplet = 0, ce = 0, accuracy = 0, active = 0, lr = 0, seconds = 0;
+};
+
+class Trainer {
+ public:
+  // `train`: the training sequences (the protocol's training identities). Throws when the
+  // model needs pose and the data has none, or when there are fewer than P identities.
+  Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device device);
+
+  // Restores the model, the optimizer, the CPU RNG and the iteration count, and replays
+  // the sampler. The checkpoint's model, loss, optimizer, scheduler and sampling settings
+  // and its identities must equal this run's (an error names the first difference).
+  void resume(const std::filesystem::path& checkpoint);
+
+  StepStats step();
+  void save(const std::filesystem::path& path) const;
+
+  // Steps to trainer.iterations with a progress bar (loss, throughput), appends rows to
+  // out_dir/train_log.csv and writes checkpoints every trainer.save_every iterations and
+  // at the end: out_dir/checkpoints/iter-NNNNNNN.gckpt and out_dir/latest.gckpt.
+  void run(bool progress);
+
+  int iteration() const { return iteration_; }
+  double train_seconds() const { return train_seconds_; }
+  nets::GaitNet& model() { return model_; }
+  const std::vector<int>& classes() const { return classes_; }
+  const Config& config() const { return cfg_; }
+
+ private:
+  void reset_sampler();
+  Config cfg_;
+  std::vector<CachedSequence> train_;
+  torch::Device device_;
+  std::vector<int> classes_, class_of_seq_;
+  nets::GaitNet model_{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<PxKSampler> sampler_;
+  int iteration_ = 0;
+  double train_seconds_ = 0;
+};
+
+}  // namespace gait::train
