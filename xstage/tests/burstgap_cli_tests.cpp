@@ -1,0 +1,135 @@
+// The Burst-Gap commands end to end through the `xstage` binary: a synthetic sweep
+// is fitted, predicted from, plotted and demoed; bad input gets one line on stderr
+// and a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("xs_burstgap_cli_" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliResult xstage(const std::string& args) {
+  const fs::path o = work_dir() / "stdout.txt", e = work_dir() / "stderr.txt";
+  const std::string cmd = std::string("'") + XSTAGE_CLI + "' " + args + " >'" + o.string() + "' 2>'" + e.string() + "'";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+std::string path(const std::string& name) { return (work_dir() / name).string(); }
+
+// One fitted synthetic sweep shared by the tests.
+class BurstGapCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(xstage("synth -o " + path("sweep.csv")).code, 0);
+    const CliResult fit = xstage("fit " + path("sweep.csv") + " -o " + path("params.json") + " --holdout 0.3 --seed 3 --report " +
+                           path("report.json"));
+    ASSERT_EQ(fit.code, 0) << fit.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(work_dir()); }
+
+  static void expect_one_line_error(const CliResult& r, const std::string& needle) {
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+};
+
+}  // namespace
+
+TEST_F(BurstGapCli, FitWritesParamsAndReport) {
+  EXPECT_TRUE(fs::exists(path("params.json")));
+  const std::string report = slurp(path("report.json"));
+  EXPECT_NE(report.find("\"holdout\""), std::string::npos);
+  EXPECT_NE(report.find("\"min_gap\""), std::string::npos);
+}
+
+TEST_F(BurstGapCli, PredictPrintsTheSchedule) {
+  const CliResult r = xstage("predict --params " + path("params.json") + " --sms 132 --burst 16KiB --gap 2us --bursts 5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("backpressure: yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("smallest gap that avoids it"), std::string::npos);
+  const CliResult j = xstage("predict --params " + path("params.json") + " --sms 132 --burst 16KiB --gap 10us --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"min_gap_ns\""), std::string::npos);
+}
+
+TEST_F(BurstGapCli, PredictRejectsBadInput) {
+  const std::string p = "predict --params " + path("params.json");
+  expect_one_line_error(xstage(p + " --sms 132 --burst -4KiB --gap 2us"), "negative");
+  expect_one_line_error(xstage(p + " --sms 132 --burst lots --gap 2us"), "--burst");
+  expect_one_line_error(xstage(p + " --sms 132 --burst 0 --gap 2us"), "--burst");
+  expect_one_line_error(xstage(p + " --sms 0 --burst 16KiB --gap 2us"), "--sms");
+  expect_one_line_error(xstage(p + " --sms 132 --burst 16KiB --gap -1us"), "--gap");
+  expect_one_line_error(xstage(p + " --sms 132 --burst 16KiB --gap 5"), "--gap");
+  expect_one_line_error(xstage(p + " --sms 132 --burst 16KiB --gap 2us --store tma"), "no fitted group");
+  expect_one_line_error(xstage("predict --params /nonexistent.json --sms 1 --burst 1KiB --gap 0"), "nonexistent");
+  // A params file with a missing field names the field and the file.
+  std::string text = slurp(path("params.json"));
+  const auto at = text.find("\"drain_GBps\"");
+  text.replace(at, text.find('\n', at) - at + 1, "");
+  std::ofstream(path("broken.json")) << text;
+  const CliResult r = xstage("predict --params " + path("broken.json") + " --sms 132 --burst 16KiB --gap 2us");
+  expect_one_line_error(r, "drain_GBps");
+  EXPECT_NE(r.err.find("broken.json"), std::string::npos);
+}
+
+TEST_F(BurstGapCli, FitRejectsMalformedSweeps) {
+  std::ofstream(path("bad.csv")) << "gpus,pattern\n2,peer\n";
+  expect_one_line_error(xstage("fit " + path("bad.csv") + " -o " + path("x.json")), "missing column");
+  expect_one_line_error(xstage("fit /nonexistent.csv -o " + path("x.json")), "nonexistent.csv");
+  expect_one_line_error(xstage("fit " + path("sweep.csv") + " -o " + path("x.json") + " --holdout 1.5"), "--holdout");
+}
+
+TEST_F(BurstGapCli, PlotWritesThreePngs) {
+  const CliResult r = xstage("plot " + path("sweep.csv") + " --out " + path("plots") + " --params " + path("params.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"issue_vs_burst.png", "drain_vs_sms.png", "predicted_vs_measured.png"})
+    EXPECT_GT(fs::file_size(work_dir() / "plots" / f), 1000u) << f;
+  expect_one_line_error(xstage("plot " + path("sweep.csv") + " --out " + path("plots") + " --sms 7"), "7 SMs");
+}
+
+TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
+  const CliResult r = xstage("demo --data " + path("nowhere") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("SYNTHETIC"), std::string::npos);
+  EXPECT_NE(r.out.find("MdAPE"), std::string::npos);
+  EXPECT_NE(r.out.find("10 us gap"), std::string::npos);
+  for (const char* f : {"params.json", "report.json", "issue_vs_burst.png", "drain_vs_sms.png", "predicted_vs_measured.png"})
+    EXPECT_TRUE(fs::exists(work_dir() / "demo" / f)) << f;
+  expect_one_line_error(xstage("demo --data " + path("nowhere") + " --out " + path("demo2")), "h200_sweep.csv");
+}
