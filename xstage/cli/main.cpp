@@ -17,6 +17,9 @@ void append_command_line(const char* part) { g_command_line += part; }
 #ifndef XSTAGE_HAVE_CUDA
 namespace xstage::cli {
 void add_probe_commands(CLI::App& app) {
+  app.add_subcommand("info", "Build features and visible GPUs")->callback([] {
+    std::printf("cuda: no\ngpus: 0\n");
+  });
   auto* cmd = app.add_subcommand("probe", "Measure the X-Stage on this node's GPUs (needs a CUDA build)");
   cmd->allow_extras();
   cmd->callback([] {

@@ -2,15 +2,18 @@
 // plus a JSON summary (card, GPUs, date, copy-engine bandwidth, clock offsets).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "xstage/burstgap.hpp"
 #include "xstage/probe.hpp"
 
 namespace xstage::cli {
@@ -40,7 +43,7 @@ struct ProbeCli {
   int gpus = 2;
   std::string sweep = "custom";
   std::string patterns = "peer", stores = "st16", modes = "issue", sms = "0", bursts = "16KiB", gaps = "0,10us";
-  int warmup = 8, measured = 48;
+  int warmup = 16, measured = 64;
   std::string buffer = "64MiB";
   std::string out = "probe-out";
   bool no_copy_engine = false, quiet = false, force = false;
@@ -107,12 +110,34 @@ void run(const ProbeCli& c, const std::string& command_line) {
     fmt::print("{:>9} {:>5} {:>7} {:>4} {:>8} {:>8.1f} {:>11.3f} {:>9.1f} {:>11.3f}\n", r.pattern, r.store, r.mode,
                r.sms, common::format_bytes(r.burst_bytes), r.gap_ns / 1e3, r.issue_ns_med / 1e3, r.gbps,
                r.visible_ns_med / 1e3);
-  fmt::print("wrote {} and {}\n", (out / "sweep.csv").string(), (out / "probe_summary.json").string());
+  // Plots of the raw sweep (the model's curves come with `xstage plot --params`).
+  burstgap::PlotSelection sel;
+  sel.pattern = o.gpus >= 2 ? "peer" : "local";
+  sel.sms = 0;
+  const bool has_sel = std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
+    return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
+  });
+  if (has_sel) {
+    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, out / "issue_vs_burst.png");
+    burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", out / "drain_vs_sms.png");
+  }
+  fmt::print("wrote {}, {}{}\n", (out / "sweep.csv").string(), (out / "probe_summary.json").string(),
+             has_sel ? " and the PNG plots" : "");
 }
 
 }  // namespace
 
 void add_probe_commands(CLI::App& app) {
+  app.add_subcommand("info", "Build features and visible GPUs")->callback([] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    std::string name;
+    if (n > 0) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) name = p.name;
+    }
+    fmt::print("cuda: yes\nnccl: {}.{}.{}\ngpus: {}\ncard: {}\n", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, n, name);
+  });
   auto c = std::make_shared<ProbeCli>();
   auto* cmd = app.add_subcommand("probe", "Measure the X-Stage: bursts of remote stores with compute gaps");
   cmd->add_option("--gpus", c->gpus, "GPUs (rank 0 sends, the others receive)")->capture_default_str();

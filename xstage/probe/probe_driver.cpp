@@ -104,6 +104,7 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
   row.burst_bytes = static_cast<double>(c.burst_bytes);
   row.gap_ns = c.gap_ns;
   row.bursts = o.bursts;
+  row.warmup = o.warmup;
   std::vector<double> issue, period, visible, drain;
   double rate_sum = 0;  // bytes/ns summed over SMs
   const auto dst = destinations(c.pattern, o.gpus);
@@ -355,33 +356,35 @@ std::vector<ProbeConfig> standard_sweep(int gpus, int sm_count, bool quick) {
   if (gpus >= 2) patterns.push_back("peer");
   if (gpus >= 3) patterns.push_back("all_peers");
   std::vector<int> sms_list;
-  for (int s : {1, 2, 4, 8, 16, 33, 66, 99, sm_count})
-    if (s <= sm_count && (sms_list.empty() || sms_list.back() < s)) sms_list.push_back(s);
-  const std::vector<std::size_t> bursts_full = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
-  const std::vector<double> gaps_full = {0, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000, 15000, 20000};
+  for (int s : {1, 2, 4, 8, 16, 33, 66, 99})
+    if (s < sm_count) sms_list.push_back(s);
+  using B = std::size_t;
+  // Gaps dense enough to place the smallest backpressure-free gap within ~20%.
+  const std::vector<double> gaps = {0,    500,  1000, 1500,  2000,  2500,  3000,  4000,
+                                    5000, 6000, 8000, 10000, 12000, 15000, 20000, 30000};
   if (quick) {
     for (const auto& p : patterns)
-      for (std::size_t b : {std::size_t{4096}, std::size_t{16384}, std::size_t{65536}})
+      for (B b : {B{4096}, B{16384}, B{65536}})
         for (double g : {0.0, 2000.0, 10000.0}) out.push_back({p, "st16", "issue", sm_count, b, g});
     if (gpus >= 2) out.push_back({"peer", "st16", "visible", sm_count, 16384, 10000});
     return out;
   }
   for (const auto& p : patterns) {
-    // Full grid at the full SM count: issue time vs burst size per gap.
-    for (std::size_t b : bursts_full)
-      for (double g : gaps_full) out.push_back({p, "st16", "issue", sm_count, b, g});
-    // Sustained drain and capacity vs SM count (gap 0 and a mid gap).
-    for (int s : sms_list) {
-      if (s == sm_count) continue;
-      for (std::size_t b : {std::size_t{4096}, std::size_t{16384}, std::size_t{65536}, std::size_t{131072}})
-        for (double g : {0.0, 2000.0, 10000.0}) out.push_back({p, "st16", "issue", s, b, g});
-    }
+    // Issue time vs burst size per gap at the full SM count.
+    for (B b : {B{1024}, B{2048}, B{4096}, B{8192}, B{12288}, B{16384}, B{24576}, B{32768}, B{49152}, B{65536},
+                B{98304}, B{131072}})
+      for (double g : gaps) out.push_back({p, "st16", "issue", sm_count, b, g});
+    // Drain and capacity vs SM count.
+    for (int s : sms_list)
+      for (B b : {B{4096}, B{16384}, B{65536}, B{131072}})
+        for (double g : {0.0, 1000.0, 2000.0, 4000.0, 6000.0, 10000.0, 20000.0})
+          out.push_back({p, "st16", "issue", s, b, g});
   }
   if (gpus >= 2) {
     for (const std::string st : {"st4", "st8", "tma"})
-      for (std::size_t b : {std::size_t{4096}, std::size_t{16384}, std::size_t{65536}})
-        for (double g : {0.0, 2000.0, 10000.0}) out.push_back({"peer", st, "issue", sm_count, b, g});
-    for (std::size_t b : {std::size_t{4096}, std::size_t{16384}, std::size_t{65536}})
+      for (B b : {B{4096}, B{16384}, B{65536}})
+        for (double g : gaps) out.push_back({"peer", st, "issue", sm_count, b, g});
+    for (B b : {B{4096}, B{16384}, B{65536}})
       for (double g : {0.0, 10000.0}) {
         out.push_back({"peer", "st16", "visible", sm_count, b, g});
         if (gpus >= 3) out.push_back({"all_peers", "st16", "visible", sm_count, b, g});

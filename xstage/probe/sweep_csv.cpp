@@ -10,7 +10,7 @@ namespace xstage {
 namespace {
 constexpr const char* kHeader =
     "gpus,pattern,store,mode,sms,burst_bytes,gap_ns,bursts,issue_ns_med,issue_ns_p10,issue_ns_p90,"
-    "issue_ns_mean,period_ns_med,period_ns_mean,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med";
+    "issue_ns_mean,period_ns_med,period_ns_mean,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med,warmup";
 }
 
 bool is_valid_pattern(const std::string& s) { return s == "local" || s == "peer" || s == "all_peers"; }
@@ -49,6 +49,7 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
     r.visible_ns_p10 = t.number(i, c_v10);
     r.visible_ns_p90 = t.number(i, c_v90);
     r.drain_ns_med = t.number(i, c_dr);
+    r.warmup = t.has_column("warmup") ? static_cast<int>(t.integer(i, t.column("warmup"))) : 8;
     XS_ASSERT(r.gpus >= 1, "{}: gpus must be >= 1", where);
     XS_ASSERT(is_valid_pattern(r.pattern), "{}: unknown pattern '{}' (local, peer, all_peers)", where, r.pattern);
     XS_ASSERT(is_valid_store(r.store), "{}: unknown store '{}' (st4, st8, st16, tma)", where, r.store);
@@ -57,6 +58,7 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
     XS_ASSERT(r.burst_bytes > 0, "{}: burst_bytes must be > 0", where);
     XS_ASSERT(r.gap_ns >= 0, "{}: gap_ns must be >= 0", where);
     XS_ASSERT(r.bursts >= 1, "{}: bursts must be >= 1", where);
+    XS_ASSERT(r.warmup >= 0, "{}: warmup must be >= 0", where);
     XS_ASSERT(r.issue_ns_med > 0, "{}: issue_ns_med must be > 0", where);
     XS_ASSERT(r.issue_ns_mean > 0 || r.issue_ns_mean == -1, "{}: issue_ns_mean must be > 0 (or -1)", where);
     rows.push_back(std::move(r));
@@ -72,10 +74,10 @@ std::vector<SweepRow> read_sweep_csv(const std::filesystem::path& path) {
 std::string format_sweep_csv(const std::vector<SweepRow>& rows) {
   std::string out = std::string(kHeader) + "\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{:.0f},{:.0f},{},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f}\n",
+    out += fmt::format("{},{},{},{},{},{:.0f},{:.0f},{},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f},{:.2f},{:.1f},{:.1f},{:.1f},{:.1f},{}\n",
                        r.gpus, r.pattern, r.store, r.mode, r.sms, r.burst_bytes, r.gap_ns, r.bursts, r.issue_ns_med,
                        r.issue_ns_p10, r.issue_ns_p90, r.issue_ns_mean, r.period_ns_med, r.period_ns_mean, r.gbps, r.visible_ns_med, r.visible_ns_p10,
-                       r.visible_ns_p90, r.drain_ns_med);
+                       r.visible_ns_p90, r.drain_ns_med, r.warmup);
   }
   return out;
 }

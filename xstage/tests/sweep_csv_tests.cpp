@@ -27,6 +27,7 @@ TEST(SweepCsv, RoundTrip) {
   EXPECT_DOUBLE_EQ(back[1].visible_ns_med, 2500.5);
   EXPECT_DOUBLE_EQ(back[0].issue_ns_mean, 130.5);
   EXPECT_DOUBLE_EQ(back[1].period_ns_mean, 12000.5);
+  EXPECT_EQ(back[1].warmup, rows[1].warmup);
 }
 
 TEST(SweepCsv, RejectsBadRows) {
@@ -48,4 +49,15 @@ TEST(SweepCsv, RejectsBadRows) {
   EXPECT_THROW(xstage::parse_sweep_csv(replace(",16384,", ",abc,"), "b"), common::Error);
   EXPECT_THROW(xstage::parse_sweep_csv("gpus,pattern\n2,peer\n", "b"), common::Error);
   EXPECT_THROW(xstage::parse_sweep_csv(good.substr(0, good.find('\n') + 1), "b"), common::Error);
+}
+
+TEST(SweepCsv, OlderFilesWithoutOptionalColumnsStillRead) {
+  const std::string old =
+      "gpus,pattern,store,mode,sms,burst_bytes,gap_ns,bursts,issue_ns_med,issue_ns_p10,issue_ns_p90,"
+      "period_ns_med,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med\n"
+      "2,peer,st16,issue,132,16384,0,48,3694.4,1152.7,7513.6,4476.9,317.30,-1,-1,-1,-1\n";
+  auto rows = xstage::parse_sweep_csv(old, "old");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].issue_ns_mean, -1);
+  EXPECT_EQ(rows[0].warmup, 8);
 }

@@ -23,8 +23,8 @@ struct ProbeConfig {
 struct ProbeOptions {
   int gpus = 2;
   std::vector<ProbeConfig> configs;
-  int warmup = 8;    // bursts run before measuring, so rows are steady state
-  int bursts = 48;   // measured bursts per SM
+  int warmup = 16;   // bursts run before measuring (rows record it; the model simulates them)
+  int bursts = 64;   // measured bursts per SM
   std::size_t buffer_bytes = std::size_t{64} << 20;  // payload bytes per rank window
   bool copy_engine = true;  // time cudaMemcpyPeer 0 -> 1 as a reference
   bool progress = true;

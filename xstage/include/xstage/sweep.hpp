@@ -10,7 +10,7 @@
 //   sms           issuing SMs (one block per SM)
 //   burst_bytes   bytes per SM per burst
 //   gap_ns        busy compute between bursts (requested)
-//   bursts        bursts measured per SM (after warm-up bursts)
+//   bursts        bursts measured per SM (after `warmup` unmeasured bursts)
 //   issue_ns_med, issue_ns_p10, issue_ns_p90
 //                 sender-visible issue time of one burst on one SM (first store
 //                 issued to last store issued, %globaltimer), over SMs x bursts
@@ -26,6 +26,9 @@
 //                 burst start (sender) to the receiver seeing its release flag,
 //                 converted to the sender's clock (visible mode only)
 //   drain_ns_med  burst start to the sender's system-scope fence returning (visible mode)
+//   warmup        unmeasured bursts run first (the X-Stage starts empty, so a model
+//                 of the row simulates bursts warmup+1 .. warmup+bursts); optional
+//                 when reading (absent in the first sweeps: 8)
 #pragma once
 
 #include <filesystem>
@@ -49,6 +52,7 @@ struct SweepRow {
   double gbps = -1;
   double visible_ns_med = -1, visible_ns_p10 = -1, visible_ns_p90 = -1;
   double drain_ns_med = -1;
+  int warmup = 8;
 };
 
 // Validates every field (known pattern/store/mode names, positive sizes, finite
