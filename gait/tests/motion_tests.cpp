@@ -1,0 +1,203 @@
+// Motion-capture readers (BVH, ASF/AMC), retargeting, cycle cutting, the gait model
+// and the walker, on hand-made files with known answers and on the embedded captures.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "common/check.hpp"
+#include "gait/motion/asf_amc.hpp"
+#include "gait/motion/bvh.hpp"
+#include "gait/motion/mocap_folder.hpp"
+#include "gait/synth/walker.hpp"
+
+namespace gait {
+namespace {
+
+const char* kTinyBvh = R"(HIERARCHY
+ROOT hip
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Yrotation Xrotation
+  JOINT spine
+  {
+    OFFSET 0 10 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    End Site
+    {
+      OFFSET 0 5 0
+    }
+  }
+}
+MOTION
+Frames: 2
+Frame Time: 0.0333333
+1 2 3 0 0 0 0 0 0
+1 2 3 90 0 0 0 0 0
+)";
+
+void expect_near(const Vec3& a, const Vec3& b) {
+  EXPECT_NEAR(a.x, b.x, 1e-9);
+  EXPECT_NEAR(a.y, b.y, 1e-9);
+  EXPECT_NEAR(a.z, b.z, 1e-9);
+}
+
+TEST(Bvh, ForwardKinematicsKnownPositions) {
+  const BvhFile b = parse_bvh(kTinyBvh, "tiny.bvh");
+  ASSERT_EQ(b.joints.size(), 3u);
+  EXPECT_EQ(b.channels, 9);
+  const MotionClip c = bvh_to_clip(b, "tiny", "p");
+  EXPECT_NEAR(c.fps, 30.0, 1e-3);
+  expect_near(c.frames[0][1], {1, 12, 3});
+  expect_near(c.frames[0][2], {1, 17, 3});
+  // Root Zrotation 90: +Y turns into -X.
+  expect_near(c.frames[1][1], {-9, 2, 3});
+  expect_near(c.frames[1][2], {-14, 2, 3});
+  EXPECT_EQ(c.joint("SPINE"), 1);
+  EXPECT_EQ(c.joint("spine_end"), 2);
+}
+
+void expect_error(const std::string& text, const std::string& needle) {
+  try {
+    parse_bvh(text, "bad.bvh");
+    FAIL() << "accepted: " << needle;
+  } catch (const common::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("bad.bvh"), std::string::npos) << m;
+    EXPECT_NE(m.find(needle), std::string::npos) << m;
+  }
+}
+
+TEST(Bvh, MalformedFilesNameTheFileAndLine) {
+  std::string t = kTinyBvh;
+  expect_error(t.substr(0, t.size() - 20), "truncated");
+  std::string bad = t;
+  bad.replace(bad.find("Xrotation\n"), 9, "Wrotation");
+  expect_error(bad, "unknown channel");
+  bad = t;
+  bad.replace(bad.rfind("90"), 2, "x9");
+  expect_error(bad, "bad.bvh:20: 'x9' is not a number");
+  expect_error("HIERARCHY\nROOT a\n{\n", "unexpected end of file");
+}
+
+TEST(Bvh, WriteThenReadIsTheSameMotion) {
+  const BvhFile b = parse_bvh(kTinyBvh, "tiny.bvh");
+  const BvhFile again = parse_bvh(write_bvh(b, 2, 2), "again.bvh");
+  ASSERT_EQ(again.frames.size(), 2u);
+  EXPECT_EQ(again.frames[1], b.frames[1]);
+}
+
+const char* kTinyAsf = R"(:version 1.10
+:name tiny
+:units
+  mass 1.0
+  length 0.45
+  angle deg
+:documentation
+  anything at all
+:root
+   order TX TY TZ RX RY RZ
+   axis XYZ
+   position 0 0 0
+   orientation 0 0 0
+:bonedata
+  begin
+     id 1
+     name up
+     direction 0 1 0
+     length 2
+     axis 0 0 0  XYZ
+    dof rx
+    limits (-180.0 180.0)
+  end
+:hierarchy
+  begin
+    root up
+  end
+)";
+
+TEST(AsfAmc, ForwardKinematicsAndUnits) {
+  const AsfSkeleton asf = parse_asf(kTinyAsf, "tiny.asf");
+  EXPECT_NEAR(asf.metres_per_unit(), 0.056444, 1e-6);  // CMU's "length 0.45"
+  const AmcFile amc = parse_amc(":FULLY-SPECIFIED\n:DEGREES\n1\nroot 1 2 3 0 0 0\nup 0\n2\nroot 1 2 3 0 0 0\nup 90\n", "t.amc");
+  const MotionClip c = amc_to_clip(asf, amc, 120, "t", "p");
+  ASSERT_EQ(c.frames.size(), 2u);
+  expect_near(c.frames[0][1], {1, 4, 3});
+  expect_near(c.frames[1][1], {1, 2, 5});  // Rx(90): +Y -> +Z
+  EXPECT_THROW(parse_amc("1\nroot 1 2 3 0 0 0\n3\n", "skip.amc"), common::Error);  // frame 3 after 1
+  EXPECT_THROW(parse_asf(":bonedata\n begin\n name x\n bogus 1\n end\n", "b.asf"), common::Error);
+}
+
+class EmbeddedMocap : public ::testing::Test {
+ protected:
+  static const MotionLibrary& lib() {
+    static const MotionLibrary l = build_motion_library(default_mocap_dir());
+    return l;
+  }
+};
+
+TEST_F(EmbeddedMocap, AllClipsAndPeopleLoad) {
+  std::vector<std::string> problems;
+  const auto clips = load_mocap_folder(default_mocap_dir(), problems);
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(clips.size(), 37u);
+  std::set<std::string> people;
+  for (const auto& c : clips) {
+    people.insert(c.person);
+    EXPECT_NEAR(c.fps, 40.0, 0.01) << c.name;
+    EXPECT_EQ(c.first_frame_is_rest_pose, c.format == "bvh") << c.name;  // cgspeed's T-pose
+    // Property: forward kinematics keeps every bone's length over time.
+    for (std::size_t j = 1; j < c.joint_names.size(); ++j) {
+      const int p = c.parents[j];
+      const double l0 = norm(c.frames[0][j] - c.frames[0][p]);
+      for (std::size_t f = 1; f < c.frames.size(); f += 17) EXPECT_NEAR(norm(c.frames[f][j] - c.frames[f][p]), l0, 1e-6 * (1 + l0));
+    }
+  }
+  EXPECT_EQ(people.size(), 7u);
+}
+
+TEST_F(EmbeddedMocap, CyclesAreHumanWalking) {
+  EXPECT_EQ(lib().cycles_per_person.size(), 7u);
+  EXPECT_GE(lib().cycles, 50u);
+  for (const auto& [person, codes] : lib().model.person_cycles)
+    for (const auto& c : codes) {
+      EXPECT_GT(c.duration_s(), 0.8) << person;
+      EXPECT_LT(c.duration_s(), 1.7) << person;
+    }
+  EXPECT_LT(lib().fourier_rms, 0.03);  // six harmonics keep the curves
+  EXPECT_GT(lib().model.explained, 0.8);
+}
+
+TEST_F(EmbeddedMocap, WalkersMoveLikePeople) {
+  Rng rng(3);
+  const BodyShape body = sample_body(rng);
+  std::vector<CycleCode> codes;
+  for (const auto& [p, c] : lib().model.person_cycles) codes.push_back(c.front());
+  for (int i = 0; i < 5; ++i) codes.push_back(lib().model.sample_identity(rng));
+  for (const auto& code : codes) {
+    WalkStyle st;
+    st.code = code;
+    const Walker w(body, st);
+    EXPECT_GT(w.speed(), 0.6);  // human walking: about 0.8 - 1.6 m/s
+    EXPECT_LT(w.speed(), 1.9);
+    for (double t = 0; t < 2.0; t += 0.1) {
+      const CanonPose p = w.pose(t);
+      const double sole = std::min({p[cLAnkle].y - body.ankle_height, p[cRAnkle].y - body.ankle_height,
+                                    p[cLToe].y - 0.02, p[cRToe].y - 0.02});
+      EXPECT_NEAR(sole, 0.0, 1e-9);                  // grounded
+      EXPECT_GT(p[cHead].y, 0.75 * body.height);    // upright
+      EXPECT_NEAR(norm(p[cLKnee] - p[cLHip]), body.thigh, 1e-9);
+    }
+  }
+}
+
+TEST_F(EmbeddedMocap, ModelSamplingIsDeterministic) {
+  Rng a(11), b(11);
+  const CycleCode x = lib().model.sample_identity(a), y = lib().model.sample_identity(b);
+  EXPECT_EQ(x.v, y.v);
+  const PhasePose p = evaluate_code(x, 0.3);
+  for (const auto& d : p.dirs) EXPECT_NEAR(norm(d), 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace gait
