@@ -97,8 +97,9 @@ Advice advise(const ModelParams& p, const BurstProfile& prof) {
   a.max_burst_bytes = max_burst_bytes(p, n);
   a.recommended_sms = n;
   a.recommended_gap_ns = g;
-  const std::string what = fmt::format("{} SMs x {} (R {:.0f} GB/s into D {:.0f} GB/s, C {})", n,
-                                       common::format_bytes(b), r.inject, r.drain, common::format_bytes(r.capacity));
+  const std::string what =
+      fmt::format("{} SMs x {} (R {:.0f} GB/s into D {:.0f} GB/s, C {})", n, common::format_bytes(b), r.inject, r.drain,
+                  std::isfinite(r.capacity) ? common::format_bytes(r.capacity) : "unlimited");
 
   if (a.predicted_stall_ns <= 1e-3 * prof.bursts) {
     a.remedy = Remedy::none;

@@ -280,9 +280,11 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
   Candidate best = *best_it;
   ModelParams p = best.params;
   if (notes) {
-    std::string scores;
-    for (const auto& c : cands) scores += fmt::format("{}{} {:.1f}", scores.empty() ? "" : "; ", c.variant.name(), c.bic);
-    notes->push_back(fmt::format("{}: chose '{}' by BIC ({})", name, best.variant.name(), scores));
+    const Candidate* runner = nullptr;
+    for (const auto& c : cands)
+      if (&c != &*best_it && (!runner || c.bic < runner->bic)) runner = &c;
+    notes->push_back(fmt::format("{}: chose '{}' by BIC (next: '{}', +{:.1f})", name, best.variant.name(),
+                                 runner->variant.name(), runner->bic - best.bic));
   }
 
   // A per-SM drain limit that binds at no SM count of the data is not supported by it.

@@ -17,23 +17,28 @@ std::string opt_bytes(const std::optional<double>& v) { return v ? common::forma
 std::string opt_rate(const std::optional<double>& v) { return v ? fmt::format("{:.1f}", *v) : "-"; }
 std::string pct(double v) { return std::isfinite(v) ? fmt::format("{:+.1f}%", 100 * v) : "inf"; }
 std::string ns_or_none(double v) { return std::isfinite(v) ? common::format_ns(v) : "none"; }
+std::string bytes_or_unlimited(double v) { return std::isfinite(v) ? common::format_bytes(v) : "unlimited"; }
 
 std::string row_table(const std::vector<RowPrediction>& rows, std::size_t max_rows) {
   std::string s = fmt::format("  {:<9} {:<5} {:>4} {:>4} {:>10} {:>10} {:>11} {:>11} {:>8}\n", "pattern", "store",
                               "gpus", "sms", "burst", "gap", "measured", "predicted", "error");
   std::vector<const RowPrediction*> sorted;
   for (const auto& r : rows) sorted.push_back(&r);
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) {
-    return std::tie(a->row.pattern, a->row.store, a->row.gpus, a->row.sms, a->row.burst_bytes, a->row.gap_ns) <
-           std::tie(b->row.pattern, b->row.store, b->row.gpus, b->row.sms, b->row.burst_bytes, b->row.gap_ns);
+  auto rank = [](const std::string& pattern) { return pattern == "local" ? 0 : pattern == "peer" ? 1 : 2; };
+  std::sort(sorted.begin(), sorted.end(), [&](auto* a, auto* b) {
+    return std::tuple(rank(a->row.pattern), a->row.store, a->row.gpus, a->row.sms, a->row.burst_bytes, a->row.gap_ns) <
+           std::tuple(rank(b->row.pattern), b->row.store, b->row.gpus, b->row.sms, b->row.burst_bytes, b->row.gap_ns);
   });
-  for (std::size_t i = 0; i < sorted.size() && i < max_rows; ++i) {
-    const auto& p = *sorted[i];
+  // Too many rows: an evenly spaced sample, so every group shows.
+  const std::size_t shown = std::min(sorted.size(), max_rows);
+  for (std::size_t k = 0; k < shown; ++k) {
+    const auto& p = *sorted[k * sorted.size() / shown];
     s += fmt::format("  {:<9} {:<5} {:>4} {:>4} {:>10} {:>10} {:>11} {:>11} {:>8}\n", p.row.pattern, p.row.store,
                      p.row.gpus, p.row.sms, common::format_bytes(p.row.burst_bytes), common::format_ns(p.row.gap_ns),
                      common::format_ns(p.measured_ns), common::format_ns(p.predicted_ns), pct(p.rel_error));
   }
-  if (sorted.size() > max_rows) s += fmt::format("  ... {} more rows in the JSON report\n", sorted.size() - max_rows);
+  if (sorted.size() > shown)
+    s += fmt::format("  ({} of {} rows shown, evenly spaced; all are in the JSON report)\n", shown, sorted.size());
   return s;
 }
 
@@ -51,6 +56,11 @@ std::string format_params(const Params& params) {
                      g.store, g.gpus, g.t0_ns_per_byte, g.issue_latency_ns, drain, opt_rate(g.drain_per_sm_GBps),
                      cap_gpu, cap_sm, to_string(g.capacity_scope), g.n_rows, 100 * g.fit_rel_error_median);
   }
+  for (const auto& g : params.groups)
+    if (g.drain_bound == Bound::lower || g.capacity_bound == Bound::lower) {
+      s += "(+ and >=: lower bounds; no row of the sweep is sensitive to the value)\n";
+      break;
+    }
   return s;
 }
 
@@ -163,7 +173,7 @@ std::string format_prediction(const Prediction& pr) {
                    p.store, p.gpus, p.t0_ns_per_byte, p.issue_latency_ns, p.drain_GBps);
   if (p.drain_per_sm_GBps) s += fmt::format(" (per SM {:.1f})", *p.drain_per_sm_GBps);
   s += fmt::format(", capacity {}{} ({})\n", p.capacity_bound == Bound::lower ? ">= " : "",
-                   common::format_bytes(r.capacity), to_string(p.capacity_scope));
+                   bytes_or_unlimited(r.capacity), to_string(p.capacity_scope));
   if (pr.sms > p.sms_max) s += fmt::format("note: {} SMs is beyond the fitted range (up to {})\n", pr.sms, p.sms_max);
   s += fmt::format("schedule: {} SMs x {} = {} per burst, gap {}; issue {:.0f} GB/s into drain {:.0f} GB/s\n", pr.sms,
                    common::format_bytes(pr.burst_bytes), common::format_bytes(pr.sms * pr.burst_bytes),
@@ -194,7 +204,7 @@ std::string format_prediction(const Prediction& pr) {
   } else {
     s += fmt::format("no gap avoids it: one burst adds {}, more than the capacity {}; the largest burst that fits is "
                      "{} per SM\n",
-                     common::format_bytes(pr.increment_bytes), common::format_bytes(r.capacity),
+                     common::format_bytes(pr.increment_bytes), bytes_or_unlimited(r.capacity),
                      common::format_bytes(std::floor(pr.max_burst_bytes)));
   }
   s += fmt::format("advice: {}", to_string(pr.advice.remedy));
