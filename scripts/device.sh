@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The accelerator machine's one script: build with CUDA, run the GPU tests, the
 # sanitizer and the benchmarks, and write everything under $OUT (default out/device).
-#   ./run device [STAGES...]    stages: env build test sanitize probe all (default all)
+#   ./run device [STAGES...]    stages: env build test sanitize probe attention all (default all)
 # Environment: GPUS (probe GPU counts, default "all visible"; e.g. "2 4"),
-#              SWEEP (standard|quick, default standard), GAIT=ON to build gait too.
+#              SWEEP (standard|quick, default standard), GAIT=ON to build gait too,
+#              ATTN_BENCH_ARGS (extra arguments of `xstage bench attention`).
 # Prints a short table last; full logs and results go to $OUT/device-run.tgz
 # (the lent machine returns at most 8 files, so everything travels in one archive).
 set -uo pipefail
@@ -56,6 +57,41 @@ if want probe; then
         >"$OUT/fit_x$g.log" 2>&1 && note "fit_x$g" "ok" || note "fit_x$g" "failed (see fit_x$g.log)"
     fi
   done
+fi
+if want attention; then
+  # Self-contained: its own build (LibTorch SDPA baselines on), the attention
+  # tests, the resource report and SASS checks, the sanitizers on a small case,
+  # then the bench. Each step has a time limit so the archive always gets made.
+  AB=${ATTN_BUILD_DIR:-$ROOT/build-attention}
+  TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  step attn_configure cmake -S "$ROOT" -B "$AB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+    -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_TORCH_BASELINES=ON ${TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$TORCH_PREFIX"}
+  grep -E "SDPA baselines|LibTorch" "$OUT/attn_configure.log" | head -3
+  step attn_build cmake --build "$AB" -j "$(nproc)" --target xstage xstage_attention_tests \
+    xstage_attention_hopper_gpu_tests xstage_attention_gpu_tests
+  AT="$AB/xstage/tests"
+  step attn_cpu_tests "$AT/xstage_attention_tests"
+  step attn_hopper_tests timeout 60 "$AT/xstage_attention_hopper_gpu_tests"
+  step attn_gpu_tests timeout 180 "$AT/xstage_attention_gpu_tests"
+  grep -E "^\[  (FAILED|PASSED) |Failure|rel L2|max \|ours|LSE mis|left NaN|timed out" "$OUT/attn_gpu_tests.log" | head -40
+  cuobjdump --dump-resource-usage "$AB/xstage/attention/libxs_attention.a" >"$OUT/attention_resource_usage.log" 2>&1
+  cuobjdump --dump-sass "$AB/xstage/attention/libxs_attention.a" >"$OUT/attention.sass" 2>&1
+  awk '/Function : /{f=($3 ~ /flash_fwd_kernel/) ? $3 : ""} f&&/HGMMA/{h[f]++} f&&/(LDL|STL)/{l[f]++}
+       END{for(k in h) printf "%s HGMMA=%d LDL/STL=%d\n", k, h[k], l[k]+0}' "$OUT/attention.sass" >"$OUT/attention_sass_check.log"
+  note attn_sass "$(awk '{printf "%s %s; ", $2, $3}' "$OUT/attention_sass_check.log")"
+  step attn_memcheck timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
+    --gtest_filter='AttentionGpu.SanitizerCase'
+  step attn_racecheck timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
+    --gtest_filter='AttentionGpu.SanitizerCase'
+  XSA="$AB/xstage/cli/xstage"
+  BASE_ARGS=()
+  if ! grep -q "SDPA baselines enabled" "$OUT/attn_configure.log"; then
+    step attn_sdpa_python timeout 150 python3 "$ROOT/xstage/attention/torch_baseline/sdpa_baseline.py" \
+      --out "$OUT/sdpa_python.json" --reps 10 --budget-ms 100 && BASE_ARGS=(--baselines-json "$OUT/sdpa_python.json")
+  fi
+  step attn_bench timeout ${ATTN_BENCH_TIMEOUT:-170} "$XSA" bench attention --reps 10 --budget-ms 100 \
+    --json "$OUT/attention.json" "${BASE_ARGS[@]}" ${ATTN_BENCH_ARGS:-}
+  [ -f "$OUT/attn_bench.log" ] && { echo "---- bench attention ----"; grep -E "^ +[0-9]+ |^ +S |WRONG|baseline:" "$OUT/attn_bench.log" | tail -100; }
 fi
 tar czf "$FINAL_OUT/device-run.tgz" -C "$ROOT/out" device-run
 echo

@@ -1,0 +1,27 @@
+// Entry point of the local attention forward pass: validate, pick the config,
+// launch the sm_90a kernel with the local-store epilogue.
+#include "attention/sm90_flash_fwd_launch.cuh"
+#include "xstage/attention_cuda.hpp"
+
+namespace xstage::attention {
+
+FwdConfig flash_fwd(const FwdArgs& args, cudaStream_t stream, const FwdOptions& opt) {
+  const Problem prob = validate(args);  // throws before any launch
+  int dev = 0, sms = 0;
+  XS_CHECK_CUDA(cudaGetDevice(&dev));
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const FwdConfig cfg = choose_config(prob, sms, opt);
+  maybe_print_config(cfg);
+  sm90::LocalStoreEpilogue::Params epi{};
+  epi.o = static_cast<__nv_bfloat16*>(args.o.data);
+  epi.stride_b = args.o.stride_b;
+  epi.stride_s = args.o.stride_s;
+  epi.stride_h = args.o.stride_h;
+  epi.lse = args.lse;
+  epi.lse_stride_h = prob.Sq;
+  epi.lse_stride_b = prob.H * prob.Sq;
+  sm90::launch_flash_fwd<sm90::LocalStoreEpilogue>(args, prob, cfg, epi, stream);
+  return cfg;
+}
+
+}  // namespace xstage::attention

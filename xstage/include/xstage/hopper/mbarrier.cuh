@@ -1,0 +1,108 @@
+// mbarrier (shared-memory transaction barrier) wrappers, and the named CTA
+// barriers (bar.sync / bar.arrive) used between warpgroups.
+//
+// Phase protocol: a barrier starts in phase 0. wait(bar, parity) returns once
+// the phase with that parity has completed. Consumers of a "full" barrier wait
+// with parity = their phase bit (0 first); producers of an "empty" barrier wait
+// with parity = phase ^ 1, which a fresh barrier satisfies at once (the slot
+// starts empty).
+//
+// Every wait has a cycle budget (kWaitBudgetCycles). On timeout it writes the
+// block, thread, barrier, stage and parity into a WaitTimeoutReport, then traps,
+// so the host sees an error at its next synchronisation instead of a hang, and
+// can say which wait it was (hopper/timeout_report.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "xstage/hopper/timeout_report.hpp"
+
+namespace xstage::hopper {
+
+// About 2 s at 1.98 GHz: far beyond any legitimate wait for one tile, even
+// under compute-sanitizer.
+inline constexpr long long kWaitBudgetCycles = 4'000'000'000LL;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the async proxy (TMA) and other threads;
+// follow with a CTA-wide barrier.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrive once and add `bytes` to the transaction count the phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void report_timeout_and_trap(WaitTimeoutReport* r, const uint64_t* bar, uint32_t parity,
+                                                        int site, int stage) {
+  if (r != nullptr && atomicCAS(&r->flag, 0, 2) == 0) {  // first reporter wins
+    volatile WaitTimeoutReport* v = r;
+    v->block = static_cast<int>(blockIdx.x);
+    v->thread = static_cast<int>(threadIdx.x);
+    v->site = site;
+    v->stage = stage;
+    v->parity = parity;
+    v->smem = smem_addr(bar);
+    __threadfence_system();
+    v->flag = 1;
+    __threadfence_system();
+  }
+  asm volatile("trap;");
+}
+
+// Blocks until the phase with `parity` completed; after the cycle budget it
+// fills the report (if any) and traps.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity, WaitTimeoutReport* report = nullptr,
+                                          int site = 0, int stage = -1) {
+  if (mbar_try_wait(bar, parity)) return;
+  const long long start = clock64();
+#pragma unroll 1
+  while (!mbar_try_wait(bar, parity)) {
+    if (clock64() - start > kWaitBudgetCycles) report_timeout_and_trap(report, bar, parity, site, stage);
+  }
+}
+
+// Named CTA barriers (ids 1..15; 0 is __syncthreads). `threads` counts every
+// thread that syncs or arrives, a multiple of 32.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Register budget hand-off between warpgroups (sm_90a). Needs a register cap at
+// kernel entry (__launch_bounds__(threads, 1)); every warp of the warpgroup
+// executes it.
+template <int Regs>
+__device__ __forceinline__ void regs_dealloc() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs));
+}
+template <int Regs>
+__device__ __forceinline__ void regs_alloc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs));
+}
+
+}  // namespace xstage::hopper
