@@ -2,7 +2,15 @@
 //            [--mocap DIR] [--small] [--views 0,90,...] [--threads N] [--force]
 #include <fmt/format.h>
 
+#include <chrono>
+#include <ctime>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/files.hpp"
 
 #include "commands.hpp"
 #include "common/check.hpp"
@@ -16,7 +24,51 @@ struct SynthArgs {
   std::string motion = "mixed";
   bool small = false, no_progress = false;
   std::vector<int> views;
+  std::filesystem::path results;  // docs/results/gait-data.json
+  std::string command;
 };
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+void write_results(const SynthArgs& a, const SynthReport& r, const std::string& load_at_start) {
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const int threads = r.threads;
+  nlohmann::json j = {{"date", date},
+                      {"command", a.command},
+                      {"full_generation_seconds", std::round(r.seconds * 10) / 10},
+                      // CPU time / threads: the wall time the run would take with its threads
+                      // on otherwise idle cores (the shared build machine is often busy).
+                      {"cpu_seconds", std::round(r.cpu_seconds * 10) / 10},
+                      {"cpu_seconds_per_thread", std::round(r.cpu_seconds / r.threads * 10) / 10},
+                      {"subjects", a.opts.gen.subjects},
+                      {"sequences", r.sequences},
+                      {"frames", r.frames},
+                      {"pose_rows", r.pose_rows},
+                      {"joint_in_silhouette_fraction", std::round(r.joint_in_silhouette() * 10000) / 10000},
+                      {"joints_checked", r.joints_checked},
+                      {"mocap_subjects_used", r.mocap_persons_used.size()},
+                      {"mocap_persons", r.mocap_persons_used},
+                      {"mocap_gait_cycles", r.mocap_cycles},
+                      {"motion", a.motion},
+                      {"threads", threads},
+                      {"machine", {{"cpus", std::thread::hardware_concurrency()}, {"cpu_model", cpu_model()},
+                                   {"loadavg_at_start", load_at_start}, {"loadavg_at_end", first_line("/proc/loadavg")}}}};
+  common::write_file_atomic(a.results, j.dump(2) + "\n");
+}
 
 void run_synth(SynthArgs& a) {
   const std::map<std::string, MotionSource> motions = {
@@ -30,9 +82,11 @@ void run_synth(SynthArgs& a) {
     a.opts.gen.views = a.views;
   }
   a.opts.progress = !a.no_progress;
+  const std::string load = first_line("/proc/loadavg");
   const SynthReport r = synthesize(a.opts);
-  fmt::print("{}: {} sequences, {} silhouette frames, {} pose rows in {:.1f} s\n", a.opts.out.string(), r.sequences,
-             r.frames, r.pose_rows, r.seconds);
+  if (!a.results.empty()) write_results(a, r, load);
+  fmt::print("{}: {} sequences, {} silhouette frames, {} pose rows in {:.1f} s ({:.1f} CPU s on {} threads)\n",
+             a.opts.out.string(), r.sequences, r.frames, r.pose_rows, r.seconds, r.cpu_seconds, r.threads);
   fmt::print("motion: {} ({} gait cycles of {} captured people); joints inside the silhouette: {:.2f}% of {} visible\n",
              a.motion, r.mocap_cycles, r.mocap_persons_used.size(), 100 * r.joint_in_silhouette(), r.joints_checked);
 }
@@ -52,7 +106,16 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--threads", a->opts.threads, "Worker threads (default: all cores)");
   cmd->add_flag("--force", a->opts.force, "Replace an earlier generator output in --out");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
-  cmd->callback([a] { run_synth(*a); });
+  cmd->add_option("--results", a->results, "Also write the headline figures as JSON (docs/results/gait-data.json)");
+  cmd->callback([a] {
+    // The command line as typed (Linux), for the results file.
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string arg;
+    a->command = "gait";
+    for (bool first = true; std::getline(in, arg, '\0'); first = false)
+      if (!first) a->command += " " + arg;
+    run_synth(*a);
+  });
 }
 
 }  // namespace gait::cli

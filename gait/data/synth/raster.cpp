@@ -70,9 +70,13 @@ void SdfRaster::draw_capsule(const Capsule& c, const Camera& cam) {
     for (int x = s.x0; x <= s.x1; ++x) {
       const double px = x + 0.5 - a.x;
       const double t = std::clamp((px * ex + py * ey) / len2, 0.0, 1.0);
-      const double dx = px - t * ex, dy = py - t * ey;
-      const float d = static_cast<float>(std::sqrt(dx * dx + dy * dy) - (ra + t * (rb - ra)));
+      const double dx = px - t * ex, dy = py - t * ey, r = ra + t * (rb - ra), d2 = dx * dx + dy * dy;
       const std::size_t i = static_cast<std::size_t>(y) * w_ + x;
+      // Most of a slanted limb's box is far outside it: compare squares before the root.
+      // Skip unless the pixel is inside (depth) or nearer than the current distance.
+      const double reach = r + std::max(sdf_[i], 0.0f);
+      if (d2 >= reach * reach) continue;
+      const float d = static_cast<float>(std::sqrt(d2) - r);
       if (d < sdf_[i]) sdf_[i] = d;
       if (d < 0) {
         const float z = static_cast<float>(za + t * (zb - za) - (c.ra + t * (c.rb - c.ra)));
@@ -135,9 +139,10 @@ void SdfRaster::draw_hull(const Box& bx, const Camera& cam) {
         const double side = (ex * (py - p.y) - ey * (px - p.x)) / len;  // > 0: inside (CCW)
         if (side < 0) inside = false;
         const double t = std::clamp(((px - p.x) * ex + (py - p.y) * ey) / (len * len), 0.0, 1.0);
-        dmin = std::min(dmin, std::hypot(px - p.x - t * ex, py - p.y - t * ey));
+        const double qx = px - p.x - t * ex, qy = py - p.y - t * ey;
+        dmin = std::min(dmin, qx * qx + qy * qy);
       }
-      const float d = static_cast<float>(inside ? -dmin : dmin);
+      const float d = static_cast<float>(inside ? -std::sqrt(dmin) : std::sqrt(dmin));
       const std::size_t i = static_cast<std::size_t>(y) * w_ + x;
       if (d < sdf_[i]) sdf_[i] = d;
       if (d < 0 && depth < depth_[i]) depth_[i] = depth;

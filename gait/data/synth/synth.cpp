@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <thread>
 
 #include "common/check.hpp"
@@ -20,6 +21,12 @@ namespace gait {
 namespace fs = std::filesystem;
 
 namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 void write_bytes(const fs::path& path, const void* data, std::size_t n) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -51,6 +58,7 @@ struct JobRecord {
 
 SynthReport synthesize(const SynthOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = cpu_seconds();
   XS_ASSERT(!opts.out.empty(), "--out is required");
   const fs::path mocap = opts.mocap.empty() ? default_mocap_dir() : opts.mocap;
   const MotionLibrary lib = build_motion_library(mocap);
@@ -123,6 +131,8 @@ SynthReport synthesize(const SynthOptions& opts) {
   rep.mocap_persons_used = lib.model.persons();
   rep.mocap_cycles = lib.cycles;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rep.cpu_seconds = cpu_seconds() - cpu_start;
+  rep.threads = threads;
 
   nlohmann::json j;
   j["generator"] = "gait synth";
@@ -152,6 +162,7 @@ SynthReport synthesize(const SynthOptions& opts) {
   j["sequences"] = seqs;  // id -> [silhouette frames, pose rows]
   j["totals"] = {{"sequences", rep.sequences}, {"frames", rep.frames}, {"pose_rows", rep.pose_rows},
                  {"joint_in_silhouette_fraction", rep.joint_in_silhouette()}, {"seconds", rep.seconds},
+                 {"cpu_seconds", rep.cpu_seconds},
                  {"threads", threads}};
   common::write_file_atomic(opts.out / "synth.json", j.dump(1));
   return rep;

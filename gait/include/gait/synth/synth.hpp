@@ -35,7 +35,9 @@ struct SynthReport {
   std::size_t joints_checked = 0, joints_inside = 0;
   std::vector<std::string> mocap_persons_used;
   std::size_t mocap_cycles = 0;
-  double seconds = 0;
+  double seconds = 0;      // wall clock, model learning to manifest
+  double cpu_seconds = 0;  // user + system time of all threads over the same span
+  int threads = 0;
   double joint_in_silhouette() const {
     return joints_checked ? static_cast<double>(joints_inside) / static_cast<double>(joints_checked) : 0.0;
   }
