@@ -2,7 +2,9 @@
 //
 //  0. The probe loop's own time per burst, h = median(period - issue - gap) over the
 //     rows (means when present), is measured, not fitted: the model gap of a row
-//     is gap_ns + h. The fitted issue time is the row's mean (or median).
+//     is gap_ns + h. A row's model value is the mean (or median) issue time of
+//     its measured bursts, warmup .. warmup+bursts-1 of a schedule from an empty
+//     stage (window_issue_ns), fitted to the row's mean (or median).
 //  1. Initial values, each from the rows that show it directly:
 //       t0, a0  the lower envelope of issue time vs burst bytes (min over SMs and
 //               gaps for each burst size), a relative least-squares line a0 + t0*B
@@ -27,6 +29,7 @@
 #include <map>
 
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "common/stats.hpp"
 #include "nelder_mead.hpp"
 #include "xstage/burstgap.hpp"
@@ -43,7 +46,9 @@ constexpr double kSseFloor = 1e-8;    // per row: 0.01% relative error, so noise
 
 struct Obs {
   int sms;
-  double bytes, gap, issue;
+  double bytes, gap, issue;  // gap: the model gap (requested + loop time)
+  int first, count;          // the measured bursts: [warmup, warmup + bursts)
+  FitTarget stat;
 };
 
 struct Variant {
@@ -96,7 +101,7 @@ std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double
 double sse(const ModelParams& p, const std::vector<Obs>& obs) {
   double s = 0;
   for (const auto& o : obs) {
-    const double d = std::log(steady_issue_ns(p, o.sms, o.bytes, o.gap) / o.issue);
+    const double d = std::log(window_issue_ns(p, o.sms, o.bytes, o.gap, o.first, o.count, o.stat) / o.issue);
     s += d * d;
   }
   return s;
@@ -197,7 +202,23 @@ struct Candidate {
   double sse = 0, bic = 0;
 };
 
-Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in, const std::vector<Obs>& obs) {
+// Log-parameter vector of variant v holding p's values; a limit p lacks starts
+// where it does not bind (twice the GPU-wide value spread over the fewest SMs).
+std::vector<double> pack_from(const Variant& v, const ModelParams& p, int n_min) {
+  const double c_gpu = p.capacity_bytes_gpu.value_or(p.capacity_bytes_per_sm.value_or(kUnlimited / 1e6) * 2 * n_min);
+  std::vector<double> x{std::log(p.t0_ns_per_byte), std::log(std::max(p.issue_latency_ns, 1e-3)), std::log(p.drain_GBps)};
+  if (v.drain_per_sm) x.push_back(std::log(p.drain_per_sm_GBps.value_or(2 * p.drain_GBps / n_min)));
+  if (v.capacity) {
+    if (v.scope != CapacityScope::sm) x.push_back(std::log(std::min(c_gpu, kUnlimited)));
+    if (v.scope != CapacityScope::gpu) x.push_back(std::log(p.capacity_bytes_per_sm.value_or(2 * c_gpu / n_min)));
+  }
+  return x;
+}
+
+// Starts from the initial guess (three capacity/drain scalings) and from every
+// variant fitted before (so a variant that nests another does at least as well).
+Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in, const std::vector<Obs>& obs,
+                      const std::vector<ModelParams>& warm, int n_min) {
   NelderMeadOptions opt;
   opt.max_evals = 2500;
   opt.initial_step = 0.6;
@@ -205,9 +226,14 @@ Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in,
   auto f = [&](std::span<const double> x) { return sse(apply(base, v, x), obs); };
   NelderMeadResult best;
   best.f = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> starts;
   for (auto [cm, dm] : {std::pair{1.0, 1.0}, std::pair{0.25, 0.5}, std::pair{4.0, 2.0}}) {
     if (!v.capacity && !v.drain_per_sm && cm != 1.0) break;  // nothing to vary
-    auto r = nelder_mead(f, pack(v, in, cm, dm), opt);
+    starts.push_back(pack(v, in, cm, dm));
+  }
+  for (const auto& w : warm) starts.push_back(pack_from(v, w, n_min));
+  for (const auto& x0 : starts) {
+    auto r = nelder_mead(f, x0, opt);
     if (r.f < best.f) best = std::move(r);
   }
   Candidate c{v, apply(base, v, best.x), best.f, 0};
@@ -237,6 +263,37 @@ double lower_bound(const ModelParams& p, const std::vector<Obs>& obs,
   return std::exp(hi);
 }
 
+// The range of one parameter (others fixed) over which the fit stays within the
+// noise of its best: n ln(SSE(v) / SSE(v*)) <= 2. An end at 1e6x from v* is open.
+std::pair<double, double> profile_range(const ModelParams& p, const std::vector<Obs>& obs, double best,
+                                        const std::function<void(ModelParams&, double)>& set) {
+  const double n = static_cast<double>(obs.size());
+  const double floor = kSseFloor * n;
+  ModelParams q = p;
+  set(q, best);
+  const double ref = std::max(sse(q, obs), floor);
+  auto ok = [&](double log_v) {
+    set(q, std::exp(log_v));
+    return n * std::log(std::max(sse(q, obs), floor) / ref) <= 2.0;
+  };
+  const double c = std::log(best), span = std::log(1e6);
+  auto edge = [&](double dir) {
+    if (ok(c + dir * span)) return std::exp(c + dir * span) * (dir > 0 ? kUnlimited : 0.0);  // open end
+    double in = c, out = c + dir * span;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = 0.5 * (in + out);
+      (ok(mid) ? in : out) = mid;
+    }
+    return std::exp(in);
+  };
+  return {edge(-1), edge(+1)};
+}
+
+std::string range_text(std::pair<double, double> r) {
+  auto b = [](double v) { return v <= 0 ? std::string("0") : v >= kUnlimited ? std::string("unbounded") : common::format_bytes(v); };
+  return fmt::format("{} .. {}", b(r.first), b(r.second));
+}
+
 }  // namespace
 
 ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::vector<std::string>* notes) {
@@ -260,7 +317,8 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
   for (const auto& r : rows) {
     XS_ASSERT(r.pattern == base.pattern && r.store == base.store && r.gpus == base.gpus && r.mode == "issue",
               "fit_group {}: rows must share pattern, store and gpus, in issue mode", name);
-    obs.push_back({r.sms, r.burst_bytes, probe_gap_ns(base, r.gap_ns), measured_issue_ns(r, target)});
+    obs.push_back({r.sms, r.burst_bytes, probe_gap_ns(base, r.gap_ns), measured_issue_ns(r, target),
+                   std::max(0, r.warmup), std::max(1, r.bursts), target});
     ++sizes[r.burst_bytes];
     n_min = std::min(n_min, r.sms);
     n_max = std::max(n_max, r.sms);
@@ -272,8 +330,11 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
   std::vector<Candidate> cands;
   for (bool dsm : {false, true})
     for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
-                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}})
-      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, obs));
+                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}}) {
+      std::vector<ModelParams> warm;
+      for (const auto& c : cands) warm.push_back(c.params);
+      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, obs, warm, n_min));
+    }
   const auto best_it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
   });
@@ -328,8 +389,23 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
                                    "(add big bursts with gaps longer than C/D to pin it)",
                                    name, *p.capacity_bytes_gpu));
   }
+  // How well the data pin the capacity (reported, not stored).
+  if (notes && p.capacity_bound == Bound::fit) {
+    if (p.capacity_bytes_gpu)
+      notes->push_back(fmt::format("{}: capacity per GPU {}; the data allow {}", name,
+                                   common::format_bytes(*p.capacity_bytes_gpu),
+                                   range_text(profile_range(p, obs, *p.capacity_bytes_gpu,
+                                                            [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; }))));
+    if (p.capacity_bytes_per_sm)
+      notes->push_back(fmt::format("{}: capacity per SM {}; the data allow {}", name,
+                                   common::format_bytes(*p.capacity_bytes_per_sm),
+                                   range_text(profile_range(p, obs, *p.capacity_bytes_per_sm,
+                                                            [](ModelParams& m, double v) { m.capacity_bytes_per_sm = v; }))));
+  }
+
   std::vector<double> errs;
-  for (const auto& o : obs) errs.push_back(std::abs(steady_issue_ns(p, o.sms, o.bytes, o.gap) / o.issue - 1));
+  for (const auto& o : obs)
+    errs.push_back(std::abs(window_issue_ns(p, o.sms, o.bytes, o.gap, o.first, o.count, o.stat) / o.issue - 1));
   p.n_rows = static_cast<int>(obs.size());
   p.sms_max = n_max;
   p.fit_rel_error_median = common::median(errs);

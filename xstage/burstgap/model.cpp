@@ -147,4 +147,57 @@ double visible_drain_ns(const ModelParams& p, int sms, double burst_bytes) {
   return o.issue_ns + o.recovery_ns;
 }
 
+SchedulePhases schedule_phases(const ModelParams& p, int sms, double burst_bytes, double gap_ns) {
+  SchedulePhases ph;
+  ph.free_ns = free_issue_ns(p, burst_bytes);
+  ph.steady_ns = steady_issue_ns(p, sms, burst_bytes, gap_ns);
+  const Rates r = rates(p, sms);
+  const double delta = burst_increment_bytes(p, sms, burst_bytes);
+  if (delta <= 0) return ph;
+  if (delta > r.capacity * (1 + kEdge)) {  // the first burst overflows from empty
+    ph.clean = 0;
+    ph.transition_ns = issue_burst(p, sms, burst_bytes, 0.0).issue_ns;
+    return ph;
+  }
+  const double net = delta - r.drain * (gap_ns + p.issue_latency_ns);  // growth per period
+  if (net <= 0) return ph;
+  const double k = std::floor((r.capacity - delta) / net) + 1;
+  if (k > 1e15) return ph;
+  ph.clean = static_cast<long long>(k);
+  // Burst k starts issuing at k * net (after its latency) and fills part way.
+  const double q = std::min(k * net, r.capacity);
+  const double t_fill = (r.capacity - q) / (r.inject - r.drain);
+  ph.transition_ns = p.issue_latency_ns + t_fill + (sms * burst_bytes - r.inject * t_fill) / r.drain;
+  return ph;
+}
+
+double window_issue_ns(const ModelParams& p, int sms, double burst_bytes, double gap_ns, int first, int count,
+                       FitTarget stat) {
+  XS_ASSERT(first >= 0 && count >= 1, "window of bursts [{}, {}+{}) is empty", first, first, count);
+  const SchedulePhases ph = schedule_phases(p, sms, burst_bytes, gap_ns);
+  const long long a = first, b = static_cast<long long>(first) + count;  // [a, b)
+  const long long clean_end = ph.clean < 0 ? b : std::clamp(ph.clean, a, b);
+  const long long n_clean = clean_end - a;
+  const long long n_trans = (ph.clean >= a && ph.clean < b) ? 1 : 0;
+  const long long n_steady = count - n_clean - n_trans;
+  if (stat == FitTarget::mean)
+    return (n_clean * ph.free_ns + n_trans * ph.transition_ns + n_steady * ph.steady_ns) / count;
+  // Median (mean of the two middle values for an even count), from the three runs.
+  std::pair<double, long long> runs[3] = {{ph.free_ns, n_clean}, {ph.transition_ns, n_trans}, {ph.steady_ns, n_steady}};
+  std::sort(std::begin(runs), std::end(runs));
+  auto at = [&](long long i) {
+    for (const auto& [v, n] : runs) {
+      if (i < n) return v;
+      i -= n;
+    }
+    return runs[2].first;
+  };
+  return 0.5 * (at((count - 1) / 2) + at(count / 2));
+}
+
+double predict_row_issue_ns(const ModelParams& p, const SweepRow& row, FitTarget stat) {
+  return window_issue_ns(p, row.sms, row.burst_bytes, probe_gap_ns(p, row.gap_ns), std::max(0, row.warmup),
+                         std::max(1, row.bursts), stat);
+}
+
 }  // namespace xstage::burstgap

@@ -84,8 +84,10 @@ void plot_issue_vs_burst(const std::vector<SweepRow>& rows, const Params* params
             join(sms_seen));
   std::map<double, std::vector<std::pair<double, double>>> by_gap;  // gap -> (bytes, issue)
   double bmin = 1e300, bmax = 0;
+  SweepRow like;  // warm-up and measured bursts of the rows, for the model curves
   for (const auto& r : rows)
     if (r.mode == "issue" && r.pattern == sel.pattern && r.store == sel.store && r.gpus == gpus && r.sms == sms) {
+      like = r;
       by_gap[r.gap_ns].push_back({r.burst_bytes, measured_issue_ns(r, sel.target)});
       bmin = std::min(bmin, r.burst_bytes);
       bmax = std::max(bmax, r.burst_bytes);
@@ -118,8 +120,10 @@ void plot_issue_vs_burst(const std::vector<SweepRow>& rows, const Params* params
       plot::Series m{.color = color_of(i), .line = plot::LineStyle::dashed, .marker = plot::Marker::none,
                      .line_width = 1.5};
       for (double b : log_space(bmin, bmax, 60)) {
+        like.burst_bytes = b;
+        like.gap_ns = gap;
         m.x.push_back(b);
-        m.y.push_back(steady_issue_ns(*model, sms, b, probe_gap_ns(*model, gap)));
+        m.y.push_back(predict_row_issue_ns(*model, like, sel.target));
       }
       c.series.push_back(std::move(m));
     }
@@ -179,10 +183,13 @@ void plot_drain_vs_sms(const std::vector<SweepRow>& rows, const Params* params, 
                      .line_width = 1.5};
       std::set<int> ns;
       for (double v : log_space(nmin, nmax, 80)) ns.insert(static_cast<int>(std::lround(v)));
+      SweepRow like = *by_sms.rbegin()->second;
       for (int n : ns) {
+        like.sms = n;
+        like.burst_bytes = bytes;
+        like.gap_ns = gap;
         m.x.push_back(n);
-        const double g = probe_gap_ns(*model, gap);
-        m.y.push_back(n * bytes / (steady_issue_ns(*model, n, bytes, g) + g));
+        m.y.push_back(n * bytes / (predict_row_issue_ns(*model, like, FitTarget::mean) + probe_gap_ns(*model, gap)));
       }
       c.series.push_back(std::move(m));
     }

@@ -65,6 +65,7 @@ std::vector<SweepRow> synthesize_sweep(const ModelParams& truth, const SynthGrid
     r.burst_bytes = bytes;
     r.gap_ns = gap;
     r.bursts = grid.bursts;
+    r.warmup = grid.warmup;
     return r;
   };
   for (const auto& block : grid.blocks)
@@ -73,12 +74,13 @@ std::vector<SweepRow> synthesize_sweep(const ModelParams& truth, const SynthGrid
         for (double gap : block.gaps_ns) {
           SweepRow r = base(sms, bytes, gap, "issue");
           const double g = probe_gap_ns(truth, gap);
-          const double clean = steady_issue_ns(truth, sms, bytes, g);
+          const double clean = predict_row_issue_ns(truth, r, FitTarget::mean);
           const double t = clean * std::exp(noise * normal(rng));
           // Stalled SMs are served unevenly: the median sits a little below the mean.
           const bool stalled = clean > 1.1 * free_issue_ns(truth, bytes);
           r.issue_ns_mean = t;
-          r.issue_ns_med = t * (stalled ? 0.95 : 1.0) * std::exp(0.3 * noise * normal(rng));
+          r.issue_ns_med = predict_row_issue_ns(truth, r, FitTarget::median) * (stalled ? 0.95 : 1.0) *
+                           std::exp(noise * normal(rng));
           r.issue_ns_p10 = r.issue_ns_med * std::exp(-1.28 * noise);
           r.issue_ns_p90 = r.issue_ns_med * std::exp(1.28 * noise);
           r.period_ns_mean = t + g;

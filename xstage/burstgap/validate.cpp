@@ -62,17 +62,20 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 RowPrediction predict_row(const ModelParams& p, const SweepRow& r, FitTarget target) {
-  RowPrediction out{r, measured_issue_ns(r, target), steady_issue_ns(p, r.sms, r.burst_bytes, probe_gap_ns(p, r.gap_ns)),
-                    0};
+  RowPrediction out{r, measured_issue_ns(r, target), predict_row_issue_ns(p, r, target), 0};
   out.rel_error = out.predicted_ns / out.measured_ns - 1;
   return out;
 }
 
-// Smallest requested probe gap at which the model's steady-state issue time is
-// within tolerance of its backpressure-free time.
-double model_free_gap(const ModelParams& p, int sms, double bytes, double tolerance) {
-  const double limit = (1 + tolerance) * free_issue_ns(p, bytes);
-  auto ok = [&](double g) { return steady_issue_ns(p, sms, bytes, probe_gap_ns(p, g)) <= limit; };
+// Smallest requested probe gap at which the model's value for a row like `row`
+// is within tolerance of its backpressure-free time.
+double model_free_gap(const ModelParams& p, const SweepRow& row, FitTarget stat, double tolerance) {
+  const double limit = (1 + tolerance) * free_issue_ns(p, row.burst_bytes);
+  SweepRow r = row;
+  auto ok = [&](double g) {
+    r.gap_ns = g;
+    return predict_row_issue_ns(p, r, stat) <= limit;
+  };
   if (ok(0)) return 0;
   double hi = 1e3;
   while (!ok(hi)) {
@@ -169,7 +172,7 @@ std::vector<MinGapCheck> check_min_gaps(const Params& params, const std::vector<
         if (ts[i] > limit) break;
         first_free = i;
       }
-    c.model_ns = model_free_gap(*p, c.sms, c.burst_bytes, tolerance);
+    c.model_ns = model_free_gap(*p, *rs.back(), params.target, tolerance);
     c.model_strict_ns = std::max(0.0, min_gap_ns(*p, c.sms, c.burst_bytes) - p->loop_overhead_ns);
     if (first_free == rs.size()) {
       c.status = "free_at_no_gap";

@@ -142,7 +142,7 @@ std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::P
         for (const auto& g : params->groups)
           if (g.pattern == r.pattern && g.store == r.store && g.gpus == r.gpus) {
             const double m = bg::measured_issue_ns(r, params->target);
-            const double p = bg::steady_issue_ns(g, r.sms, r.burst_bytes, bg::probe_gap_ns(g, r.gap_ns));
+            const double p = bg::predict_row_issue_ns(g, r, params->target);
             fitted.push_back({r, m, p, p / m - 1});
           }
       }
@@ -197,12 +197,6 @@ void run_demo(const DemoArgs& a) {
   constexpr int kSms = 132;
   constexpr double kBurst = 16384, kLongGap = 10000;
   out(fmt::format("\n== Example: {}/{}, {} SMs x {} per burst\n", g.pattern, g.store, kSms, common::format_bytes(kBurst)));
-  const double t_sustained = bg::steady_issue_ns(g, kSms, kBurst, bg::probe_gap_ns(g, 0));
-  const double t_gapped = bg::steady_issue_ns(g, kSms, kBurst, bg::probe_gap_ns(g, kLongGap));
-  out(fmt::format("model, probe schedule (gap + {} loop time): issue time per burst {} with no gap, {} with a 10 us "
-                  "gap (ratio {:.1f}x)\n",
-                  common::format_ns(g.loop_overhead_ns), common::format_ns(t_sustained), common::format_ns(t_gapped),
-                  t_sustained / t_gapped));
   const SweepRow *r0 = nullptr, *r10 = nullptr;
   for (const auto& r : rows)
     if (r.mode == "issue" && r.pattern == g.pattern && r.store == g.store && r.gpus == g.gpus && r.sms == kSms &&
@@ -210,6 +204,20 @@ void run_demo(const DemoArgs& a) {
       if (r.gap_ns == 0) r0 = &r;
       if (r.gap_ns == kLongGap) r10 = &r;
     }
+  // The model as the probe runs it: its warm-up and measured bursts, gap + loop time.
+  SweepRow like = r0 ? *r0 : SweepRow{};
+  like.pattern = g.pattern;
+  like.store = g.store;
+  like.sms = kSms;
+  like.burst_bytes = kBurst;
+  like.gap_ns = 0;
+  const double t_sustained = bg::predict_row_issue_ns(g, like, res.params.target);
+  like.gap_ns = kLongGap;
+  const double t_gapped = bg::predict_row_issue_ns(g, like, res.params.target);
+  out(fmt::format("model, as the probe runs it (gap + {} loop time, {} of the measured bursts): {} per burst with no "
+                  "gap, {} with a 10 us gap (ratio {:.1f}x)\n",
+                  common::format_ns(g.loop_overhead_ns), res.params.target == bg::FitTarget::mean ? "mean" : "median",
+                  common::format_ns(t_sustained), common::format_ns(t_gapped), t_sustained / t_gapped));
   if (r0 && r10)
     out(fmt::format("sweep: median {} with no gap, {} with a 10 us gap (ratio {:.1f}x); means {} and {} ({:.1f}x)\n",
                     common::format_ns(r0->issue_ns_med), common::format_ns(r10->issue_ns_med),

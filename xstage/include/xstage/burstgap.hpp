@@ -133,6 +133,23 @@ double max_burst_bytes(const ModelParams& p, int sms);                      // p
 // Visible mode: one burst from an empty stage until its last byte has drained.
 double visible_drain_ns(const ModelParams& p, int sms, double burst_bytes);
 
+// From an empty stage a schedule runs clean bursts, then one partly stalled
+// burst, then the steady state (docs/xstage-burstgap.md). Closed form of that.
+struct SchedulePhases {
+  long long clean = -1;        // clean bursts before the first stall; -1: all clean
+  double free_ns = 0;          // issue time of a clean burst
+  double transition_ns = 0;    // burst `clean`
+  double steady_ns = 0;        // bursts after it
+};
+SchedulePhases schedule_phases(const ModelParams& p, int sms, double burst_bytes, double gap_ns);
+// Mean or median issue time of bursts first .. first+count-1 (0-based) of the
+// schedule: what a probe row measures after its warm-up.
+double window_issue_ns(const ModelParams& p, int sms, double burst_bytes, double gap_ns, int first, int count,
+                       FitTarget stat);
+// The model's value for a probe row: bursts [warmup, warmup + bursts) at the row's
+// probe gap, in the given statistic.
+double predict_row_issue_ns(const ModelParams& p, const SweepRow& row, FitTarget stat);
+
 // ============================================================================
 // Advisor (for the fused kernels)
 // ============================================================================
@@ -277,11 +294,12 @@ struct SynthGrid {
        {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072},
        {0, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000, 15000, 20000}},
       {{1, 2, 4, 8, 16, 33, 66, 99}, {4096, 16384, 65536, 131072}, {0, 2000, 10000}}};
-  int bursts = 48;
+  int warmup = 8, bursts = 48;  // as the probe: 8 unmeasured, 48 measured bursts
   bool visible_rows = true;   // add visible-mode rows (132 SMs, gaps 0 and 10 us) for the drain check
 };
-// Issue rows from the steady-state model (at gap + truth.loop_overhead_ns) with
-// multiplicative log-normal noise on the mean; the median sits a little below it.
+// Issue rows from the model (the measured window of bursts at gap +
+// truth.loop_overhead_ns) with multiplicative log-normal noise; stalled rows get a
+// median a little below the mean, as unevenly served SMs do.
 std::vector<SweepRow> synthesize_sweep(const ModelParams& truth, const SynthGrid& grid, double noise,
                                        std::uint64_t seed);
 // Plausible H200-like parameters for synthetic sweeps (invented, not measured).
