@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -71,9 +72,18 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
   fmt::print("\nview | sequences  frames  pose rows  aligned frames\n");
   for (const auto& [v, k] : by_view)
     fmt::print("{:>4} | {:9} {:7} {:10} {:15}\n", view_name(v), k.sequences, k.frames, k.pose_rows, k.aligned);
+  // Sequences of the standard layout (10 per subject x 11 views) absent for the subjects present.
+  std::set<SequenceKey> present;
+  for (const auto& e : idx.entries)
+    if (!e.sil_frame_ids.empty()) present.insert(e.key);
+  std::size_t missing = 0;
+  for (const auto& [s, conds] : by_subject)
+    for (auto [c, n] : standard_sequences())
+      for (int v : standard_views()) missing += present.count(SequenceKey{s, c, n, v}) == 0;
   const IndexReport& r = idx.report;
   fmt::print("\n{} subjects, {} sequences ({} with silhouettes, {} with pose, {} with both), {} frames, {} aligned\n",
              by_subject.size(), r.sequences, r.with_silhouettes, r.with_pose, r.with_both, total.frames, total.aligned);
+  fmt::print("missing from the standard CASIA-B layout of these subjects: {} sequences\n", missing);
   fmt::print("skipped: {} empty folders, {} ignored names; {} sequences aligned by resampling\n", r.empty_folders,
              r.ignored_names, r.resampled);
   if (idx.has_pose()) print_pose_stats(r.pose);
@@ -88,7 +98,7 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
               {"sequences", k.sequences}, {"frames", k.frames}, {"pose_rows", k.pose_rows}, {"aligned", k.aligned}};
     j["totals"] = {{"sequences", r.sequences}, {"with_silhouettes", r.with_silhouettes}, {"with_pose", r.with_pose},
                    {"with_both", r.with_both}, {"frames", total.frames}, {"aligned_frames", total.aligned},
-                   {"empty_folders", r.empty_folders}, {"ignored_names", r.ignored_names},
+                   {"missing_standard_sequences", missing}, {"empty_folders", r.empty_folders}, {"ignored_names", r.ignored_names},
                    {"pose_rows_skipped", r.pose.skipped_rows()}, {"joints_repaired", r.pose.joints_repaired},
                    {"joints_unrepairable", r.pose.joints_unrepairable}};
     common::write_file_atomic(json_out, j.dump(1));

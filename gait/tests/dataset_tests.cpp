@@ -1,0 +1,97 @@
+// The index and the cache builder on a hand-made dataset full of problems: every
+// problem is skipped and counted, and only the usable sequences reach the cache.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "common/png_fast.hpp"
+#include "gait/cache_build.hpp"
+#include "gait/dataset.hpp"
+
+namespace gait {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_frames(const fs::path& root, const SequenceKey& k, int first, int count) {
+  auto img = common::Image::blank(320, 240, 1);
+  for (int y = 50; y < 180; ++y)
+    for (int x = 150; x < 175; ++x) img.at(y, x) = 255;
+  const auto png = common::encode_png_fast(img);
+  const fs::path dir = root / subject_name(k.subject) / seq_dir_name(k) / view_name(k.view);
+  for (int f = first; f < first + count; ++f)
+    common::write_file_atomic(dir / frame_file_name(k, f), std::string(png.begin(), png.end()));
+}
+
+PoseSequence pose_rows(int first, int count) {
+  PoseSequence s;
+  for (int f = first; f < first + count; ++f) {
+    PoseFrame p;
+    for (auto& k : p) k = {160, 100, 0.9f};
+    s.frame_ids.push_back(f);
+    s.frames.push_back(p);
+  }
+  return s;
+}
+
+TEST(Dataset, ProblemsAreSkippedAndCounted) {
+  const fs::path root = fs::temp_directory_path() / "gait_dataset_test";
+  fs::remove_all(root);
+  const SequenceKey good{1, Condition::NM, 1, 90}, shortseq{1, Condition::BG, 1, 90}, nopose{2, Condition::CL, 2, 0},
+      poseonly{3, Condition::NM, 5, 18};
+  write_frames(root / "silhouettes", good, 10, 12);
+  write_frames(root / "silhouettes", shortseq, 1, 3);
+  write_frames(root / "silhouettes", nopose, 1, 8);
+  fs::create_directories(root / "silhouettes" / "001" / "nm-02" / "036");  // empty view folder
+  fs::create_directories(root / "silhouettes" / "abc");                    // not a subject
+  fs::create_directories(root / "silhouettes" / "001" / "xx-01");          // not a sequence
+  common::write_file_atomic(root / "pose" / "a.csv", pose_csv_text(good, pose_rows(12, 20)) );
+  common::write_file_atomic(root / "pose" / "b.csv", pose_csv_text(shortseq, pose_rows(1, 3)) + "garbage,row\n");
+  common::write_file_atomic(root / "pose" / "c.csv", pose_csv_text(poseonly, pose_rows(1, 5)));
+
+  const DatasetIndex idx = scan_dataset(resolve_dataset(root));
+  const IndexReport& r = idx.report;
+  EXPECT_EQ(r.sequences, 4u);  // good, short, no pose, pose only
+  EXPECT_EQ(r.with_silhouettes, 3u);
+  EXPECT_EQ(r.with_pose, 3u);
+  EXPECT_EQ(r.with_both, 2u);
+  EXPECT_EQ(r.empty_folders, 1u);
+  EXPECT_EQ(r.ignored_names, 2u);
+  EXPECT_EQ(r.pose.bad_field_count, 1u);
+  const auto& g = *std::find_if(idx.entries.begin(), idx.entries.end(), [&](const IndexEntry& e) { return e.key == good; });
+  EXPECT_EQ(g.sil_frame_ids.size(), 12u);  // frames 10..21
+  EXPECT_EQ(g.aligned_frames, 10u);        // pose covers 12..31
+
+  CacheBuildOptions o;
+  o.progress = false;
+  const CacheBuildReport c = build_cache(idx, root / "cache", o);
+  EXPECT_EQ(c.written, 1u);
+  EXPECT_EQ(c.skipped_too_short, 1u);
+  EXPECT_EQ(c.skipped_no_pose, 1u);
+  EXPECT_EQ(c.skipped_no_silhouettes, 1u);
+  EXPECT_EQ(c.frames_without_pose, 2u);
+  const CachedSequence s = read_cached_sequence(cache_path(root / "cache", good));
+  EXPECT_EQ(s.sil.frame_ids.front(), 12);
+  EXPECT_EQ(s.pose.size(), 10u);
+  // A second run reuses the valid file.
+  EXPECT_EQ(build_cache(idx, root / "cache", o).reused, 1u);
+  fs::remove_all(root);
+}
+
+TEST(Dataset, NothingUsable) {
+  const fs::path root = fs::temp_directory_path() / "gait_dataset_empty";
+  fs::remove_all(root);
+  write_frames(root, {4, Condition::NM, 1, 0}, 1, 2);  // too short, and no pose folder
+  const DatasetIndex idx = scan_dataset(resolve_dataset(root));
+  EXPECT_FALSE(idx.has_pose());
+  CacheBuildOptions o;
+  o.progress = false;
+  EXPECT_EQ(build_cache(idx, root / "cache", o).usable(), 0u);
+  EXPECT_THROW(resolve_dataset(root / "missing"), common::Error);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace gait
