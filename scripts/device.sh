@@ -93,6 +93,14 @@ if want attention; then
     --json "$OUT/attention.json" "${BASE_ARGS[@]}" ${ATTN_BENCH_ARGS:-}
   [ -f "$OUT/attn_bench.log" ] && { echo "---- bench attention ----"; grep -E "^ +[0-9]+ |^ +S |WRONG|baseline:" "$OUT/attn_bench.log" | tail -100; }
 fi
+if want probe; then
+  dirs=()
+  for g in $GPUS; do [ -f "$OUT/probe_x$g/report.json" ] && dirs+=("$OUT/probe_x$g"); done
+  if [ ${#dirs[@]} -gt 0 ]; then
+    # docs/results/probe.json of this tree; copy it into the repository's docs/results/.
+    step probe_results "$XS" probe-results "${dirs[@]}" -o "$OUT/probe.json" && cat "$OUT/probe_results.log"
+  fi
+fi
 tar czf "$FINAL_OUT/device-run.tgz" -C "$ROOT/out" device-run
 echo
 echo "==== device summary ($(date -u +%F) $NGPU GPU(s)) ===="

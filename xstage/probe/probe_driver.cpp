@@ -106,11 +106,14 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
   row.bursts = o.bursts;
   row.warmup = o.warmup;
   std::vector<double> issue, period, visible, drain;
-  double rate_sum = 0;  // bytes/ns summed over SMs
+  // Aggregate rate over the window in which every SM is issuing (globaltimer is
+  // common to all SMs of a GPU): SMs are served unfairly, so some finish their
+  // bursts early; summing per-SM rates would count bandwidth they never shared.
+  std::vector<std::pair<double, double>> done;  // (globaltimer at issue end, bytes) per burst
+  double window_lo = 0, window_hi = std::numeric_limits<double>::max();
   const auto dst = destinations(c.pattern, o.gpus);
   for (int s = 0; s < c.sms; ++s) {
     const double cpn = cycles_per_ns(sms[s]);
-    double sm_first = 0, sm_last = 0;
     for (int b = 0; b < o.bursts; ++b) {
       const BurstRecord& r = bursts[static_cast<std::size_t>(s) * o.bursts + b];
       const double iss = static_cast<double>(r.clk_issued - r.clk_start) / cpn;
@@ -119,9 +122,10 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
         const BurstRecord& n = bursts[static_cast<std::size_t>(s) * o.bursts + b + 1];
         period.push_back(static_cast<double>(n.clk_start - r.clk_start) / cpn);
       }
-      // Span on this SM's clock64, so the rate is free of globaltimer's coarse ticks.
-      if (b == 0) sm_first = static_cast<double>(r.clk_start) / cpn;
-      sm_last = static_cast<double>(r.clk_issued) / cpn;
+      const double end = static_cast<double>(r.gt_start) + iss;
+      done.emplace_back(end, static_cast<double>(c.burst_bytes));
+      if (b == 0) window_lo = std::max(window_lo, static_cast<double>(r.gt_start));
+      if (b + 1 == o.bursts) window_hi = std::min(window_hi, end);
       if (c.mode == "visible") {
         drain.push_back(static_cast<double>(r.gt_fenced) - static_cast<double>(r.gt_start));
         double seen_max = 0;
@@ -132,7 +136,6 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
         visible.push_back(seen_max - static_cast<double>(r.gt_start));
       }
     }
-    if (sm_last > sm_first) rate_sum += static_cast<double>(c.burst_bytes) * o.bursts / (sm_last - sm_first);
   }
   const auto is = common::summarize(issue);
   row.issue_ns_med = is.median;
@@ -142,7 +145,22 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
   row.period_ns_med = period.empty() ? -1 : common::median(period);
   row.period_ns_mean =
       period.empty() ? -1 : std::accumulate(period.begin(), period.end(), 0.0) / static_cast<double>(period.size());
-  row.gbps = rate_sum > 0 ? rate_sum : -1;  // bytes/ns == GB/s
+  double first = std::numeric_limits<double>::max(), last = 0, total = 0;
+  for (const auto& [t, bytes] : done) {
+    first = std::min(first, t);
+    last = std::max(last, t);
+    total += bytes;
+  }
+  // The all-SMs-active window must hold a good share of the run to be trusted;
+  // otherwise fall back to the whole span.
+  if (window_hi - window_lo > 0.25 * (last - first)) {
+    double bytes = 0;
+    for (const auto& [t, b] : done)
+      if (t > window_lo && t <= window_hi) bytes += b;
+    row.gbps = bytes / (window_hi - window_lo);  // bytes/ns == GB/s
+  } else {
+    row.gbps = last > first ? total / (last - first) : -1;
+  }
   if (!visible.empty()) {
     const auto vs = common::summarize(visible);
     row.visible_ns_med = vs.median;

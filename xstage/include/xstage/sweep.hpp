@@ -20,8 +20,9 @@
 //                 start-to-start time of consecutive bursts on one SM (the real
 //                 time between bursts is period - issue: it includes ~0.4 us of
 //                 the kernel's own bookkeeping besides gap_ns)
-//   gbps          aggregate injection rate: sum over SMs of bytes / that SM's
-//                 span from its first measured burst start to its last issue end
+//   gbps          aggregate injection rate: bytes whose issue ended inside the
+//                 window where every SM is issuing (latest first start to earliest
+//                 last end, %globaltimer), over that window's length
 //   visible_ns_med, visible_ns_p10, visible_ns_p90
 //                 burst start (sender) to the receiver seeing its release flag,
 //                 converted to the sender's clock (visible mode only)

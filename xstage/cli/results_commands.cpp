@@ -1,0 +1,99 @@
+// `xstage probe-results`: the headline figures of a probe run (or several, one
+// per GPU count) as docs/results/probe.json. Reads what `xstage probe` and
+// `xstage fit --holdout --report` wrote into each folder: sweep.csv,
+// probe_summary.json, params.json, report.json.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "xstage/sweep.hpp"
+
+namespace xstage::cli {
+
+namespace {
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  try {
+    return nlohmann::json::parse(common::read_file(p));
+  } catch (const nlohmann::json::exception& e) {
+    XS_FAIL("{}: malformed JSON ({})", p.string(), e.what());
+  }
+}
+
+const SweepRow& find_row(const std::vector<SweepRow>& rows, const std::string& pattern, int sms, double burst,
+                         double gap, const std::string& where) {
+  for (const auto& r : rows)
+    if (r.pattern == pattern && r.store == "st16" && r.mode == "issue" && r.sms == sms && r.burst_bytes == burst &&
+        r.gap_ns == gap)
+      return r;
+  XS_FAIL("{}: no issue-mode row {} st16 {} SMs {} B gap {} ns (run the standard sweep)", where, pattern, sms, burst,
+          gap);
+}
+
+nlohmann::json one_run(const std::filesystem::path& dir) {
+  const auto summary = read_json(dir / "probe_summary.json");
+  const auto params = read_json(dir / "params.json");
+  const auto report = read_json(dir / "report.json");
+  const auto rows = read_sweep_csv(dir / "sweep.csv");
+  const int sms = summary.at("sm_count").get<int>();
+  const std::string where = (dir / "sweep.csv").string();
+  // Backpressure: 132 SMs x 16 KiB to one peer, no gap vs a 10 us gap.
+  const auto& no_gap = find_row(rows, "peer", sms, 16384, 0, where);
+  const auto& gap10 = find_row(rows, "peer", sms, 16384, 10000, where);
+  // Sustained drain: all SMs, one peer, no gap, the largest burst of the sweep.
+  const SweepRow* sustained = nullptr;
+  for (const auto& r : rows)
+    if (r.pattern == "peer" && r.store == "st16" && r.mode == "issue" && r.sms == sms && r.gap_ns == 0 &&
+        (!sustained || r.burst_bytes > sustained->burst_bytes))
+      sustained = &r;
+  XS_ASSERT(sustained, "{}: no sustained (gap 0) peer rows", where);
+  nlohmann::json j;
+  j["card"] = summary.at("card");
+  j["gpus"] = summary.at("gpus");
+  j["date"] = summary.at("date");
+  j["command"] = summary.at("command");
+  j["backpressure_ratio"] = no_gap.issue_ns_med / gap10.issue_ns_med;
+  j["backpressure_ratio_mean"] = no_gap.issue_ns_mean / gap10.issue_ns_mean;
+  j["issue_ns_no_gap_median"] = no_gap.issue_ns_med;
+  j["issue_ns_gap_10us_median"] = gap10.issue_ns_med;
+  j["holdout_median_rel_error"] = report.at("holdout").at("median_abs_rel_error");
+  j["min_gap_rel_error"] = report.at("min_gap").at("median_rel_error");
+  j["min_gap_series_scored"] = report.at("min_gap").at("n_scored");
+  j["sustained_drain_GBps"] = sustained->gbps;
+  j["sustained_drain_burst_bytes"] = sustained->burst_bytes;
+  j["copy_engine_GBps"] = summary.at("copy_engine_GBps");
+  j["params"] = params;
+  return j;
+}
+
+}  // namespace
+
+void add_results_commands(CLI::App& app) {
+  auto dirs = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>("docs/results/probe.json");
+  auto* cmd = app.add_subcommand("probe-results", "Headline probe/model figures of probe runs as one JSON file");
+  cmd->add_option("dirs", *dirs, "probe output folders (sweep.csv, probe_summary.json, params.json, report.json)")
+      ->required();
+  cmd->add_option("-o,--out", *out, "JSON to (re)write")->capture_default_str();
+  cmd->callback([dirs, out] {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& d : *dirs) runs.push_back(one_run(d));
+    // Headline: the first folder's run; every run (e.g. x2 and x4) under "runs".
+    nlohmann::json j = runs.front();
+    j["runs"] = runs;
+    common::write_file_atomic(*out, j.dump(2) + "\n");
+    for (const auto& r : runs)
+      fmt::print("{} x{}: backpressure ratio {:.2f} (mean {:.2f}), holdout MdAPE {:.1f}%, min-gap error {:.1f}%, "
+                 "sustained drain {:.0f} GB/s, copy engine {:.0f} GB/s\n",
+                 r["card"].get<std::string>(), r["gpus"].get<int>(), r["backpressure_ratio"].get<double>(),
+                 r["backpressure_ratio_mean"].get<double>(), 100 * r["holdout_median_rel_error"].get<double>(),
+                 100 * r["min_gap_rel_error"].get<double>(), r["sustained_drain_GBps"].get<double>(),
+                 r["copy_engine_GBps"].get<double>());
+    fmt::print("wrote {}\n", *out);
+  });
+}
+
+}  // namespace xstage::cli
