@@ -4,7 +4,9 @@
 #   ./run device [STAGES...]    stages: env build test sanitize probe attention all (default all)
 # Environment: GPUS (probe GPU counts, default "all visible"; e.g. "2 4"),
 #              SWEEP (standard|quick, default standard), GAIT=ON to build gait too,
-#              ATTN_BENCH_ARGS (extra arguments of `xstage bench attention`).
+#              ATTN_BENCH_ARGS (extra arguments of `xstage bench attention`),
+#              ATTN_SANITIZE (default "memcheck racecheck"), ATTN_BENCH_TIMEOUT (s, default 170),
+#              ATTN_BENCH_VARIANTS ("name:bench args;...": more bench runs, compared in one table).
 # Prints a short table last; full logs and results go to $OUT/device-run.tgz
 # (the lent machine returns at most 8 files, so everything travels in one archive).
 set -uo pipefail
@@ -72,17 +74,17 @@ if want attention; then
   AT="$AB/xstage/tests"
   step attn_cpu_tests "$AT/xstage_attention_tests"
   step attn_hopper_tests timeout 60 "$AT/xstage_attention_hopper_gpu_tests"
-  step attn_gpu_tests timeout 180 "$AT/xstage_attention_gpu_tests"
+  step attn_gpu_tests timeout 150 "$AT/xstage_attention_gpu_tests"
   grep -E "^\[  (FAILED|PASSED) |Failure|rel L2|max \|ours|LSE mis|left NaN|timed out" "$OUT/attn_gpu_tests.log" | head -40
   cuobjdump --dump-resource-usage "$AB/xstage/attention/libxs_attention.a" >"$OUT/attention_resource_usage.log" 2>&1
   cuobjdump --dump-sass "$AB/xstage/attention/libxs_attention.a" >"$OUT/attention.sass" 2>&1
   awk '/Function : /{f=($3 ~ /flash_fwd_kernel/) ? $3 : ""} f&&/HGMMA/{h[f]++} f&&/(LDL|STL)/{l[f]++}
        END{for(k in h) printf "%s HGMMA=%d LDL/STL=%d\n", k, h[k], l[k]+0}' "$OUT/attention.sass" >"$OUT/attention_sass_check.log"
   note attn_sass "$(awk '{printf "%s %s; ", $2, $3}' "$OUT/attention_sass_check.log")"
-  step attn_memcheck timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
-    --gtest_filter='AttentionGpu.SanitizerCase'
-  step attn_racecheck timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
-    --gtest_filter='AttentionGpu.SanitizerCase'
+  for tool in ${ATTN_SANITIZE:-memcheck racecheck}; do
+    step "attn_$tool" timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
+      --gtest_filter='AttentionGpu.SanitizerCase'
+  done
   XSA="$AB/xstage/cli/xstage"
   BASE_ARGS=()
   if ! grep -q "SDPA baselines enabled" "$OUT/attn_configure.log"; then
@@ -91,14 +93,20 @@ if want attention; then
   fi
   step attn_bench timeout ${ATTN_BENCH_TIMEOUT:-170} "$XSA" bench attention --reps 10 --budget-ms 100 \
     --json "$OUT/attention.json" "${BASE_ARGS[@]}" ${ATTN_BENCH_ARGS:-}
-  [ -f "$OUT/attn_bench.log" ] && { echo "---- bench attention ----"; grep -E "^ +[0-9]+ |^ +S |WRONG|baseline:" "$OUT/attn_bench.log" | tail -100; }
-fi
-if want probe; then
-  dirs=()
-  for g in $GPUS; do [ -f "$OUT/probe_x$g/report.json" ] && dirs+=("$OUT/probe_x$g"); done
-  if [ ${#dirs[@]} -gt 0 ]; then
-    # docs/results/probe.json of this tree; copy it into the repository's docs/results/.
-    step probe_results "$XS" probe-results "${dirs[@]}" -o "$OUT/probe.json" && cat "$OUT/probe_results.log"
+  # Variants of our kernel in the same run: "name:extra args;name:extra args".
+  CMP=(default="$OUT/attention.json")
+  IFS=';' read -ra VARIANTS <<<"${ATTN_BENCH_VARIANTS:-}"
+  for v in "${VARIANTS[@]}"; do
+    [ -z "$v" ] && continue
+    vn=${v%%:*}; va=${v#*:}
+    # shellcheck disable=SC2086
+    step "attn_bench_$vn" timeout ${ATTN_BENCH_TIMEOUT:-170} "$XSA" bench attention --reps 10 --budget-ms 100 \
+      --json "$OUT/attention_$vn.json" "${BASE_ARGS[@]}" $va
+    CMP+=("$vn=$OUT/attention_$vn.json")
+  done
+  if [ -f "$OUT/attention.json" ]; then
+    echo "---- bench attention (TFLOPs; ratios to the best SDPA backend) ----"
+    python3 "$ROOT/xstage/attention/bench_compare.py" "${CMP[@]}" | tee "$OUT/attention_compare.txt" | cut -c1-140
   fi
 fi
 tar czf "$FINAL_OUT/device-run.tgz" -C "$ROOT/out" device-run

@@ -14,6 +14,7 @@ const char* wait_site_name(int site) {
     case 4: return "K empty (producer waits for a K slot)";
     case 5: return "V full (consumer waits for a V block)";
     case 6: return "V empty (producer waits for a V slot)";
+    case 7: return "MMA turn (pingpong: consumer waits for its turn to issue)";
     default: return "unknown";
   }
 }

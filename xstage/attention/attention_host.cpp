@@ -2,6 +2,7 @@
 // FLOP count and bf16 conversion. Builds without CUDA.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -128,16 +129,29 @@ FwdConfig choose_config(const Problem& p, int sm_count, const FwdOptions& opt) {
   int64_t grid = std::min<int64_t>(c.tiles.count(), sm_count);
   if (opt.max_ctas > 0) grid = std::min<int64_t>(grid, opt.max_ctas);
   c.grid = static_cast<int>(std::max<int64_t>(grid, 1));
+  // Causal tiles have unequal work: alternate the round-robin direction so the
+  // long and the short tiles of consecutive rounds pair up on each CTA.
+  c.snake = p.causal;
+  // Causal head sections: 0 = all heads in one longest-first order.
+  c.tiles.group_heads = 0;
+  if (p.causal && opt.head_group > 0) c.tiles.group_heads = opt.head_group;
+  if (p.causal && opt.head_group == -2) {  // "auto" sections: about 8 rounds of the grid each
+    const int64_t g = (8 * static_cast<int64_t>(c.grid) + c.tiles.m_blocks - 1) / c.tiles.m_blocks;
+    c.tiles.group_heads = static_cast<int>(std::clamp<int64_t>(g, 1, p.H));
+  }
+  // Pingpong between the consumer warpgroups.
+  c.pingpong = opt.pingpong == 1;
   return c;
 }
 
 std::string describe(const FwdConfig& c) {
   return fmt::format(
       "xstage attention config: D={} block_m={} block_n={} stages={} consumer_wgs={} threads={} smem={}B "
-      "tiles={} (m_blocks={} heads={} batches={} order={}) grid={}",
+      "tiles={} (m_blocks={} heads={} batches={} order={} group_heads={}) grid={} snake={} pingpong={}",
       c.head_dim, c.block_m, c.block_n, c.stages, c.consumer_wgs, c.threads, c.smem_bytes, c.tiles.count(),
       c.tiles.m_blocks, c.tiles.heads, c.tiles.batches,
-      c.tiles.order == TileOrder::head_major ? "head_major" : "longest_first", c.grid);
+      c.tiles.order == TileOrder::head_major ? "head_major" : "longest_first", c.tiles.group_heads, c.grid, c.snake,
+      c.pingpong);
 }
 
 void maybe_print_config(const FwdConfig& c) {

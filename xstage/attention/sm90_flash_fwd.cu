@@ -25,3 +25,4 @@ FwdConfig flash_fwd(const FwdArgs& args, cudaStream_t stream, const FwdOptions& 
 }
 
 }  // namespace xstage::attention
+

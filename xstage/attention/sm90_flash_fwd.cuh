@@ -2,7 +2,7 @@
 // accumulate, bf16 out.
 //
 // Roles (one CTA = 3 warpgroups, persistent over query tiles):
-//   warpgroup 0  producer: gives registers back (setmaxnreg 32); one thread
+//   warpgroup 0  producer: gives registers back (setmaxnreg 40); one thread
 //                issues every TMA load: Q of a tile, then K and V block by block
 //                into a kStages-deep ring, each completing on its mbarrier.
 //   warpgroups 1-2  consumers: take 232 registers; each owns 64 query rows of the
@@ -11,6 +11,10 @@
 //                Intra-warpgroup overlap: S for block n is issued together with
 //                P·V for block n-1, so the softmax of block n runs while the
 //                tensor cores do P·V.
+//   pingpong     (optional, FwdConfig::pingpong) the consumers take turns to
+//                issue their MMAs (mma_turn barriers): while one warpgroup runs
+//                its softmax, the other's wgmmas own the tensor cores, instead
+//                of both waiting on the same K block and computing exp2 together.
 //   epilogue     each consumer stages its normalised 64 x D slice in shared
 //                memory and hands it to the Epilogue policy
 //                (sm90_flash_fwd_epilogue.cuh): local store now, remote later.
@@ -22,6 +26,9 @@
 //   k_empty[s]  8 consumer warps after S completed    -> producer refills stage s with K
 //   v_full[s]   TMA bytes of V block                  -> consumers issue P·V
 //   v_empty[s]  8 consumer warps after P·V completed  -> producer refills stage s with V
+//   mma_turn[w] 4 warps of the previous warpgroup after issuing their MMAs
+//               -> warpgroup w issues its MMAs (pingpong only; warpgroup
+//               kConsumerWGs-1 arrives once at the start so warpgroup 0 goes first)
 // Producer and consumers walk the same tile sequence (the static persistent
 // scheduler) and the same stage/phase sequence, so no work item is exchanged.
 // Every wait has a cycle budget (hopper/mbarrier.cuh): on timeout it records the
@@ -44,11 +51,14 @@
 
 namespace xstage::attention::sm90 {
 
-template <int kHeadDim_>
+template <int kHeadDim_, int kConsumerWGs_ = 2>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
-  static constexpr int kConsumerWGs = 2;                 // 64 rows each (wgmma M)
+  static constexpr int kConsumerWGs = kConsumerWGs_;     // 64 query rows each (wgmma M)
+  // Three consumer warpgroups (192-row tiles, FA3's choice at D = 64) leave
+  // 152-160 registers each, where ptxas spills: only two are instantiated.
+  static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "2 or 3 consumer warpgroups");
   static constexpr int kBlockM = 64 * kConsumerWGs;      // query rows per CTA tile
   static constexpr int kBlockN = 128;                    // keys per K/V stage
   static constexpr int kStages = kHeadDim == 64 ? 4 : 2; // what 227 KB of shared memory holds
@@ -71,11 +81,12 @@ struct FlashFwdTraits {
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + alignment slack
   static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");
-  // Register split (setmaxnreg): 128 x 32 + 256 x 232 = 63488 <= 65536. The
-  // producer spills at 24 (64-bit tile arithmetic); 232 leaves the consumers
-  // S (64) + O (64) + P (32) + softmax state with room to spare.
-  static constexpr int kProducerRegs = 32;
-  static constexpr int kConsumerRegs = 232;
+  // Register split (setmaxnreg). Two consumer warpgroups: 128 x 40 + 256 x 232 =
+  // 64512 <= 65536; three would leave 152 each. The producer spills below 40
+  // (64-bit tile arithmetic of the scheduler). A consumer holds S (64) + O (D/2)
+  // + P (32) + softmax state; ptxas allocates up to 230 for it (no spills).
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 152;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 };
 
@@ -86,13 +97,14 @@ struct FlashFwdParams {
   CUtensorMap tma_v;                   // V likewise
   MaskInfo mask;                       // Sq, Skv, causal
   float scale_log2;                    // softmax scale · log2(e)
-  StaticPersistentScheduler scheduler; // tile space and order
+  StaticPersistentScheduler scheduler; // tile space, order, snake rounds
+  bool pingpong;                       // consumer warpgroups take turns issuing their MMAs
   typename Epilogue::Params epilogue;  // where finished slices go
   hopper::WaitTimeoutReport* timeout_report;  // host-mapped; filled by a wait that timed out
 };
 
 // Which wait timed out (recorded in the timeout report; names in wait_site_name()).
-enum class WaitSite : int { q_full = 1, q_empty, k_full, k_empty, v_full, v_empty };
+enum class WaitSite : int { q_full = 1, q_empty, k_full, k_empty, v_full, v_empty, mma_turn };
 
 // Barriers in shared memory.
 template <class T>
@@ -100,6 +112,7 @@ struct PipelineBarriers {
   uint64_t q_full, q_empty;
   uint64_t k_full[T::kStages], k_empty[T::kStages];
   uint64_t v_full[T::kStages], v_empty[T::kStages];
+  uint64_t mma_turn[T::kConsumerWGs];  // pingpong: warpgroup w may issue when its phase completes
 };
 
 // Named CTA barriers (id 0 is __syncthreads).
@@ -217,6 +230,22 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
   PipeState cur;
   uint32_t q_phase = 0;
 
+  // Pingpong turns: wait for this warpgroup's turn before issuing MMAs, hand
+  // the turn on once they are issued. The last PV of a tile is issued without
+  // a turn (as in FA3); every warpgroup takes the same number of turns.
+  uint32_t turn_phase = 0;
+  const bool pingpong = p.pingpong;
+  auto take_turn = [&] {
+    if (pingpong) {
+      mbar_wait(&bar.mma_turn[wg], turn_phase, p.timeout_report, int(WaitSite::mma_turn), wg);
+      turn_phase ^= 1;
+    }
+  };
+  auto pass_turn = [&] {
+    if (pingpong) warp_arrive(&bar.mma_turn[(wg + 1) % T::kConsumerWGs], lane);
+  };
+  if (pingpong && wg == T::kConsumerWGs - 1) warp_arrive(&bar.mma_turn[0], lane);  // warpgroup 0 goes first
+
 #pragma unroll 1
   for (WorkTile w = p.scheduler.initial_work(blockIdx.x, gridDim.x); w.valid;
        w = p.scheduler.next_work(w, gridDim.x)) {
@@ -240,7 +269,9 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
 
       // Block 0: S only.
       mbar_wait(&bar.k_full[cur.index], cur.phase, p.timeout_report, int(WaitSite::k_full), cur.index);
+      take_turn();
       issue_qk<T>(s, q_addr, k_base + cur.index * T::kKVBytes);
+      pass_turn();
       wgmma::wait<0>();
       wgmma::fence_operand(s);
       warp_arrive(&bar.k_empty[cur.index], lane);
@@ -255,9 +286,11 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
 #pragma unroll 1
       for (int n = 1; n < nb; ++n) {
         mbar_wait(&bar.k_full[cur.index], cur.phase, p.timeout_report, int(WaitSite::k_full), cur.index);
+        take_turn();
         issue_qk<T>(s, q_addr, k_base + cur.index * T::kKVBytes);
         mbar_wait(&bar.v_full[prev.index], prev.phase, p.timeout_report, int(WaitSite::v_full), prev.index);
         issue_pv<T>(o, pa, v_base + prev.index * T::kKVBytes);
+        pass_turn();
         wgmma::wait<1>();  // S(n) done; P·V(n-1) may still run
         wgmma::fence_operand(s);
         warp_arrive(&bar.k_empty[cur.index], lane);
@@ -332,6 +365,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const __grid_
       hopper::mbar_init(&bar.v_full[s], 1);
       hopper::mbar_init(&bar.v_empty[s], kConsumerWarps);
     }
+#pragma unroll
+    for (int w = 0; w < T::kConsumerWGs; ++w) hopper::mbar_init(&bar.mma_turn[w], 4);
     hopper::mbar_init_fence();
   }
   __syncthreads();

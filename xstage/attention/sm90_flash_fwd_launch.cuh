@@ -54,6 +54,8 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
   p.mask = MaskInfo{static_cast<int>(prob.Sq), static_cast<int>(prob.Skv), prob.causal};
   p.scale_log2 = static_cast<float>(prob.scale * 1.4426950408889634);
   p.scheduler.space = cfg.tiles;
+  p.scheduler.snake = cfg.snake;
+  p.pingpong = cfg.pingpong;
   p.epilogue = epi;
   p.timeout_report = hopper::timeout_report_device();
   auto kernel = flash_fwd_kernel<T, Epilogue>;
@@ -69,11 +71,12 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
 template <class Epilogue>
 void launch_flash_fwd(const FwdArgs& a, const Problem& prob, const FwdConfig& cfg,
                       const typename Epilogue::Params& epi, cudaStream_t stream) {
-  if (cfg.head_dim == 64) {
-    launch_flash_fwd_traits<FlashFwdTraits<64>, Epilogue>(a, prob, cfg, epi, stream);
+  if (cfg.head_dim == 64 && cfg.consumer_wgs == 2) {
+    launch_flash_fwd_traits<FlashFwdTraits<64, 2>, Epilogue>(a, prob, cfg, epi, stream);
   } else {
-    XS_CHECK_MSG(cfg.head_dim == 128, "attention: head dim must be 64 or 128");
-    launch_flash_fwd_traits<FlashFwdTraits<128>, Epilogue>(a, prob, cfg, epi, stream);
+    XS_CHECK_MSG(cfg.head_dim == 128 && cfg.consumer_wgs == 2,
+                 "attention: no kernel for this head dim / consumer warpgroup count (64/2, 128/2)");
+    launch_flash_fwd_traits<FlashFwdTraits<128, 2>, Epilogue>(a, prob, cfg, epi, stream);
   }
 }
 

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   xstage::cli::add_model_commands(app);
   xstage::cli::add_probe_commands(app);
+  xstage::cli::add_attention_commands(app);
   xstage::cli::add_results_commands(app);
   xstage::cli::add_attention_commands(app);
   try {

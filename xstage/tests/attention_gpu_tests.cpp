@@ -33,13 +33,17 @@ struct Case {
   Layout layout = Layout::dense;
   bool lse = true;
   int max_ctas = 0;
+  int pingpong = -1;
+  int head_group = -1;
 };
 
 std::string name(const Case& c) {
   const char* l = c.layout == Layout::dense ? "dense" : c.layout == Layout::packed_qkv ? "packed_qkv" : "padded";
   return "B" + std::to_string(c.B) + " Sq" + std::to_string(c.Sq) + " Skv" + std::to_string(c.Skv) + " H" +
          std::to_string(c.H) + " D" + std::to_string(c.D) + (c.causal ? " causal " : " full ") + l +
-         (c.max_ctas ? " ctas" + std::to_string(c.max_ctas) : "");
+         (c.max_ctas ? " ctas" + std::to_string(c.max_ctas) : "") +
+         (c.pingpong >= 0 ? " pingpong" + std::to_string(c.pingpong) : "") +
+         (c.head_group != -1 ? " head_group" + std::to_string(c.head_group) : "");
 }
 
 struct Err {
@@ -109,6 +113,8 @@ void run_case(const Case& c) {
     fill_f32(dlse.get(), B * H * Sq, NAN);
     FwdOptions opt;
     opt.max_ctas = c.max_ctas;
+    opt.pingpong = c.pingpong;
+    opt.head_group = c.head_group;
     flash_fwd(a, nullptr, opt);
     sync_or_explain();
   };
@@ -232,6 +238,34 @@ INSTANTIATE_TEST_SUITE_P(OddSizes, AttentionSizes,
                          ::testing::Combine(::testing::Values(64, 128), ::testing::Bool(),
                                             ::testing::Values(1, 127, 1000, 4097)));
 
+// The scheduling variants compute the same function: pingpong on and off,
+// causal head sections, on odd sizes and with several tiles per CTA.
+class AttentionVariants : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
+
+TEST_P(AttentionVariants, MatchesReference) {
+  const auto [D, causal, pingpong] = GetParam();
+  for (int S : {1, 127, 1000, 4097}) {
+    const int H = S >= 4097 ? 2 : 3, B = S >= 4097 ? 1 : 2;
+    Case c{B, S, S, H, D, causal};
+    c.pingpong = pingpong;
+    run_case(c);
+  }
+  Case many{2, 1000, 1000, 5, D, causal, Layout::dense, true, 7};
+  many.pingpong = pingpong;
+  run_case(many);
+  if (causal) {
+    many.head_group = 2;  // sections of 2 heads (5 heads: 2 + 2 + 1)
+    run_case(many);
+    many.head_group = -2;
+    run_case(many);
+  }
+  run_case({1, 1000, 127, 2, D, causal, Layout::dense, true, 0, pingpong});
+  run_case({1, 127, 1000, 2, D, causal, Layout::dense, true, 0, pingpong});
+}
+
+INSTANTIATE_TEST_SUITE_P(Scheduling, AttentionVariants,
+                         ::testing::Combine(::testing::Values(64, 128), ::testing::Bool(), ::testing::Values(0, 1)));
+
 TEST(AttentionGpu, DifferentQueryAndKeyLengths) {
   for (int D : {64, 128})
     for (bool causal : {false, true}) {
@@ -276,6 +310,8 @@ TEST(AttentionGpu, UnsupportedShapesRefusedBeforeLaunch) {
 // Small cases for compute-sanitizer (memcheck, racecheck): tails, causal,
 // Skv != Sq, several tiles per CTA.
 TEST(AttentionGpu, SanitizerCase) {
-  run_case({1, 200, 200, 2, 128, true, Layout::dense, true, 2});
-  run_case({1, 130, 260, 1, 64, false, Layout::dense, true, 1});
+  for (int pingpong : {0, 1}) {
+    run_case({1, 200, 200, 2, 128, true, Layout::dense, true, 2, pingpong});
+    run_case({1, 130, 260, 1, 64, false, Layout::dense, true, 1, pingpong});
+  }
 }

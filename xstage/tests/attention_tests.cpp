@@ -115,20 +115,23 @@ TEST(AttentionConfig, ChoosesByHeadDimAndCausality) {
   EXPECT_THAT(describe(c), HasSubstr("longest_first"));
 }
 
-TEST(AttentionScheduler, EveryTileExactlyOncePerCta) {
+TEST(AttentionScheduler, EveryTileExactlyOnce) {
   for (TileOrder order : {TileOrder::head_major, TileOrder::longest_first})
-    for (int grid : {1, 3, 7, 132}) {
-      TileSpace sp{9, 5, 2, order};
-      StaticPersistentScheduler sched{sp};
-      std::set<std::tuple<int, int, int>> seen;
-      for (int cta = 0; cta < grid; ++cta)
-        for (WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid)) {
-          EXPECT_GE(w.m_block, 0);
-          EXPECT_LT(w.m_block, 9);
-          EXPECT_TRUE(seen.insert({w.m_block, w.head, w.batch}).second) << "tile visited twice";
+    for (int group : {0, 1, 2, 3, 5, 9})
+      for (bool snake : {false, true})
+        for (int grid : {1, 3, 7, 132}) {
+          if (order == TileOrder::head_major && group) continue;
+          TileSpace sp{9, 5, 2, order, group};
+          StaticPersistentScheduler sched{sp, snake};
+          std::set<std::tuple<int, int, int>> seen;
+          for (int cta = 0; cta < grid; ++cta)
+            for (WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid)) {
+              EXPECT_GE(w.m_block, 0);
+              EXPECT_LT(w.m_block, 9);
+              EXPECT_TRUE(seen.insert({w.m_block, w.head, w.batch}).second) << "tile visited twice";
+            }
+          EXPECT_EQ(static_cast<int64_t>(seen.size()), sp.count()) << "group " << group << " snake " << snake;
         }
-      EXPECT_EQ(static_cast<int64_t>(seen.size()), sp.count());
-    }
 }
 
 TEST(AttentionScheduler, HeadMajorKeepsOneHeadTogether) {
@@ -143,7 +146,7 @@ TEST(AttentionScheduler, HeadMajorKeepsOneHeadTogether) {
 }
 
 TEST(AttentionScheduler, LongestFirstIsNonIncreasingWorkAndBalances) {
-  TileSpace sp{32, 6, 1, TileOrder::longest_first};
+  TileSpace sp{32, 6, 1, TileOrder::longest_first, 0};
   int prev = 1 << 30;
   for (int64_t i = 0; i < sp.count(); ++i) {
     const int work = sp.tile(i).m_block + 1;  // causal work grows with m_block
@@ -258,4 +261,51 @@ TEST(AttentionBf16, RoundTripAndRounding) {
   EXPECT_EQ(float_to_bf16_bits(1.0f + 3.0f / 256), 0x3F82);      // tie -> even (up)
   EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(NAN))));
   EXPECT_TRUE(std::isinf(bf16_bits_to_float(float_to_bf16_bits(INFINITY))));
+}
+
+TEST(AttentionScheduler, SnakeRoundsEvenOutLongestFirst) {
+  TileSpace sp{16, 6, 1, TileOrder::longest_first, 0};
+  const int grid = 20;
+  auto worst = [&](bool snake) {
+    StaticPersistentScheduler sched{sp, snake};
+    std::vector<int> load(grid, 0);
+    for (int cta = 0; cta < grid; ++cta)
+      for (WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid)) {
+        EXPECT_EQ(w.cta, cta);
+        load[cta] += w.m_block + 1;
+      }
+    return *std::max_element(load.begin(), load.end()) / (std::accumulate(load.begin(), load.end(), 0.0) / grid);
+  };
+  EXPECT_LT(worst(true), worst(false));
+  EXPECT_LT(worst(true), 1.05);
+}
+
+TEST(AttentionScheduler, HeadSectionsAreLongestFirstInside) {
+  TileSpace sp{4, 5, 1, TileOrder::longest_first, 2};  // sections: heads {0,1}, {2,3}, {4}
+  std::vector<std::pair<int, int>> got;  // (head, m_block)
+  for (int64_t i = 0; i < sp.count(); ++i) got.push_back({sp.tile(i).head, sp.tile(i).m_block});
+  const std::vector<std::pair<int, int>> expect = {
+      {0, 3}, {1, 3}, {0, 2}, {1, 2}, {0, 1}, {1, 1}, {0, 0}, {1, 0},
+      {2, 3}, {3, 3}, {2, 2}, {3, 2}, {2, 1}, {3, 1}, {2, 0}, {3, 0},
+      {4, 3}, {4, 2}, {4, 1}, {4, 0}};
+  EXPECT_EQ(got, expect);
+}
+
+TEST(AttentionConfig, VariantsFollowOptions) {
+  Problem p;
+  p.B = 1, p.Sq = p.Skv = 65536, p.H = 24, p.D = 64, p.causal = true;
+  FwdOptions o;
+  FwdConfig c = choose_config(p, 132, o);
+  EXPECT_TRUE(c.snake);
+  o.pingpong = 1;
+  o.head_group = 3;
+  c = choose_config(p, 132, o);
+  EXPECT_TRUE(c.pingpong);
+  EXPECT_EQ(c.tiles.group_heads, 3);
+  o.head_group = -2;  // about 8 grid rounds per section: ceil(8 * 132 / 512) = 3 heads
+  EXPECT_EQ(choose_config(p, 132, o).tiles.group_heads, 3);
+  o.pingpong = 0;
+  EXPECT_FALSE(choose_config(p, 132, o).pingpong);
+  p.causal = false;
+  EXPECT_FALSE(choose_config(p, 132, o).snake);
 }

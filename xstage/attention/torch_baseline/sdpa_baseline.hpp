@@ -22,7 +22,8 @@ struct SdpaResult {
 // copied; passed to SDPA as [B, H, S, D] views). Warm-up runs first. A sample
 // is `inner` back-to-back runs between two CUDA events (inner chosen from the
 // warm-up so a sample lasts >= 2 ms and launch gaps hide behind the queue);
-// samples are taken until `reps` or `budget_ms` of GPU time (at least 3), and
+// samples are taken until `reps` or `budget_ms` of GPU time (at least 3; 2 when
+// one run takes >= 50 ms), and
 // median_ms is the median per-run time. If copy_out, SDPA's output of the last
 // run is written into a.o.
 SdpaResult time_sdpa(const std::string& backend, const FwdArgs& a, int warmup, int reps, double budget_ms,

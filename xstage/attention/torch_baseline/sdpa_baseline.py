@@ -40,7 +40,8 @@ def time_ms(fn, warmup, reps, budget_ms):
         est = timed(1)
     inner = min(max(math.ceil(2.0 / max(est, 1e-3)), 1), 50)
     samples, total = [], 0.0
-    while len(samples) < reps and (len(samples) < 3 or total < budget_ms):
+    min_samples = 2 if est >= 50 else 3
+    while len(samples) < reps and (len(samples) < min_samples or total < budget_ms):
         t = timed(inner)
         samples.append(t / inner)
         total += t

@@ -71,10 +71,16 @@ struct FwdConfig {
   int smem_bytes = 0;     // dynamic shared memory per CTA
   int grid = 0;           // persistent CTAs (<= SM count)
   TileSpace tiles{};      // work decomposition and its order
+  bool snake = false;     // boustrophedon rounds of the persistent scheduler
+  bool pingpong = false;  // consumer warpgroups take turns issuing their MMAs
 };
 
+// Overrides of the heuristic (tests and benchmarks compare variants with them).
 struct FwdOptions {
   int max_ctas = 0;       // 0: one CTA per SM; >0 caps the persistent grid (tests use this to force several tiles per CTA)
+  int pingpong = -1;      // -1: heuristic; 0: off; 1: consumers take turns issuing MMAs
+  int head_group = -1;    // causal: heads per longest-first section; -1: heuristic; 0: all heads;
+                          // -2: sections of about 8 grid rounds each (L2-friendlier, worse balance)
 };
 
 // Shared memory the kernel needs for head dim D (the kernel's own traits agree;

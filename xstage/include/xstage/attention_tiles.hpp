@@ -23,6 +23,8 @@ enum class TileOrder : int {
   // Causal: tile work grows with m_block. Longest tiles first (all heads' last
   // m_block, then the one before, ...), so round-robin assignment is close to
   // longest-processing-time scheduling and the last wave holds the short tiles.
+  // With group_heads < heads the heads are taken in sections of group_heads
+  // (longest first inside each): fewer heads in flight share L2 better.
   longest_first = 1,
 };
 
@@ -30,45 +32,67 @@ struct WorkTile {
   int m_block = 0;
   int head = 0;
   int batch = 0;
-  int64_t linear = 0;
+  int64_t linear = 0;  // position in the tile order
+  int round = 0;       // how many tiles this CTA took before this one
+  int cta = 0;         // the CTA that runs it
   bool valid = false;
 };
 
 struct TileSpace {
   int m_blocks = 0, heads = 0, batches = 0;
   TileOrder order = TileOrder::head_major;
+  int group_heads = 0;  // longest_first: heads per section (0 or >= heads: one section)
 
   XS_HD int64_t count() const { return static_cast<int64_t>(m_blocks) * heads * batches; }
 
   XS_HD WorkTile tile(int64_t linear) const {
     WorkTile w;
     w.linear = linear;
-    w.valid = linear < count();
+    w.valid = linear >= 0 && linear < count();
     if (!w.valid) return w;
     if (order == TileOrder::head_major) {
       w.m_block = static_cast<int>(linear % m_blocks);
       const int64_t bh = linear / m_blocks;
       w.head = static_cast<int>(bh % heads);
       w.batch = static_cast<int>(bh / heads);
-    } else {
-      const int64_t bh_count = static_cast<int64_t>(heads) * batches;
-      const int64_t rank = linear / bh_count;  // 0 = longest
-      const int64_t bh = linear % bh_count;
-      w.m_block = m_blocks - 1 - static_cast<int>(rank);
-      w.head = static_cast<int>(bh % heads);
-      w.batch = static_cast<int>(bh / heads);
+      return w;
     }
+    // longest_first, per batch, in sections of g heads.
+    const int64_t per_batch = static_cast<int64_t>(m_blocks) * heads;
+    w.batch = static_cast<int>(linear / per_batch);
+    const int64_t in_batch = linear % per_batch;
+    const int g = group_heads > 0 && group_heads < heads ? group_heads : heads;
+    const int64_t per_section = static_cast<int64_t>(m_blocks) * g;
+    const int section = static_cast<int>(in_batch / per_section);
+    const int h0 = section * g;
+    const int gs = heads - h0 < g ? heads - h0 : g;  // the last section may be smaller
+    const int64_t in_section = in_batch - static_cast<int64_t>(section) * per_section;
+    const int64_t rank = in_section / gs;  // 0 = longest
+    w.head = h0 + static_cast<int>(in_section % gs);
+    w.m_block = m_blocks - 1 - static_cast<int>(rank);
     return w;
   }
 };
 
-// Static persistent scheduler: CTA c takes tiles c, c + grid, c + 2·grid, ...
+// Static persistent scheduler: in round r, CTA c takes tile r·grid + c, or
+// r·grid + (grid - 1 - c) on odd rounds when `snake` is set (boustrophedon:
+// with longest-first orders, a CTA that got a long tile in one round gets a
+// short one in the next, which evens out the last wave).
 // Interface shared by every scheduler: initial_work(cta, grid) / next_work(tile, grid).
 // A dynamic (atomic-counter) scheduler can replace it without touching the math.
 struct StaticPersistentScheduler {
   TileSpace space;
-  XS_HD WorkTile initial_work(int cta, int /*grid*/) const { return space.tile(cta); }
-  XS_HD WorkTile next_work(const WorkTile& cur, int grid) const { return space.tile(cur.linear + grid); }
+  bool snake = false;
+
+  XS_HD WorkTile at(int round, int cta, int grid) const {
+    const int slot = (snake && (round & 1)) ? grid - 1 - cta : cta;
+    WorkTile w = space.tile(static_cast<int64_t>(round) * grid + slot);
+    w.round = round;
+    w.cta = cta;
+    return w;
+  }
+  XS_HD WorkTile initial_work(int cta, int grid) const { return at(0, cta, grid); }
+  XS_HD WorkTile next_work(const WorkTile& cur, int grid) const { return at(cur.round + 1, cur.cta, grid); }
 };
 
 // Masking arithmetic for one problem.
