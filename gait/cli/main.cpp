@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "gait/eval/commands.hpp"  // train, eval, embed, identify, bench-infer
 
 int main(int argc, char** argv) {
   CLI::App app{"gait: CASIA-B data layer and synthetic CASIA-B-like generator"};
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   gait::cli::add_dataset_commands(app);
   gait::cli::add_mocap_commands(app);
   gait::cli::add_strip_command(app);
+  gait::cli::add_model_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

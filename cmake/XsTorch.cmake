@@ -1,0 +1,54 @@
+# Decides GAIT_HAVE_TORCH from GAIT_TORCH (AUTO|ON|OFF) and, when LibTorch is found,
+# defines `gait_torch`: an interface target carrying its include directories
+# (as system headers), libraries and ABI flag.
+#
+# Where LibTorch is looked for, in order:
+#   1. Torch_DIR or CMAKE_PREFIX_PATH, when the user sets them;
+#   2. the cmake prefix of python3's `torch` package (a PyTorch wheel, e.g. PyTorch
+#      2.11 with CUDA on the accelerator machine);
+#   3. Debian's libtorch-dev (/usr/lib/<triplet>/cmake/Torch; 1.13.1, CPU only).
+# The gait code uses only APIs present in both 1.13 and 2.x; the few that moved
+# (autocast) are selected by TORCH_VERSION_* in gait/train/amp.cpp.
+set(GAIT_HAVE_TORCH OFF)
+if(NOT GAIT_TORCH MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "GAIT_TORCH must be AUTO, ON or OFF (got '${GAIT_TORCH}')")
+endif()
+
+if(NOT GAIT_TORCH STREQUAL "OFF")
+  set(_gait_torch_hints)
+  if(NOT Torch_DIR)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+        OUTPUT_VARIABLE _gait_torch_py OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _gait_torch_rc)
+      if(_gait_torch_rc EQUAL 0 AND _gait_torch_py)
+        list(APPEND _gait_torch_hints "${_gait_torch_py}/Torch")
+      endif()
+    endif()
+  endif()
+  find_package(Torch QUIET HINTS ${_gait_torch_hints})
+  if(Torch_FOUND)
+    set(GAIT_HAVE_TORCH ON)
+    add_library(gait_torch INTERFACE)
+    target_link_libraries(gait_torch INTERFACE ${TORCH_LIBRARIES})
+    message(STATUS "gait: LibTorch ${Torch_VERSION} at ${Torch_DIR}")
+  elseif(GAIT_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "GAIT_TORCH=ON but LibTorch was not found: install libtorch-dev "
+      "(./run deps), or set Torch_DIR to <libtorch>/share/cmake/Torch")
+  else()
+    message(STATUS "gait: LibTorch not found; networks, training and evaluation are skipped")
+  endif()
+endif()
+
+# gait_torch_pch(target): compile `target` against the one precompiled LibTorch
+# header (gait/include/gait/nets/torch.hpp). The first target creates it; the others
+# reuse it, so <torch/torch.h> is parsed once per build, not once per file.
+function(gait_torch_pch target)
+  get_property(_owner GLOBAL PROPERTY GAIT_TORCH_PCH_OWNER)
+  if(NOT _owner)
+    target_precompile_headers(${target} PRIVATE "${PROJECT_SOURCE_DIR}/gait/include/gait/nets/torch.hpp")
+    set_property(GLOBAL PROPERTY GAIT_TORCH_PCH_OWNER ${target})
+  else()
+    target_precompile_headers(${target} REUSE_FROM ${_owner})
+  endif()
+endfunction()

@@ -1,0 +1,341 @@
+// `gait eval`, `gait embed`, `gait identify`, `gait bench-infer`: see gait/eval/commands.hpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "common/stats.hpp"
+#include "gait/cache_build.hpp"
+#include "gait/dataset.hpp"
+#include "gait/eval/commands.hpp"
+#include "gait/eval/embedder.hpp"
+#include "gait/eval/rank1.hpp"
+#include "gait/eval/report.hpp"
+#include "gait/rng.hpp"
+#include "gait/train/amp.hpp"
+#include "gait/train/data_source.hpp"
+
+namespace gait::cli {
+
+namespace fs = std::filesystem;
+using eval::EmbeddingSet;
+
+namespace {
+
+struct Common {
+  std::string ckpt, data, pose, cache, device = "auto";
+  int threads = 0;
+  bool no_progress = false;
+};
+
+void add_common(CLI::App* c, Common& a, bool ckpt_required) {
+  auto* o = c->add_option("--ckpt", a.ckpt, "checkpoint (.gckpt) written by gait train");
+  if (ckpt_required) o->required();
+  o->check(CLI::ExistingFile);
+  c->add_option("--data", a.data, "dataset root (default: the checkpoint's data.root)");
+  c->add_option("--pose", a.pose, "pose CSV file or folder for a CASIA-B root");
+  c->add_option("--cache", a.cache, "preprocessed cache folder (default ROOT/cache)");
+  c->add_option("--device", a.device, "auto, cpu or cuda");
+  c->add_option("--threads", a.threads, "CPU threads (0 = all)");
+  c->add_flag("--no-progress", a.no_progress, "no progress bar");
+}
+
+void set_threads(int threads) {
+  at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+train::DataConfig data_config(const eval::Embedder& e, const Common& a) {
+  train::DataConfig d = e.config().data;
+  if (!a.data.empty()) {
+    d.root = a.data;
+    d.cache.clear();  // a different dataset: its own cache, unless given
+    d.pose.clear();
+  }
+  if (!a.pose.empty()) d.pose = a.pose;
+  if (!a.cache.empty()) d.cache = a.cache;
+  return d;
+}
+
+// A sequence named on the command line: a sequence id ("075-nm-01-090", with --data) or
+// a silhouette folder ROOT[/silhouettes]/<sid>/<cond>-<nn>/<view>.
+CachedSequence load_sequence(const std::string& arg, const train::DataConfig& data) {
+  std::optional<SequenceKey> key = parse_sequence_id(arg);
+  fs::path root = data.root;
+  if (!key) {
+    const fs::path p = fs::path(arg).lexically_normal();
+    const fs::path dir = p.has_filename() ? p : p.parent_path();
+    const auto view = parse_view(dir.filename().string());
+    const auto seq = parse_seq_dir(dir.parent_path().filename().string());
+    const auto sid = parse_subject(dir.parent_path().parent_path().filename().string());
+    XS_ASSERT(view && seq && sid, "'{}' is neither a sequence id (001-nm-01-090) nor a folder <sid>/<cond>-<nn>/<view>", arg);
+    key = SequenceKey{*sid, seq->first, seq->second, *view};
+    if (data.root.empty() || !fs::exists(dir)) {
+      root = dir.parent_path().parent_path().parent_path();
+      if (root.filename() == "silhouettes") root = root.parent_path();
+    }
+  }
+  XS_ASSERT(!root.empty(), "'{}': give the dataset root with --data", arg);
+  const fs::path cache = data.cache.empty() ? root / "cache" : fs::path(data.cache);
+  const fs::path cached = cache_path(cache, *key);
+  std::error_code ec;
+  if (fs::exists(cached, ec)) return read_cached_sequence(cached);
+  std::optional<fs::path> pose;
+  if (!data.pose.empty()) pose = fs::path(data.pose);
+  const DatasetIndex index = scan_dataset(resolve_dataset(root, pose));
+  const auto it = std::find_if(index.entries.begin(), index.entries.end(), [&](const IndexEntry& e) { return e.key == *key; });
+  XS_ASSERT(it != index.entries.end(), "{}: no sequence {} in this dataset", root.string(), sequence_id(*key));
+  SilReadStats stats;
+  std::size_t no_pose = 0;
+  std::string why;
+  CachedSequence s = preprocess_entry(index, *it, stats, no_pose, why);
+  XS_ASSERT(s.sil.frames() > 0, "{}: sequence {} is unusable: {}", root.string(), sequence_id(*key), why);
+  return s;
+}
+
+void write_reports(const fs::path& out, const eval::Rank1Result& r, const std::string& title, nlohmann::json info) {
+  eval::write_rank1_csv(out, r);
+  eval::write_rank1_heatmap(out / "rank1_heatmap.png", r, title);
+  info["rank1"] = eval::rank1_json(r);
+  common::write_file_atomic(out / "rank1.json", info.dump(2) + "\n");
+  fmt::print("{}reports: {}/rank1_{{per_view,matrix,summary}}.csv, rank1_heatmap.png, rank1.json\n",
+             eval::format_rank1_table(r), out.string());
+}
+
+// ------------------------------------------------------------------------- eval
+
+struct EvalArgs : Common {
+  std::string out, dump, embeddings;
+  bool test_all = false;
+};
+
+void run_eval(const EvalArgs& a) {
+  if (!a.embeddings.empty()) {
+    const EmbeddingSet set = eval::load_embeddings(a.embeddings);
+    XS_ASSERT(set.size() > 0, "{}: no embeddings", a.embeddings);
+    int lo = set.keys.front().subject;
+    for (const auto& k : set.keys) lo = std::min(lo, k.subject);
+    Protocol p;
+    p.train_last_subject = lo - 1;  // a dump holds only evaluated (test) sequences
+    const eval::Rank1Result r = eval::evaluate_rank1(set, p);
+    write_reports(a.out.empty() ? fs::path(a.embeddings + "_eval") : fs::path(a.out), r,
+                  "CASIA-B rank-1 from " + fs::path(a.embeddings).filename().string(), {{"embeddings", a.embeddings}});
+    return;
+  }
+  XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
+  set_threads(a.threads);
+  const torch::Device device = train::resolve_device(a.device);
+  eval::Embedder emb(a.ckpt, device);
+  const train::DataConfig data = data_config(emb, a);
+  train::DataSource src = train::open_data_source(data, !a.no_progress);
+  if (a.test_all) src.protocol.train_last_subject = 0;
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < src.entries.size(); ++i) {
+    const auto& k = src.entries[i].key;
+    if (src.protocol.is_gallery(k) || src.protocol.probe_set(k)) idx.push_back(i);
+  }
+  XS_ASSERT(!idx.empty(), "{}: no test sequences (subjects after {})", data.root, src.protocol.train_last_subject);
+  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  const EmbeddingSet set = emb.embed_all(seqs, !a.no_progress);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const eval::Rank1Result r = eval::evaluate_rank1(set, src.protocol);
+  const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "eval" : fs::path(a.out);
+  fmt::print("embedded {} test sequences (subjects {}..{}) in {:.1f} s ({:.1f} ms each), {} model at iteration {}\n",
+             set.size(), src.protocol.train_last_subject + 1, src.max_subject, secs, 1000 * secs / set.size(),
+             train::to_string(emb.config().model.mode), emb.meta().iteration);
+  write_reports(out, r,
+                fmt::format("{} ({} it.) on {}", train::to_string(emb.config().model.mode), emb.meta().iteration,
+                            fs::path(data.root).filename().string()),
+                {{"checkpoint", a.ckpt},
+                 {"iteration", emb.meta().iteration},
+                 {"mode", train::to_string(emb.config().model.mode)},
+                 {"data", data.root},
+                 {"test_subjects_from", src.protocol.train_last_subject + 1},
+                 {"sequences", set.size()},
+                 {"embed_seconds", secs},
+                 {"train_seconds", emb.meta().train_seconds},
+                 {"device", device.str()},
+                 {"threads", at::get_num_threads()}});
+  if (!a.dump.empty()) {
+    eval::save_embeddings(a.dump, set);
+    fmt::print("embeddings: {}.npy ([{}, {}, {}] float32) and {}.csv\n", a.dump, set.size(), set.channels, set.parts, a.dump);
+  }
+}
+
+// ------------------------------------------------------------------------- embed
+
+struct EmbedArgs : Common {
+  std::string out;
+  std::vector<std::string> seqs;
+  bool gallery_set = false;
+};
+
+void run_embed(const EmbedArgs& a) {
+  set_threads(a.threads);
+  eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  const train::DataConfig data = data_config(emb, a);
+  std::vector<CachedSequence> seqs;
+  if (a.gallery_set) {
+    const train::DataSource src = train::open_data_source(data, !a.no_progress);
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < src.entries.size(); ++i)
+      if (src.protocol.is_gallery(src.entries[i].key)) idx.push_back(i);
+    seqs = train::load_sequences(src, idx, data.loader_threads);
+  }
+  for (const auto& s : a.seqs) seqs.push_back(load_sequence(s, data));
+  XS_ASSERT(!seqs.empty(), "nothing to embed: name sequences or pass --gallery-set");
+  const EmbeddingSet set = emb.embed_all(seqs, !a.no_progress && seqs.size() > 1);
+  eval::save_embeddings(a.out, set);
+  fmt::print("wrote {} embeddings [{} x {}] to {}.npy and {}.csv\n", set.size(), set.channels, set.parts, a.out, a.out);
+}
+
+// ------------------------------------------------------------------------- identify
+
+struct IdentifyArgs : Common {
+  std::string gallery, probe;
+  int top = 5;
+};
+
+void run_identify(const IdentifyArgs& a) {
+  set_threads(a.threads);
+  eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  const EmbeddingSet gallery = eval::load_embeddings(a.gallery);
+  XS_ASSERT(gallery.channels == emb.channels() && gallery.parts == emb.parts(),
+            "{}: embeddings are [{} x {}] but this model produces [{} x {}]", a.gallery, gallery.channels, gallery.parts,
+            emb.channels(), emb.parts());
+  const CachedSequence probe = load_sequence(a.probe, data_config(emb, a));
+  const std::vector<float> f = emb.embed(probe);
+  struct Best {
+    double d;
+    std::size_t row;
+  };
+  std::map<int, Best> best;  // subject -> nearest gallery sequence
+  for (std::size_t i = 0; i < gallery.size(); ++i) {
+    const double d = eval::part_distance(f.data(), gallery.row(i), gallery.channels, gallery.parts);
+    auto [it, fresh] = best.try_emplace(gallery.keys[i].subject, Best{d, i});
+    if (!fresh && d < it->second.d) it->second = {d, i};
+  }
+  std::vector<std::pair<int, Best>> ranked(best.begin(), best.end());
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.second.d < y.second.d; });
+  fmt::print("probe {} ({} frames) against {} gallery sequences of {} identities\n", sequence_id(probe.key),
+             probe.sil.frames(), gallery.size(), ranked.size());
+  fmt::print("{:>4}  {:>7}  {:>9}  {}\n", "rank", "subject", "distance", "nearest gallery sequence");
+  for (std::size_t r = 0; r < ranked.size() && static_cast<int>(r) < a.top; ++r)
+    fmt::print("{:>4}  {:>7}  {:>9.4f}  {}\n", r + 1, subject_name(ranked[r].first), ranked[r].second.d,
+               sequence_id(gallery.keys[ranked[r].second.row]));
+  for (std::size_t r = 0; r < ranked.size(); ++r)
+    if (ranked[r].first == probe.key.subject) fmt::print("the probe's own subject {} ranks {}\n", subject_name(probe.key.subject), r + 1);
+}
+
+// ------------------------------------------------------------------------- bench-infer
+
+struct BenchArgs : Common {
+  std::string config, json;
+  int frames = 30, repeats = 30, warmup = 3;
+};
+
+// A stand-in sequence: an upright blob with swinging legs and a plausible COCO pose.
+CachedSequence synthetic_sequence(int frames) {
+  CachedSequence s;
+  s.key = {1, Condition::NM, 1, 90};
+  Rng rng(7);
+  for (int t = 0; t < frames; ++t) {
+    s.sil.frame_ids.push_back(t + 1);
+    for (int y = 0; y < kSilHeight; ++y)
+      for (int x = 0; x < kSilWidth; ++x) {
+        const double half = y < 40 ? 7.0 : 4.0 + 6.0 * std::abs(std::sin(t * 0.4)) * (y - 40) / 24.0;
+        s.sil.pixels.push_back(std::abs(x - 22 + (y < 40 ? 0 : (x < 22 ? -half / 2 : half / 2))) < half ? 255 : 0);
+      }
+    PoseFrame f;
+    for (int j = 0; j < kCocoJoints; ++j)
+      f[j] = {static_cast<float>(160 + rng.normal(0, 15)), static_cast<float>(60 + 8 * j + rng.normal(0, 2)), 0.9f};
+    s.pose.push_back(f);
+  }
+  return s;
+}
+
+void run_bench(const BenchArgs& a) {
+  XS_ASSERT(a.config.empty() != a.ckpt.empty(), "give exactly one of --config (random weights) and --ckpt");
+  XS_ASSERT(a.frames >= 3 && a.repeats >= 1, "--frames must be >= 3 and --repeats >= 1");
+  set_threads(a.threads);
+  const torch::Device device = train::resolve_device(a.device);
+  std::unique_ptr<eval::Embedder> emb;
+  if (!a.ckpt.empty()) {
+    emb = std::make_unique<eval::Embedder>(a.ckpt, device);
+  } else {
+    const train::Config cfg = train::load_config(a.config);
+    torch::manual_seed(cfg.trainer.seed);
+    emb = std::make_unique<eval::Embedder>(nets::GaitNet(cfg.model, 74), cfg, device);
+  }
+  const CachedSequence seq = synthetic_sequence(a.frames);
+  for (int i = 0; i < a.warmup; ++i) emb->embed(seq);
+  std::vector<double> ms;
+  for (int i = 0; i < a.repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto f = emb->embed(seq);
+    if (device.is_cuda()) torch::cuda::synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const common::Summary s = common::summarize(ms);
+  const std::string mode = train::to_string(emb->config().model.mode);
+  fmt::print("{:<12} {:>6} {:>7} {:>9} {:>9} {:>9} {:>5}\n", "mode", "frames", "threads", "median_ms", "p10_ms", "p90_ms", "runs");
+  fmt::print("{:<12} {:>6} {:>7} {:>9.2f} {:>9.2f} {:>9.2f} {:>5}\n", mode, a.frames, at::get_num_threads(), s.median,
+             s.p10, s.p90, s.n);
+  if (!a.json.empty()) {
+    const nlohmann::json j = {{"mode", mode},         {"frames", a.frames},   {"threads", at::get_num_threads()},
+                              {"device", device.str()}, {"median_ms", s.median}, {"p10_ms", s.p10},
+                              {"p90_ms", s.p90},       {"runs", s.n},          {"torch", TORCH_VERSION},
+                              {"source", a.ckpt.empty() ? a.config : a.ckpt}};
+    common::write_file_atomic(a.json, j.dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void add_eval_commands(CLI::App& app) {
+  {
+    auto a = std::make_shared<EvalArgs>();
+    CLI::App* c = app.add_subcommand("eval", "CASIA-B rank-1 evaluation of a checkpoint (or of dumped embeddings)");
+    add_common(c, *a, false);
+    c->add_option("--out", a->out, "report folder (default: CKPT's folder/eval)");
+    c->add_option("--dump-embeddings", a->dump, "also write PREFIX.npy [n, c, p] and PREFIX.csv (labels)");
+    c->add_option("--embeddings", a->embeddings, "evaluate a dump (PREFIX.npy + PREFIX.csv) instead of a checkpoint");
+    c->add_flag("--test-all", a->test_all, "every subject of the dataset is a test subject (unseen identities)");
+    c->callback([a] { run_eval(*a); });
+  }
+  {
+    auto a = std::make_shared<EmbedArgs>();
+    CLI::App* c = app.add_subcommand("embed", "Embed sequences (ids or silhouette folders) into a gallery file");
+    add_common(c, *a, true);
+    c->add_option("--out", a->out, "output PREFIX (.npy + .csv)")->required();
+    c->add_flag("--gallery-set", a->gallery_set, "embed the protocol's gallery (test subjects, nm-01..04)");
+    c->add_option("sequences", a->seqs, "sequence ids (001-nm-01-090) or folders ROOT/<sid>/<cond>-<nn>/<view>");
+    c->callback([a] { run_embed(*a); });
+  }
+  {
+    auto a = std::make_shared<IdentifyArgs>();
+    CLI::App* c = app.add_subcommand("identify", "Rank gallery identities by distance to a probe sequence");
+    add_common(c, *a, true);
+    c->add_option("--gallery", a->gallery, "gallery PREFIX written by gait embed or --dump-embeddings")->required();
+    c->add_option("--top", a->top, "identities to list");
+    c->add_option("probe", a->probe, "sequence id or silhouette folder")->required();
+    c->callback([a] { run_identify(*a); });
+  }
+  {
+    auto a = std::make_shared<BenchArgs>();
+    CLI::App* c = app.add_subcommand("bench-infer", "Time the embedding of one sequence (default 30 frames)");
+    add_common(c, *a, false);
+    c->add_option("--config", a->config, "model from a config, random weights")->check(CLI::ExistingFile);
+    c->add_option("--frames", a->frames, "frames in the sequence");
+    c->add_option("--repeats", a->repeats, "timed runs");
+    c->add_option("--warmup", a->warmup, "untimed runs first");
+    c->add_option("--json", a->json, "write the figures as JSON");
+    c->callback([a] { run_bench(*a); });
+  }
+}
+
+}  // namespace gait::cli

@@ -1,0 +1,26 @@
+// Reports of a rank-1 evaluation (torch-free):
+//   - the table printed by `gait eval` (probe views across, NM/BG/CL down, means last);
+//   - CSV files: rank1_per_view.csv (set, probe_view, rank1), rank1_matrix.csv (set,
+//     probe_view, gallery_view, accuracy) and the means in rank1_summary.csv;
+//   - a heatmap PNG of the probe-view x gallery-view accuracies, one panel per probe
+//     set, the excluded identical-view diagonal shown grey;
+//   - a JSON object with the same numbers.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/png.hpp"
+#include "gait/eval/rank1.hpp"
+
+namespace gait::eval {
+
+std::string format_rank1_table(const Rank1Result& r);
+void write_rank1_csv(const std::filesystem::path& dir, const Rank1Result& r);
+common::Image render_rank1_heatmap(const Rank1Result& r, const std::string& title);
+void write_rank1_heatmap(const std::filesystem::path& png, const Rank1Result& r, const std::string& title);
+nlohmann::json rank1_json(const Rank1Result& r);
+
+}  // namespace gait::eval

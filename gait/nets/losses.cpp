@@ -1,0 +1,73 @@
+#include "gait/nets/losses.hpp"
+
+namespace gait::nets {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor part_distances(const torch::Tensor& embed) {
+  const torch::Tensor x = embed.permute({2, 0, 1}).to(torch::kFloat);  // [p, n, c]
+  const torch::Tensor x2 = x.pow(2).sum(-1);                            // [p, n]
+  const torch::Tensor d2 = x2.unsqueeze(2) + x2.unsqueeze(1) - 2 * x.matmul(x.transpose(1, 2));
+  // The epsilon keeps the gradient of sqrt finite on the diagonal (distance 0).
+  return (F::relu(d2) + 1e-12).sqrt();
+}
+
+torch::Tensor triplet_loss(const torch::Tensor& embed, const torch::Tensor& labels, double margin,
+                           train::TripletMining mining, TripletStats* stats) {
+  const torch::Tensor d = part_distances(embed);                     // [p, n, n]
+  const torch::Tensor same = labels.unsqueeze(1) == labels.unsqueeze(0);  // [n, n]
+  const torch::Tensor diff = same.logical_not();
+  torch::Tensor loss;
+  double active = 0;
+  if (mining == train::TripletMining::BatchAll) {
+    // terms[p, a, q, k] = d(a, q) - d(a, k) + m, valid where q ~ a and k !~ a.
+    const torch::Tensor valid = (same.unsqueeze(2) & diff.unsqueeze(1)).to(torch::kFloat);  // [n, n, n]
+    const torch::Tensor terms = F::relu(d.unsqueeze(3) - d.unsqueeze(2) + margin) * valid;
+    const torch::Tensor flat = terms.flatten(1);                      // [p, n^3]
+    const torch::Tensor nonzero = (flat > 0).sum(1).to(torch::kFloat);
+    const torch::Tensor per_part = flat.sum(1) / nonzero.clamp_min(1.0);  // 0 when nothing is active
+    loss = per_part.mean();
+    active = (nonzero.sum() / (valid.sum() * d.size(0)).clamp_min(1.0)).item<double>();
+  } else {
+    const torch::Tensor far_pos = torch::where(same, d, torch::zeros_like(d)).amax(2);        // [p, n]
+    const torch::Tensor near_neg = torch::where(diff, d, torch::full_like(d, 1e9)).amin(2);   // [p, n]
+    const torch::Tensor l = F::relu(far_pos - near_neg + margin);
+    loss = l.mean();
+    active = (l > 0).to(torch::kFloat).mean().item<double>();
+  }
+  if (stats) {
+    stats->active = active;
+    stats->mean_dist = d.mean().item<double>();
+  }
+  return loss;
+}
+
+torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, double smoothing,
+                                 double* accuracy) {
+  const int64_t n = logits.size(0), p = logits.size(2);
+  const torch::Tensor target = labels.unsqueeze(1).expand({n, p});
+  const torch::Tensor l = logits.to(torch::kFloat);
+  if (accuracy) *accuracy = (l.argmax(1) == target).to(torch::kFloat).mean().item<double>();
+  return F::cross_entropy(l, target, F::CrossEntropyFuncOptions().label_smoothing(smoothing));
+}
+
+LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg) {
+  LossTerms t;
+  TripletStats st;
+  torch::Tensor total = torch::zeros({}, out.embed.options().dtype(torch::kFloat));
+  if (cfg.triplet_weight > 0) {
+    const torch::Tensor tl = triplet_loss(out.embed, labels, cfg.triplet_margin, cfg.mining, &st);
+    total = total + cfg.triplet_weight * tl;
+    t.triplet = tl.item<double>();
+    t.active = st.active;
+  }
+  if (cfg.ce_weight > 0) {
+    const torch::Tensor ce = part_cross_entropy(out.logits, labels, cfg.label_smoothing, &t.accuracy);
+    total = total + cfg.ce_weight * ce;
+    t.ce = ce.item<double>();
+  }
+  t.total = total;
+  return t;
+}
+
+}  // namespace gait::nets

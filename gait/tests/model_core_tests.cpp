@@ -1,0 +1,335 @@
+// Torch-free parts of the gait model code: config strictness, the CASIA-B evaluator on
+// a hand-computed case, embedding files, reports, the skeleton graph operators,
+// augmentation and learning-rate schedules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "gait/eval/embeddings.hpp"
+#include "gait/eval/rank1.hpp"
+#include "gait/eval/report.hpp"
+#include "gait/nets/graph.hpp"
+#include "gait/pose.hpp"
+#include "gait/preprocess.hpp"
+#include "gait/train/augment.hpp"
+#include "gait/train/config.hpp"
+#include "gait/train/schedule.hpp"
+
+namespace gait {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / fmt::format("gait_model_core_{}_{}", name, ::getpid());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const common::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ------------------------------------------------------------------------- config
+
+TEST(Config, DefaultsRoundTrip) {
+  const train::Config c;
+  EXPECT_EQ(train::parse_config(train::to_json(c), "t"), c);
+  const json j = train::to_json(c);
+  for (const char* s : {"data", "model", "loss", "optimizer", "scheduler", "trainer", "evaluator"}) EXPECT_TRUE(j.contains(s)) << s;
+  EXPECT_EQ(j["model"]["gcn"]["operator"], "fc");
+  EXPECT_EQ(j["loss"]["triplet_margin"], 0.2);
+}
+
+TEST(Config, UnknownKeysAreErrorsNamingThePath) {
+  const std::string e1 = error_of([] { train::parse_config(json::parse(R"({"model": {"gcn": {"stc_attn": true}}})"), "cfg.json"); });
+  EXPECT_NE(e1.find("cfg.json"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("'model.gcn.stc_attn'"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("stc_att"), std::string::npos) << e1;  // lists the known keys
+  const std::string e2 = error_of([] { train::parse_config(json::parse(R"({"modle": {}})"), "c"); });
+  EXPECT_NE(e2.find("'modle'"), std::string::npos) << e2;
+  const std::string e3 = error_of([] { train::parse_config(json::parse(R"({"trainer": {"augment": {"flip": 1}}})"), "c"); });
+  EXPECT_NE(e3.find("'trainer.augment.flip'"), std::string::npos) << e3;
+}
+
+TEST(Config, WrongTypesAndValuesAreErrors) {
+  const std::string e1 = error_of([] { train::parse_config(json::parse(R"({"trainer": {"iterations": "10"}})"), "c"); });
+  EXPECT_NE(e1.find("trainer.iterations: expected an integer"), std::string::npos) << e1;
+  const std::string e2 = error_of([] { train::parse_config(json::parse(R"({"model": {"mode": "three_branch"}})"), "c"); });
+  EXPECT_NE(e2.find("two_branch, silhouette, skeleton"), std::string::npos) << e2;
+  const std::string e3 = error_of([] { train::parse_config(json::parse(R"({"model": {"cnn": {"parts": 7}}})"), "c"); });
+  EXPECT_NE(e3.find("model.cnn.parts"), std::string::npos) << e3;
+  const std::string e4 = error_of([] { train::parse_config(json::parse(R"({"trainer": {"batch_k": 1}})"), "c"); });
+  EXPECT_NE(e4.find("batch_k"), std::string::npos) << e4;
+  EXPECT_NE(error_of([] { train::parse_config(json::parse(R"({"model": 3})"), "c"); }).find("expected an object"),
+            std::string::npos);
+}
+
+TEST(Config, BaseFilesMergeAndStayStrict) {
+  const fs::path d = temp_dir("base");
+  common::write_file_atomic(d / "base.json", R"({"model": {"mode": "skeleton", "gcn": {"scales": 2}}, "trainer": {"iterations": 7}})");
+  common::write_file_atomic(d / "child.json", R"({"base": "base.json", "model": {"gcn": {"stc_att": false}}})");
+  const train::Config c = train::load_config(d / "child.json");
+  EXPECT_EQ(c.model.mode, train::ModelMode::Skeleton);
+  EXPECT_EQ(c.model.gcn.scales, 2);
+  EXPECT_FALSE(c.model.gcn.stc_att);
+  EXPECT_EQ(c.trainer.iterations, 7);
+  common::write_file_atomic(d / "bad.json", R"({"base": "base.json", "model": {"gcn": {"hops": 2}}})");
+  EXPECT_NE(error_of([&] { train::load_config(d / "bad.json"); }).find("model.gcn.hops"), std::string::npos);
+  common::write_file_atomic(d / "loop.json", R"({"base": "loop.json"})");
+  EXPECT_NE(error_of([&] { train::load_config(d / "loop.json"); }).find("loops"), std::string::npos);
+  fs::remove_all(d);
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(src) / "gait" / "configs")) {
+    if (e.path().extension() != ".json") continue;
+    EXPECT_NO_THROW(train::load_config(e.path())) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 7);
+  const train::Config nat = train::load_config(fs::path(src) / "gait/configs/ablation/skeleton_only_natural.json");
+  EXPECT_EQ(nat.model.gcn.op, train::GraphOperator::Natural);
+  EXPECT_EQ(nat.model.mode, train::ModelMode::Skeleton);
+  EXPECT_EQ(nat.trainer.iterations, 80000);  // from the base
+}
+
+// ------------------------------------------------------------------------- evaluator
+
+// Hand-computed case. 1-D embeddings (c = 1, p = 1) on a line, distance |a - b|.
+// Subject 1 is a training subject (ignored: its points sit exactly on the probes);
+// test subjects 2, 3, 4; views 0, 18, 36.
+//   gallery nm-01: subjects 2, 3, 4 at 0, 10, 20 in every view, except subject 3 at
+//                  view 18, which sits at 2 (close to subject 2);  nm-02 of subject 4 at 21.
+//   NM (nm-05):    2 -> 0.2, 3 -> 10.2, 4 -> 20.2 at every view: always right -> 100.
+//   BG (bg-01):    2 -> 0.5 (at 18: 0.5 vs 2 -> right), except at probe view 36 where
+//                  subject 2 sits at 6 (nearer to 10, and to 2 at gallery view 18): wrong.
+//                  per view: 0 -> 100, 18 -> 100, 36 -> 66.67; mean 88.89.
+//   CL (cl-01):    2 -> 3 (right at gallery views 0, 36; wrong at 18 where 3's gallery
+//                  sits at 2), 3 -> 10.5, 4 -> 20: acc[v1][18] = 66.67, others 100.
+//                  per view (identical view excluded): 0 -> (66.67 + 100) / 2 = 83.335,
+//                  18 -> 100 (its only wrong cell is the excluded diagonal), 36 -> 83.335;
+//                  mean 88.89. Including the diagonal would give 88.89 at view 18.
+TEST(Rank1, HandComputedCase) {
+  eval::EmbeddingSet set;
+  set.channels = 1;
+  set.parts = 1;
+  auto add = [&](int subject, Condition c, int seq, int view, float x) { set.add({subject, c, seq, view}, std::span(&x, 1)); };
+  const int views[3] = {0, 18, 36};
+  const float base[5] = {0, 0, 0, 10, 20};
+  for (int v : views) {
+    for (int s = 2; s <= 4; ++s) add(s, Condition::NM, 1, v, (s == 3 && v == 18) ? 2.0f : base[s]);
+    add(4, Condition::NM, 2, v, 21);
+    for (int s = 2; s <= 4; ++s) add(s, Condition::NM, 5, v, base[s] + 0.2f);
+    for (int s = 2; s <= 4; ++s) add(s, Condition::BG, 1, v, s == 2 ? (v == 36 ? 6.0f : 0.5f) : base[s]);
+    for (int s = 2; s <= 4; ++s) add(s, Condition::CL, 1, v, s == 2 ? 3.0f : (s == 3 ? 10.5f : 20.0f));
+    add(1, Condition::NM, 1, v, 3.0f);  // training subject on top of probes: must be ignored
+    add(1, Condition::CL, 1, v, 0.0f);
+  }
+  Protocol p;
+  p.train_last_subject = 1;
+  const eval::Rank1Result r = eval::evaluate_rank1(set, p);
+  ASSERT_EQ(r.views, (std::vector<int>{0, 18, 36}));
+  EXPECT_EQ(r.gallery, 12u);
+  EXPECT_EQ(r.probes[0], 9u);
+  for (int a = 0; a < 3; ++a) EXPECT_DOUBLE_EQ(r.per_view[0][a], 100.0);
+  EXPECT_DOUBLE_EQ(r.mean[0], 100.0);
+  // BG
+  EXPECT_DOUBLE_EQ(r.acc[1][2][0], 66.67);  // numpy.round(200 / 3, 2)
+  EXPECT_DOUBLE_EQ(r.per_view[1][0], 100.0);
+  EXPECT_DOUBLE_EQ(r.per_view[1][1], 100.0);
+  EXPECT_DOUBLE_EQ(r.per_view[1][2], 66.67);
+  EXPECT_NEAR(r.mean[1], (100 + 100 + 66.67) / 3, 1e-9);
+  // CL: the identical-view cell is wrong but excluded.
+  EXPECT_DOUBLE_EQ(r.acc[2][1][1], 66.67);
+  EXPECT_DOUBLE_EQ(r.acc[2][0][1], 66.67);
+  EXPECT_DOUBLE_EQ(r.acc[2][0][0], 100.0);
+  EXPECT_DOUBLE_EQ(r.per_view[2][0], (66.67 + 100) / 2);
+  EXPECT_DOUBLE_EQ(r.per_view[2][1], 100.0);
+  EXPECT_DOUBLE_EQ(r.per_view[2][2], (100 + 66.67) / 2);
+  EXPECT_NEAR(r.mean[2], (83.335 * 2 + 100) / 3, 1e-9);
+
+  const std::string table = eval::format_rank1_table(r);
+  EXPECT_NE(table.find("NM"), std::string::npos);
+  EXPECT_NE(table.find("66.7"), std::string::npos) << table;
+  const common::Image img = eval::render_rank1_heatmap(r, "test");
+  EXPECT_GT(img.width, 300);
+  EXPECT_EQ(img.channels, 3);
+}
+
+TEST(Rank1, PartDistanceIsTheMeanOfPerPartEuclideanDistances) {
+  // [c = 2, p = 2] row-major: part 0 = (3, 4), part 1 = (0, 0) vs zeros -> (5 + 0) / 2.
+  const float a[4] = {3, 0, 4, 0}, b[4] = {0, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(eval::part_distance(a, b, 2, 2), 2.5);
+  const float c[4] = {0, 1, 0, 0};
+  EXPECT_DOUBLE_EQ(eval::part_distance(a, c, 2, 2), 3.0);
+}
+
+TEST(Embeddings, FilesRoundTrip) {
+  const fs::path d = temp_dir("emb");
+  eval::EmbeddingSet set;
+  set.channels = 3;
+  set.parts = 2;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> row(6);
+    for (int j = 0; j < 6; ++j) row[j] = i * 10.0f + j * 0.5f;
+    set.add({75 + i, i % 2 ? Condition::BG : Condition::NM, 1 + i % 2, 18 * i}, row);
+  }
+  eval::save_embeddings(d / "dump", set);
+  const std::string npy = common::read_file(d / "dump.npy");
+  EXPECT_EQ(npy.substr(1, 5), "NUMPY");
+  EXPECT_EQ((npy.size() - 6 * 4 * 4) % 64, 0u);  // header padded to 64 bytes
+  EXPECT_NE(npy.find("'shape': (4, 3, 2)"), std::string::npos);
+  const eval::EmbeddingSet back = eval::load_embeddings(d / "dump");
+  EXPECT_EQ(back.keys, set.keys);
+  EXPECT_EQ(back.data, set.data);
+  EXPECT_EQ(back.channels, 3);
+  EXPECT_EQ(back.parts, 2);
+  std::string bad = npy.substr(0, npy.size() - 4);
+  std::vector<std::size_t> shape;
+  EXPECT_NE(error_of([&] { eval::decode_npy_f32(bad, shape, "x.npy"); }).find("x.npy"), std::string::npos);
+  fs::remove_all(d);
+}
+
+// ------------------------------------------------------------------------- graph
+
+TEST(Graph, HopDistancesOnTheCocoTree) {
+  const auto& g = nets::coco_graph();
+  EXPECT_EQ(g.bones.size(), 16u);
+  const auto d = nets::hop_distances(g);
+  EXPECT_EQ(d[kNose][kLeftAnkle], 4);   // nose - shoulder - hip - knee - ankle
+  EXPECT_EQ(d[kLeftWrist][kRightWrist], 6);
+  EXPECT_EQ(d[kLeftEar][kRightEar], 4);
+  for (int i = 0; i < nets::kJoints; ++i)
+    for (int j = 0; j < nets::kJoints; ++j) {
+      EXPECT_GE(d[i][j], 0);
+      EXPECT_EQ(d[i][j], d[j][i]);
+    }
+  EXPECT_EQ(g.parent[kLeftAnkle], kLeftKnee);
+  EXPECT_EQ(g.parent[kNose], kNose);
+}
+
+TEST(Graph, KHopOperatorsClosedForm) {
+  const auto a = nets::k_hop_operators(nets::coco_graph(), 3);
+  ASSERT_EQ(a.size(), 3u * 17 * 17);
+  auto at = [&](int k, int i, int j) { return a[(k * 17 + i) * 17 + j]; };
+  for (int i = 0; i < 17; ++i)
+    for (int j = 0; j < 17; ++j) EXPECT_EQ(at(0, i, j), i == j ? 1.0f : 0.0f);
+  // Scale 1: nose has 4 neighbours (degree 5 with the self loop), left eye 2 (3).
+  EXPECT_FLOAT_EQ(at(1, kNose, kLeftEye), static_cast<float>(1 / std::sqrt(15.0)));
+  EXPECT_FLOAT_EQ(at(1, kNose, kNose), 0.2f);
+  EXPECT_EQ(at(1, kNose, kLeftKnee), 0.0f);
+  // Scale 2: the nose reaches both ears, both elbows and both hips (6; degree 7); the
+  // left hip reaches the nose, the left elbow and the left ankle (3; degree 4).
+  EXPECT_FLOAT_EQ(at(2, kNose, kLeftHip), static_cast<float>(1 / std::sqrt(28.0)));
+  EXPECT_EQ(at(2, kNose, kLeftEye), 0.0f);
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 17; ++i)
+      for (int j = 0; j < 17; ++j) EXPECT_EQ(at(k, i, j), at(k, j, i));
+}
+
+// ------------------------------------------------------------------------- augmentation
+
+TEST(Augment, MirrorSwapsSidesAndIsAnInvolution) {
+  std::vector<float> clip(2 * 17 * 3);
+  for (int f = 0; f < 2; ++f)
+    for (int j = 0; j < 17; ++j) {
+      clip[(f * 17 + j) * 3 + 0] = 100.0f + j + 5 * f;
+      clip[(f * 17 + j) * 3 + 1] = 50.0f + 2 * j;
+      clip[(f * 17 + j) * 3 + 2] = 0.5f + 0.01f * j;
+    }
+  const auto orig = clip;
+  train::mirror_pose(clip.data(), 2);
+  // Hip centre: mean of left/right hip x over both frames = 100 + 11.5 + 2.5 = 114.
+  EXPECT_FLOAT_EQ(clip[kLeftHip * 3 + 0], 2 * 114.0f - orig[kRightHip * 3 + 0]);
+  EXPECT_FLOAT_EQ(clip[kLeftHip * 3 + 1], orig[kRightHip * 3 + 1]);
+  EXPECT_FLOAT_EQ(clip[kLeftHip * 3 + 2], orig[kRightHip * 3 + 2]);
+  EXPECT_FLOAT_EQ(clip[kNose * 3 + 0], 2 * 114.0f - orig[kNose * 3 + 0]);
+  train::mirror_pose(clip.data(), 2);
+  for (std::size_t i = 0; i < clip.size(); ++i) EXPECT_NEAR(clip[i], orig[i], 1e-4) << i;
+}
+
+TEST(Augment, TimeFlipReversesFrames) {
+  std::vector<float> clip(3 * 17 * 3);
+  for (std::size_t i = 0; i < clip.size(); ++i) clip[i] = static_cast<float>(i);
+  train::time_flip_pose(clip.data(), 3);
+  EXPECT_EQ(clip[0], 2 * 51.0f);
+  EXPECT_EQ(clip[51], 51.0f);
+  EXPECT_EQ(clip[102], 0.0f);
+}
+
+TEST(Augment, SilhouetteShiftEraseAndIdentity) {
+  std::vector<float> clip(2 * kSilPixels, 0.0f);
+  clip[10 * kSilWidth + 20] = 1.0f;
+  clip[kSilPixels + 10 * kSilWidth + 20] = 1.0f;
+  auto copy = clip;
+  train::transform_silhouettes(copy.data(), 2, 0, 0, 0);
+  EXPECT_EQ(copy, clip);
+  train::transform_silhouettes(copy.data(), 2, 0, 2, 1);  // 2 px right, 1 px down, in both frames
+  EXPECT_FLOAT_EQ(copy[11 * kSilWidth + 22], 1.0f);
+  EXPECT_FLOAT_EQ(copy[kSilPixels + 11 * kSilWidth + 22], 1.0f);
+  EXPECT_FLOAT_EQ(copy[10 * kSilWidth + 20], 0.0f);
+  std::fill(clip.begin(), clip.end(), 1.0f);
+  train::erase_rectangle(clip.data(), 2, 5, 6, 3, 4);
+  for (int f = 0; f < 2; ++f)
+    for (int y = 0; y < kSilHeight; ++y)
+      for (int x = 0; x < kSilWidth; ++x)
+        EXPECT_EQ(clip[f * kSilPixels + y * kSilWidth + x], (y >= 5 && y < 8 && x >= 6 && x < 10) ? 0.0f : 1.0f);
+}
+
+TEST(Augment, BatchIsAFunctionOfTheSeed) {
+  Batch b;
+  b.n = 2;
+  b.t = 4;
+  b.sil.assign(2 * 4 * kSilPixels, 0.0f);
+  for (std::size_t i = 0; i < b.sil.size(); i += 7) b.sil[i] = 1.0f;
+  b.pose.assign(2 * 4 * 17 * 3, 1.0f);
+  Batch c = b;
+  train::AugmentConfig cfg;
+  Rng r1(5), r2(5);
+  train::augment_batch(b, cfg, r1);
+  train::augment_batch(c, cfg, r2);
+  EXPECT_EQ(b.sil, c.sil);
+  EXPECT_EQ(b.pose, c.pose);
+}
+
+// ------------------------------------------------------------------------- schedule
+
+TEST(Schedule, StepCosineWarmup) {
+  train::SchedulerConfig s;
+  s.type = train::ScheduleType::Step;
+  s.milestones = {10, 20};
+  s.gamma = 0.1;
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 9, 30), 1.0);
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 10, 30), 0.1);
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 25, 30), 0.01, 1e-15);
+  s.type = train::ScheduleType::Cosine;
+  s.min_lr = 0.1;
+  s.warmup_iterations = 10;
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 0, 110), 0.01);
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 10, 110), 1.0);
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 60, 110), 0.55, 1e-12);
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 110, 110), 0.1, 1e-12);
+}
+
+}  // namespace
+}  // namespace gait

@@ -1,0 +1,76 @@
+#include "gait/train/data_source.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "common/check.hpp"
+#include "gait/dataset.hpp"
+
+namespace gait::train {
+
+namespace fs = std::filesystem;
+
+DataSource open_data_source(const DataConfig& cfg, bool progress) {
+  XS_ASSERT(!cfg.root.empty(), "data.root is empty: give the dataset folder in the config or with --data");
+  DataSource src;
+  const fs::path root = cfg.root;
+  src.cache_dir = cfg.cache.empty() ? root / "cache" : fs::path(cfg.cache);
+  std::optional<fs::path> pose;
+  if (!cfg.pose.empty()) pose = fs::path(cfg.pose);
+  const DatasetIndex index = scan_dataset(resolve_dataset(root, pose));
+  CacheBuildOptions opts;
+  opts.progress = progress;
+  const CacheBuildReport rep = build_cache(index, src.cache_dir, opts);
+  if (rep.written > 0 && progress)
+    fmt::print(stderr, "cache: {} sequences written, {} reused, {} skipped, in {}\n", rep.written, rep.reused,
+               rep.skipped_too_short + rep.skipped_no_pose + rep.skipped_no_silhouettes, src.cache_dir.string());
+  std::vector<std::string> problems;
+  src.entries = scan_cache(src.cache_dir, problems);
+  // Keep only what the index still lists (a cache may hold sequences of an older dataset).
+  std::vector<SequenceKey> keys;
+  for (const auto& e : index.entries) keys.push_back(e.key);
+  std::sort(keys.begin(), keys.end());
+  std::erase_if(src.entries, [&](const CacheEntry& e) { return !std::binary_search(keys.begin(), keys.end(), e.key); });
+  if (src.entries.empty())
+    throw common::Error(fmt::format("{}: no usable sequence (cache {})", root.string(), src.cache_dir.string()));
+  for (const auto& e : src.entries) src.max_subject = std::max(src.max_subject, e.key.subject);
+  src.has_pose = std::all_of(src.entries.begin(), src.entries.end(), [](const CacheEntry& e) { return e.has_pose; });
+  src.protocol = protocol_for_subjects(src.max_subject);
+  if (cfg.train_last_subject > 0) src.protocol.train_last_subject = cfg.train_last_subject;
+  return src;
+}
+
+std::vector<std::size_t> select_entries(const DataSource& src, bool train) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < src.entries.size(); ++i)
+    if (src.protocol.is_train(src.entries[i].key.subject) == train) out.push_back(i);
+  return out;
+}
+
+std::vector<CachedSequence> load_sequences(const DataSource& src, const std::vector<std::size_t>& which, int threads) {
+  std::vector<CachedSequence> out(which.size());
+  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  n = std::max(1, std::min<int>(n, static_cast<int>(which.size())));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::string> errors(which.size());
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < which.size();) {
+      try {
+        out[i] = read_cached_sequence(src.entries[which[i]].path);
+      } catch (const common::Error& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw common::Error(e);
+  return out;
+}
+
+}  // namespace gait::train

@@ -1,0 +1,194 @@
+#include "gait/train/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "common/progress.hpp"
+#include "gait/nets/losses.hpp"
+#include "gait/train/amp.hpp"
+#include "gait/train/augment.hpp"
+#include "gait/train/checkpoint.hpp"
+#include "gait/train/schedule.hpp"
+
+namespace gait::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Stream tags for derive_seed, so the sampler and the per-step draws never share a stream.
+constexpr std::uint64_t kSamplerStream = 0x53414d50;  // "SAMP"
+constexpr std::uint64_t kStepStream = 0x53544550;     // "STEP"
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& o, nets::GaitNet& model) {
+  auto params = model->parameters();
+  if (o.type == OptimizerType::Adam)
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+  return std::make_unique<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay).nesterov(o.nesterov));
+}
+
+torch::Tensor to_device(std::vector<float>& v, std::vector<int64_t> shape, const torch::Device& d) {
+  const torch::Tensor t = torch::from_blob(v.data(), shape, torch::kFloat);  // borrows v
+  return d.is_cpu() ? t.clone() : t.to(d);
+}
+
+}  // namespace
+
+Trainer::Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device device)
+    : cfg_(std::move(cfg)), train_(std::move(train)), device_(device) {
+  XS_ASSERT(!train_.empty(), "no training sequences");
+  for (const auto& s : train_) classes_.push_back(s.key.subject);
+  std::sort(classes_.begin(), classes_.end());
+  classes_.erase(std::unique(classes_.begin(), classes_.end()), classes_.end());
+  for (const auto& s : train_)
+    class_of_seq_.push_back(static_cast<int>(std::lower_bound(classes_.begin(), classes_.end(), s.key.subject) - classes_.begin()));
+  const bool needs_pose = cfg_.model.mode != ModelMode::Silhouette;
+  if (needs_pose) {
+    for (const auto& s : train_)
+      XS_ASSERT(!s.pose.empty(), "model.mode '{}' reads skeletons but {} has no pose rows (give data.pose, or use "
+                "model.mode 'silhouette')", to_string(cfg_.model.mode), sequence_id(s.key));
+  }
+  XS_ASSERT(static_cast<int>(classes_.size()) >= cfg_.trainer.batch_p,
+            "trainer.batch_p = {} identities per batch, but the training split has only {}", cfg_.trainer.batch_p,
+            classes_.size());
+  torch::manual_seed(cfg_.trainer.seed);
+  model_ = nets::GaitNet(cfg_.model, static_cast<int>(classes_.size()));
+  model_->to(device_);
+  optimizer_ = make_optimizer(cfg_.optimizer, model_);
+  reset_sampler();
+}
+
+void Trainer::reset_sampler() {
+  std::vector<int> labels;
+  for (const auto& s : train_) labels.push_back(s.key.subject);
+  sampler_ = std::make_unique<PxKSampler>(labels, cfg_.trainer.batch_p, cfg_.trainer.batch_k,
+                                          derive_seed({cfg_.trainer.seed, kSamplerStream}));
+}
+
+StepStats Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int it = iteration_;
+  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, it, cfg_.trainer.iterations);
+  for (auto& g : optimizer_->param_groups()) g.options().set_lr(lr);
+
+  // Batch: identities from the sampler, clips and augmentation from this step's stream.
+  const std::vector<std::size_t> idx = sampler_->next_batch();
+  Rng rng(derive_seed({cfg_.trainer.seed, kStepStream, static_cast<std::uint64_t>(it)}));
+  std::vector<const CachedSequence*> seqs;
+  std::vector<std::vector<int>> clips;
+  std::vector<int64_t> labels;
+  for (std::size_t i : idx) {
+    seqs.push_back(&train_[i]);
+    clips.push_back(sample_clip(train_[i].sil.frames(), cfg_.data.clip_length, ClipMode::RandomContiguous, rng));
+    labels.push_back(class_of_seq_[i]);
+  }
+  Batch b = make_batch(seqs, clips);
+  augment_batch(b, cfg_.trainer.augment, rng);
+
+  torch::Tensor sil, pose;
+  if (model_->uses_silhouettes()) sil = to_device(b.sil, {b.n, b.t, 64, 44}, device_);
+  if (model_->uses_pose()) pose = to_device(b.pose, {b.n, b.t, 17, 3}, device_);
+  const torch::Tensor y = torch::tensor(labels, torch::kLong).to(device_);
+
+  model_->train();
+  optimizer_->zero_grad();
+  nets::GaitNetImpl::Output out;
+  {
+    AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
+    out = model_->forward(sil, pose);
+  }
+  const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss);
+  lt.total.backward();
+  optimizer_->step();
+  ++iteration_;
+
+  StepStats st;
+  st.iteration = iteration_;
+  st.loss = lt.total.item<double>();
+  st.triplet = lt.triplet;
+  st.ce = lt.ce;
+  st.accuracy = lt.accuracy;
+  st.active = lt.active;
+  st.lr = lr;
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  train_seconds_ += st.seconds;
+  return st;
+}
+
+void Trainer::save(const fs::path& path) const {
+  CheckpointMeta m;
+  m.iteration = iteration_;
+  m.config = to_json(cfg_);
+  m.classes = classes_;
+  m.train_seconds = train_seconds_;
+  save_checkpoint(path, m, *model_, optimizer_.get());
+}
+
+void Trainer::resume(const fs::path& checkpoint) {
+  const CheckpointMeta m = read_checkpoint_meta(checkpoint);
+  const nlohmann::json cur = to_json(cfg_);
+  for (const char* section : {"model", "loss", "optimizer", "scheduler"}) {
+    const std::string d = first_difference(m.config.value(section, nlohmann::json()), cur[section], section);
+    XS_ASSERT(d.empty(), "{}: cannot resume: the checkpoint's {} differs from this config at '{}'", checkpoint.string(),
+              section, d);
+  }
+  for (const char* key : {"batch_p", "batch_k", "seed", "augment"}) {
+    const nlohmann::json& theirs = m.config["trainer"][key];
+    XS_ASSERT(theirs == cur["trainer"][key], "{}: cannot resume: trainer.{} was {} in the checkpoint, {} now",
+              checkpoint.string(), key, theirs.dump(), cur["trainer"][key].dump());
+  }
+  XS_ASSERT(m.config["data"]["clip_length"] == cur["data"]["clip_length"],
+            "{}: cannot resume: data.clip_length differs", checkpoint.string());
+  XS_ASSERT(m.classes == classes_, "{}: cannot resume: it was trained on {} identities, this data has {} (or others)",
+            checkpoint.string(), m.classes.size(), classes_.size());
+  load_checkpoint(checkpoint, *model_, optimizer_.get(), device_);
+  iteration_ = m.iteration;
+  train_seconds_ = m.train_seconds;
+  reset_sampler();
+  for (int i = 0; i < iteration_; ++i) sampler_->next_batch();
+}
+
+void Trainer::run(bool progress) {
+  const fs::path out = cfg_.trainer.out_dir;
+  fs::create_directories(out / "checkpoints");
+  common::write_file_atomic(out / "config.json", to_json(cfg_).dump(2) + "\n");
+  const fs::path log_path = out / "train_log.csv";
+  const bool new_log = !fs::exists(log_path) || iteration_ == 0;
+  std::ofstream log(log_path, new_log ? std::ios::trunc : std::ios::app);
+  XS_ASSERT(log, "{}: cannot write", log_path.string());
+  if (new_log) log << "iteration,loss,triplet,ce,accuracy,active,lr,seq_per_s,train_seconds\n";
+
+  const int total = cfg_.trainer.iterations;
+  const double batch = static_cast<double>(cfg_.trainer.batch_p) * cfg_.trainer.batch_k;
+  common::ProgressBar bar("train", static_cast<std::size_t>(std::max(0, total - iteration_)), progress);
+  double ema_loss = -1, ema_rate = -1;
+  while (iteration_ < total) {
+    const StepStats st = step();
+    const double rate = batch / std::max(st.seconds, 1e-9);
+    ema_loss = ema_loss < 0 ? st.loss : 0.9 * ema_loss + 0.1 * st.loss;
+    ema_rate = ema_rate < 0 ? rate : 0.9 * ema_rate + 0.1 * rate;
+    XS_ASSERT(std::isfinite(st.loss), "iteration {}: the loss is not finite ({})", st.iteration, st.loss);
+    bar.set_status(fmt::format("loss {:.3f} (tri {:.3f} ce {:.3f}) acc {:.2f} lr {:.1e} {:.1f} seq/s", ema_loss,
+                               st.triplet, st.ce, st.accuracy, st.lr, ema_rate));
+    bar.tick();
+    if (st.iteration % cfg_.trainer.log_every == 0 || st.iteration == total) {
+      log << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.4f},{:.4f},{:.6g},{:.2f},{:.1f}\n", st.iteration, st.loss,
+                         st.triplet, st.ce, st.accuracy, st.active, st.lr, rate, train_seconds_);
+      log.flush();
+    }
+    if (st.iteration % cfg_.trainer.save_every == 0 || st.iteration == total) {
+      save(out / "checkpoints" / fmt::format("iter-{:07d}{}", st.iteration, kCheckpointExtension));
+      save(out / fmt::format("latest{}", kCheckpointExtension));
+    }
+  }
+  bar.finish();
+}
+
+}  // namespace gait::train
