@@ -24,3 +24,22 @@ else
   echo "==> no GPU (or no CUDA build): using the embedded H200 sweep"
 fi
 "$XS" demo --data "$ROOT/xstage/data" --out "$OUTDIR" "${SWEEP_ARGS[@]}" "$@"
+
+# ---- gait: the tiny CPU pipeline (gait/configs/tiny-cpu.json), when the build has LibTorch
+# synth --small (8 subjects) -> train -> CASIA-B evaluation -> gallery -> identify -> inference timing.
+# Outputs in $OUTDIR/gait/; docs/gait-model.md explains them.
+GAIT="$BUILD_DIR/gait/cli/gait"
+if [ -x "$GAIT" ] && ! "$GAIT" --help | grep -q 'train .*unavailable'; then
+  G="$OUTDIR/gait"
+  mkdir -p "$G"
+  echo "==> gait: synthetic dataset (--small), tiny two-branch model, CASIA-B evaluation"
+  [ -f "$G/synth-small/synth.json" ] || "$GAIT" synth --small --out "$G/synth-small" --force
+  rm -rf "$G/tiny"
+  "$GAIT" train --config "$ROOT/gait/configs/tiny-cpu.json" --data "$G/synth-small" --out "$G/tiny"
+  "$GAIT" eval --ckpt "$G/tiny/latest.gckpt" --out "$G/tiny/eval" --dump-embeddings "$G/tiny/eval/embeddings"
+  "$GAIT" embed --ckpt "$G/tiny/latest.gckpt" --gallery-set --out "$G/tiny/gallery" --no-progress
+  "$GAIT" identify --ckpt "$G/tiny/latest.gckpt" --gallery "$G/tiny/gallery" --data "$G/synth-small" 007-cl-01-090
+  "$GAIT" bench-infer --config "$ROOT/gait/configs/tiny-cpu.json" --device cpu --json "$G/bench_infer.json"
+else
+  echo "==> gait: skipped (this build has no LibTorch; ./run deps installs libtorch-dev)"
+fi
