@@ -1,6 +1,8 @@
 // The binary sequence cache: exact round trip, and refusal of damaged files.
 #include <gtest/gtest.h>
 
+#include "gait/testing_tmp.hpp"
+
 #include <filesystem>
 
 #include "common/check.hpp"
@@ -48,7 +50,7 @@ TEST(SeqCache, RoundTripIsExact) {
 }
 
 TEST(SeqCache, FileRoundTripAndHeader) {
-  const auto dir = std::filesystem::temp_directory_path() / "gait_cache_test";
+  const auto dir = test_scratch_dir("gait_cache_test");
   std::filesystem::remove_all(dir);
   const auto s = sample(true);
   const auto path = cache_path(dir, s.key);

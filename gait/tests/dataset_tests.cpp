@@ -2,6 +2,8 @@
 // problem is skipped and counted, and only the usable sequences reach the cache.
 #include <gtest/gtest.h>
 
+#include "gait/testing_tmp.hpp"
+
 #include <filesystem>
 
 #include "common/check.hpp"
@@ -37,7 +39,7 @@ PoseSequence pose_rows(int first, int count) {
 }
 
 TEST(Dataset, ProblemsAreSkippedAndCounted) {
-  const fs::path root = fs::temp_directory_path() / "gait_dataset_test";
+  const fs::path root = test_scratch_dir("gait_dataset_test");
   fs::remove_all(root);
   const SequenceKey good{1, Condition::NM, 1, 90}, shortseq{1, Condition::BG, 1, 90}, nopose{2, Condition::CL, 2, 0},
       poseonly{3, Condition::NM, 5, 18};
@@ -81,7 +83,7 @@ TEST(Dataset, ProblemsAreSkippedAndCounted) {
 }
 
 TEST(Dataset, NothingUsable) {
-  const fs::path root = fs::temp_directory_path() / "gait_dataset_empty";
+  const fs::path root = test_scratch_dir("gait_dataset_empty");
   fs::remove_all(root);
   write_frames(root, {4, Condition::NM, 1, 0}, 1, 2);  // too short, and no pose folder
   const DatasetIndex idx = scan_dataset(resolve_dataset(root));

@@ -3,6 +3,8 @@
 // Inputs are derived deterministically from fixed seeds.
 #include <gtest/gtest.h>
 
+#include "gait/testing_tmp.hpp"
+
 #include <filesystem>
 
 #include "common/check.hpp"
@@ -65,7 +67,7 @@ TEST(Fuzz, CorruptPngsDecodeOrFailCleanly) {
 }
 
 TEST(Fuzz, SilhouetteFolderCountsEveryBadFrame) {
-  const fs::path dir = fs::temp_directory_path() / "gait_fuzz_folder" / "001" / "nm-01" / "090";
+  const fs::path dir = test_scratch_dir("gait_fuzz_folder") / "001" / "nm-01" / "090";
   fs::remove_all(dir.parent_path().parent_path().parent_path());
   const SequenceKey key{1, Condition::NM, 1, 90};
   const auto good = walker_png();

@@ -3,6 +3,8 @@
 // inside the silhouettes.
 #include <gtest/gtest.h>
 
+#include "gait/testing_tmp.hpp"
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -24,7 +26,7 @@ const GaitModel& model() {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("gait_synth_test_" + name);
+  const fs::path d = test_scratch_dir("gait_synth_test_" + name);
   fs::remove_all(d);
   return d;
 }
