@@ -56,6 +56,7 @@ struct BenchCli {
   std::string baselines_json;
   std::string json = "docs/results/attention.json";
   std::string pingpong = "auto";
+  std::string snake = "auto";
   std::string head_group = "heuristic";
 };
 
@@ -173,6 +174,9 @@ void run_bench(const BenchCli& c) {
   if (c.pingpong == "on") opt.pingpong = 1;
   else if (c.pingpong == "off") opt.pingpong = 0;
   else XS_ASSERT(c.pingpong == "auto", "--pingpong '{}': use auto, on or off", c.pingpong);
+  if (c.snake == "on") opt.snake = 1;
+  else if (c.snake == "off") opt.snake = 0;
+  else XS_ASSERT(c.snake == "auto", "--snake '{}': use auto, on or off", c.snake);
   if (c.head_group == "all") opt.head_group = 0;
   else if (c.head_group == "auto") opt.head_group = -2;
   else if (c.head_group != "heuristic") opt.head_group = static_cast<int>(parse_list(c.head_group, "--head-group").at(0));
@@ -367,6 +371,11 @@ void run_bench(const BenchCli& c) {
 
 void add_attention_commands(CLI::App& app) {
   auto* bench = bench_group(app);
+  try {
+    bench->get_subcommand("attention");
+    return;  // already registered (idempotent)
+  } catch (const CLI::OptionNotFound&) {
+  }
   auto* cmd = bench->add_subcommand("attention", "Attention forward: our sm_90a kernel vs PyTorch SDPA (flash, cuDNN)");
   auto c = std::make_shared<BenchCli>();
   cmd->add_option("--seq", c->seqs, "Sequence lengths (Sq = Skv), K = 1024")->capture_default_str();
@@ -382,6 +391,8 @@ void add_attention_commands(CLI::App& app) {
                   "Take SDPA times (sdpa_flash_ms, sdpa_cudnn_ms per row) from this JSON when LibTorch is not built in");
   cmd->add_option("--json", c->json, "Results file")->capture_default_str();
   cmd->add_option("--pingpong", c->pingpong, "Consumer warpgroups take turns: auto (heuristic), on, off")
+      ->capture_default_str();
+  cmd->add_option("--snake", c->snake, "Boustrophedon scheduler rounds: auto (heuristic), on, off")
       ->capture_default_str();
   cmd->add_option("--head-group", c->head_group,
                   "Causal heads per longest-first section: heuristic, all, auto (~8 grid rounds), or a number")

@@ -40,7 +40,6 @@ int main(int argc, char** argv) {
   xstage::cli::add_probe_commands(app);
   xstage::cli::add_attention_commands(app);
   xstage::cli::add_results_commands(app);
-  xstage::cli::add_attention_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

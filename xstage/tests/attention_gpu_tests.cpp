@@ -35,6 +35,7 @@ struct Case {
   int max_ctas = 0;
   int pingpong = -1;
   int head_group = -1;
+  int snake = -1;
 };
 
 std::string name(const Case& c) {
@@ -43,7 +44,8 @@ std::string name(const Case& c) {
          std::to_string(c.H) + " D" + std::to_string(c.D) + (c.causal ? " causal " : " full ") + l +
          (c.max_ctas ? " ctas" + std::to_string(c.max_ctas) : "") +
          (c.pingpong >= 0 ? " pingpong" + std::to_string(c.pingpong) : "") +
-         (c.head_group != -1 ? " head_group" + std::to_string(c.head_group) : "");
+         (c.head_group != -1 ? " head_group" + std::to_string(c.head_group) : "") +
+         (c.snake >= 0 ? " snake" + std::to_string(c.snake) : "");
 }
 
 struct Err {
@@ -115,6 +117,7 @@ void run_case(const Case& c) {
     opt.max_ctas = c.max_ctas;
     opt.pingpong = c.pingpong;
     opt.head_group = c.head_group;
+    opt.snake = c.snake;
     flash_fwd(a, nullptr, opt);
     sync_or_explain();
   };
@@ -252,6 +255,8 @@ TEST_P(AttentionVariants, MatchesReference) {
   }
   Case many{2, 1000, 1000, 5, D, causal, Layout::dense, true, 7};
   many.pingpong = pingpong;
+  run_case(many);
+  many.snake = 1;  // boustrophedon rounds
   run_case(many);
   if (causal) {
     many.head_group = 2;  // sections of 2 heads (5 heads: 2 + 2 + 1)

@@ -296,7 +296,11 @@ TEST(AttentionConfig, VariantsFollowOptions) {
   p.B = 1, p.Sq = p.Skv = 65536, p.H = 24, p.D = 64, p.causal = true;
   FwdOptions o;
   FwdConfig c = choose_config(p, 132, o);
-  EXPECT_TRUE(c.snake);
+  EXPECT_FALSE(c.snake);  // defaults are the measured configuration
+  EXPECT_FALSE(c.pingpong);
+  EXPECT_EQ(c.tiles.group_heads, 0);
+  o.snake = 1;
+  EXPECT_TRUE(choose_config(p, 132, o).snake);
   o.pingpong = 1;
   o.head_group = 3;
   c = choose_config(p, 132, o);
@@ -306,6 +310,6 @@ TEST(AttentionConfig, VariantsFollowOptions) {
   EXPECT_EQ(choose_config(p, 132, o).tiles.group_heads, 3);
   o.pingpong = 0;
   EXPECT_FALSE(choose_config(p, 132, o).pingpong);
-  p.causal = false;
+  o.snake = 0;
   EXPECT_FALSE(choose_config(p, 132, o).snake);
 }

@@ -79,6 +79,7 @@ struct FwdConfig {
 struct FwdOptions {
   int max_ctas = 0;       // 0: one CTA per SM; >0 caps the persistent grid (tests use this to force several tiles per CTA)
   int pingpong = -1;      // -1: heuristic; 0: off; 1: consumers take turns issuing MMAs
+  int snake = -1;         // -1: heuristic; 0: off; 1: boustrophedon scheduler rounds
   int head_group = -1;    // causal: heads per longest-first section; -1: heuristic; 0: all heads;
                           // -2: sections of about 8 grid rounds each (L2-friendlier, worse balance)
 };
