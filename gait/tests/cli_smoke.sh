@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# End-to-end check of the `gait` data commands and their exit codes:
+# synth -> refused rerun -> index -> preprocess -> strip; bad input exits non-zero.
+set -euo pipefail
+GAIT=$1
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+fail() { echo "cli_smoke: $*" >&2; exit 1; }
+
+"$GAIT" synth --out "$DIR/ds" --subjects 2 --views 0,90 --no-progress --results "$DIR/r.json"
+grep -q '"sequences": 40' "$DIR/r.json" || fail "expected 40 sequences in the results file"
+if "$GAIT" synth --out "$DIR/ds" --subjects 1 --views 90 --no-progress 2>"$DIR/err"; then fail "overwrote a non-empty folder"; fi
+grep -q -- "--force" "$DIR/err" || fail "refusal does not mention --force"
+"$GAIT" index "$DIR/ds" --json "$DIR/index.json" >"$DIR/index.txt"
+grep -q "40 sequences (40 with silhouettes, 40 with pose, 40 with both)" "$DIR/index.txt" || fail "index counts"
+"$GAIT" preprocess "$DIR/ds" --cache "$DIR/cache" --no-progress >"$DIR/pre.txt"
+grep -q "cache: 40 written" "$DIR/pre.txt" || fail "preprocess counts"
+"$GAIT" strip "$DIR/ds" --subject 1 --views 0,90 --out "$DIR/strip.png" >/dev/null
+[ -s "$DIR/strip.png" ] || fail "no strip"
+if "$GAIT" index "$DIR/missing" 2>/dev/null; then fail "index of a missing folder succeeded"; fi
+mkdir -p "$DIR/empty"
+if "$GAIT" preprocess "$DIR/empty" --cache "$DIR/c2" --no-progress >/dev/null 2>&1; then fail "preprocess of nothing succeeded"; fi
+echo "cli_smoke: ok"
