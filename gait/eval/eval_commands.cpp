@@ -64,7 +64,7 @@ train::DataConfig data_config(const eval::Embedder& e, const Common& a) {
 // a silhouette folder ROOT[/silhouettes]/<sid>/<cond>-<nn>/<view>.
 CachedSequence load_sequence(const std::string& arg, const train::DataConfig& data) {
   std::optional<SequenceKey> key = parse_sequence_id(arg);
-  fs::path root = data.root;
+  fs::path root = data.root, cache = data.cache, pose_path = data.pose;
   if (!key) {
     const fs::path p = fs::path(arg).lexically_normal();
     const fs::path dir = p.has_filename() ? p : p.parent_path();
@@ -73,18 +73,22 @@ CachedSequence load_sequence(const std::string& arg, const train::DataConfig& da
     const auto sid = parse_subject(dir.parent_path().parent_path().filename().string());
     XS_ASSERT(view && seq && sid, "'{}' is neither a sequence id (001-nm-01-090) nor a folder <sid>/<cond>-<nn>/<view>", arg);
     key = SequenceKey{*sid, seq->first, seq->second, *view};
-    if (data.root.empty() || !fs::exists(dir)) {
-      root = dir.parent_path().parent_path().parent_path();
-      if (root.filename() == "silhouettes") root = root.parent_path();
+    // The folder's own dataset, unless it is the configured one (then its cache applies).
+    fs::path own = dir.parent_path().parent_path().parent_path();
+    if (own.filename() == "silhouettes") own = own.parent_path();
+    std::error_code ec;
+    if (data.root.empty() || !fs::equivalent(own, data.root, ec)) {
+      root = own;
+      cache.clear();
+      pose_path.clear();  // a synth output's pose is found at ROOT/pose
     }
   }
   XS_ASSERT(!root.empty(), "'{}': give the dataset root with --data", arg);
-  const fs::path cache = data.cache.empty() ? root / "cache" : fs::path(data.cache);
-  const fs::path cached = cache_path(cache, *key);
+  const fs::path cached = cache_path(cache.empty() ? root / "cache" : cache, *key);
   std::error_code ec;
   if (fs::exists(cached, ec)) return read_cached_sequence(cached);
   std::optional<fs::path> pose;
-  if (!data.pose.empty()) pose = fs::path(data.pose);
+  if (!pose_path.empty()) pose = pose_path;
   const DatasetIndex index = scan_dataset(resolve_dataset(root, pose));
   const auto it = std::find_if(index.entries.begin(), index.entries.end(), [&](const IndexEntry& e) { return e.key == *key; });
   XS_ASSERT(it != index.entries.end(), "{}: no sequence {} in this dataset", root.string(), sequence_id(*key));
