@@ -1,0 +1,135 @@
+// Dispatch/combine layout: which row goes where, for any EP size.
+//
+// Rank d's recv buffer holds, for local expert e = 0..E/P-1 in order, the rows of
+// every source rank s = 0..P-1 in order, each source's rows in (token, slot)
+// order. Every rank builds the same Layout from all ranks' routing, so a source
+// knows the destination row of each of its rows without asking (the reference
+// path also routes on the host; a device-side count exchange is future work).
+#include <algorithm>
+
+#include "common/check.hpp"
+#include "xstage/moe.hpp"
+
+namespace xstage::moe {
+
+int Layout::max_rows() const {
+  int m = 0;
+  for (const auto& r : ranks) m = std::max(m, r.rows());
+  return m;
+}
+
+Layout build_layout(const Problem& p, const std::vector<Routing>& routing) {
+  validate(p, routing);
+  const int P = p.ranks, epr = p.experts_per_rank(), T = p.tokens_per_rank, K = p.topk;
+  Layout L{p, std::vector<RankLayout>(P)};
+  // count[d][e_local][s]
+  std::vector<int> count(std::size_t(P) * epr * P, 0);
+  auto cidx = [&](int d, int el, int s) { return (std::size_t(d) * epr + el) * P + s; };
+  for (int s = 0; s < P; ++s)
+    for (int i = 0; i < T * K; ++i) {
+      const int e = routing[s].expert[i];
+      ++count[cidx(e / epr, e % epr, s)];
+    }
+  // Start row of (d, e_local, s) in d's recv buffer.
+  std::vector<int> start(count.size(), 0);
+  for (int d = 0; d < P; ++d) {
+    RankLayout& R = L.ranks[d];
+    R.rank = d;
+    R.expert_offset.assign(epr + 1, 0);
+    R.recv_from.assign(P, 0);
+    int row = 0;
+    for (int el = 0; el < epr; ++el) {
+      R.expert_offset[el] = row;
+      for (int s = 0; s < P; ++s) {
+        start[cidx(d, el, s)] = row;
+        row += count[cidx(d, el, s)];
+        R.recv_from[s] += count[cidx(d, el, s)];
+      }
+    }
+    R.expert_offset[epr] = row;
+    R.recv_src_rank.assign(row, -1);
+    R.recv_src_slot.assign(row, -1);
+  }
+  std::vector<int> fill = start;
+  for (int s = 0; s < P; ++s) {
+    RankLayout& S = L.ranks[s];
+    S.send_rank.assign(std::size_t(T) * K, -1);
+    S.send_row.assign(std::size_t(T) * K, -1);
+    for (int i = 0; i < T * K; ++i) {
+      const int e = routing[s].expert[i], d = e / epr, el = e % epr;
+      const int row = fill[cidx(d, el, s)]++;
+      S.send_rank[i] = d;
+      S.send_row[i] = row;
+      L.ranks[d].recv_src_rank[row] = s;
+      L.ranks[d].recv_src_slot[row] = i;
+    }
+  }
+  return L;
+}
+
+void check_layout(const Layout& L, const std::vector<Routing>& routing) {
+  const Problem& p = L.problem;
+  const int P = p.ranks, epr = p.experts_per_rank(), TK = p.tokens_per_rank * p.topk;
+  XS_ASSERT(int(L.ranks.size()) == P, "layout: {} ranks for P = {}", L.ranks.size(), P);
+  long long total_rows = 0;
+  for (int d = 0; d < P; ++d) {
+    const RankLayout& R = L.ranks[d];
+    XS_ASSERT(int(R.expert_offset.size()) == epr + 1 && R.expert_offset[0] == 0, "layout: rank {} offsets malformed", d);
+    for (int el = 0; el < epr; ++el)
+      XS_ASSERT(R.expert_offset[el] <= R.expert_offset[el + 1], "layout: rank {} offsets decrease at expert {}", d, el);
+    XS_ASSERT(int(R.recv_src_rank.size()) == R.rows() && int(R.recv_src_slot.size()) == R.rows(),
+              "layout: rank {} recv maps have the wrong length", d);
+    int from_sum = 0;
+    for (int s = 0; s < P; ++s) from_sum += R.recv_from[s];
+    XS_ASSERT(from_sum == R.rows(), "layout: rank {} receives {} rows but counts sum to {}", d, R.rows(), from_sum);
+    total_rows += R.rows();
+    for (int row = 0; row < R.rows(); ++row) {
+      const int s = R.recv_src_rank[row], i = R.recv_src_slot[row];
+      XS_ASSERT(s >= 0 && s < P && i >= 0 && i < TK, "layout: rank {} row {} has no source", d, row);
+      XS_ASSERT(L.ranks[s].send_rank[i] == d && L.ranks[s].send_row[i] == row,
+                "layout: rank {} row {} and rank {} slot {} are not inverse", d, row, s, i);
+      const int e = routing[s].expert[i];
+      XS_ASSERT(e / epr == d && row >= R.expert_offset[e % epr] && row < R.expert_offset[e % epr + 1],
+                "layout: rank {} row {} (expert {}) lies outside its expert's segment", d, row, e);
+    }
+  }
+  XS_ASSERT(total_rows == (long long)P * TK, "layout: {} rows received for {} (token, slot) pairs", total_rows,
+            (long long)P * TK);
+  for (int s = 0; s < P; ++s)
+    for (int i = 0; i < TK; ++i) {
+      const int d = L.ranks[s].send_rank[i], row = L.ranks[s].send_row[i];
+      XS_ASSERT(d >= 0 && d < P && row >= 0 && row < L.ranks[d].rows(), "layout: rank {} slot {} is not sent", s, i);
+    }
+}
+
+std::vector<std::vector<bf16_bits>> dispatch_rows(const Layout& L, const std::vector<std::vector<bf16_bits>>& x,
+                                                  int n) {
+  const Problem& p = L.problem;
+  std::vector<std::vector<bf16_bits>> recv(p.ranks);
+  for (int d = 0; d < p.ranks; ++d) recv[d].assign(std::size_t(L.ranks[d].rows()) * n, 0);
+  for (int s = 0; s < p.ranks; ++s) {
+    XS_ASSERT(x[s].size() == std::size_t(p.tokens_per_rank) * n, "dispatch_rows: rank {} x has {} elements", s,
+              x[s].size());
+    for (int i = 0; i < p.tokens_per_rank * p.topk; ++i) {
+      const int t = i / p.topk, d = L.ranks[s].send_rank[i], row = L.ranks[s].send_row[i];
+      std::copy_n(&x[s][std::size_t(t) * n], n, &recv[d][std::size_t(row) * n]);
+    }
+  }
+  return recv;
+}
+
+std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vector<std::vector<bf16_bits>>& recv,
+                                                 int n) {
+  const Problem& p = L.problem;
+  std::vector<std::vector<bf16_bits>> comb(p.ranks);
+  for (int s = 0; s < p.ranks; ++s) comb[s].assign(std::size_t(p.tokens_per_rank) * p.topk * n, 0);
+  for (int d = 0; d < p.ranks; ++d) {
+    const RankLayout& R = L.ranks[d];
+    for (int row = 0; row < R.rows(); ++row)
+      std::copy_n(&recv[d][std::size_t(row) * n], n,
+                  &comb[R.recv_src_rank[row]][std::size_t(R.recv_src_slot[row]) * n]);
+  }
+  return comb;
+}
+
+}  // namespace xstage::moe

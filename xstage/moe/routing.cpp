@@ -1,0 +1,153 @@
+// bf16 helpers, problem validation, routing (from logits and synthetic).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "common/check.hpp"
+#include "xstage/moe.hpp"
+
+namespace xstage::moe {
+
+bf16_bits to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<bf16_bits>((u >> 16) | 0x40);
+  const std::uint32_t bias = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<bf16_bits>((u + bias) >> 16);
+}
+
+float from_bf16(bf16_bits b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+std::string describe(const Problem& p) {
+  return fmt::format("P{} T{} E{} k{} h{} I{}", p.ranks, p.tokens_per_rank, p.experts, p.topk, p.hidden,
+                     p.intermediate);
+}
+
+void validate(const Problem& p, int visible_gpus) {
+  XS_ASSERT(p.ranks >= 1, "moe: ranks must be >= 1 (got {})", p.ranks);
+  XS_ASSERT(visible_gpus < 0 || p.ranks <= visible_gpus,
+            "moe: {} ranks need {} GPUs but only {} are visible (one rank per GPU)", p.ranks, p.ranks, visible_gpus);
+  XS_ASSERT(p.tokens_per_rank >= 1, "moe: tokens_per_rank must be >= 1 (got {})", p.tokens_per_rank);
+  XS_ASSERT(p.experts >= 1, "moe: experts must be >= 1 (got {})", p.experts);
+  XS_ASSERT(p.topk >= 1 && p.topk <= p.experts, "moe: top-k must be in 1..experts (got top-k {} with {} experts)",
+            p.topk, p.experts);
+  XS_ASSERT(p.experts % p.ranks == 0, "moe: experts ({}) must be divisible by the EP size ({} ranks)", p.experts,
+            p.ranks);
+  XS_ASSERT(p.hidden >= kShapeQuantum && p.hidden % kShapeQuantum == 0,
+            "moe: hidden ({}) must be a positive multiple of the tile ({})", p.hidden, kShapeQuantum);
+  XS_ASSERT(p.intermediate >= kShapeQuantum && p.intermediate % kShapeQuantum == 0,
+            "moe: intermediate ({}) must be a positive multiple of the tile ({})", p.intermediate, kShapeQuantum);
+  // Row indices are int32 in the kernel: every rank's worst case must fit.
+  const double worst_rows = double(p.ranks) * p.tokens_per_rank * p.topk;
+  XS_ASSERT(worst_rows * std::max(p.hidden, p.intermediate) < 2147483647.0 * 8,
+            "moe: {} is too large for 32-bit row indices", describe(p));
+}
+
+Routing route_from_logits(const std::vector<float>& logits, int tokens, int experts, int topk) {
+  XS_ASSERT(tokens >= 0 && experts >= 1, "route_from_logits: bad sizes (tokens {}, experts {})", tokens, experts);
+  XS_ASSERT(topk >= 1 && topk <= experts, "route_from_logits: top-k must be in 1..experts (got {} of {})", topk,
+            experts);
+  XS_ASSERT(logits.size() == std::size_t(tokens) * experts, "route_from_logits: {} logits for [{}, {}]",
+            logits.size(), tokens, experts);
+  Routing r{tokens, topk, std::vector<int>(std::size_t(tokens) * topk), std::vector<float>(std::size_t(tokens) * topk)};
+  std::vector<int> idx(experts);
+  for (int t = 0; t < tokens; ++t) {
+    const float* l = &logits[std::size_t(t) * experts];
+    for (int e = 0; e < experts; ++e) XS_ASSERT(std::isfinite(l[e]), "route_from_logits: logit [{}, {}] is not finite", t, e);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(),
+                      [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    const double mx = l[idx[0]];
+    double sum = 0;
+    for (int j = 0; j < topk; ++j) sum += std::exp(double(l[idx[j]]) - mx);
+    for (int j = 0; j < topk; ++j) {
+      r.expert[std::size_t(t) * topk + j] = idx[j];
+      r.weight[std::size_t(t) * topk + j] = static_cast<float>(std::exp(double(l[idx[j]]) - mx) / sum);
+    }
+  }
+  return r;
+}
+
+std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting& s) {
+  validate(p);
+  XS_ASSERT(s.zipf >= 0 && std::isfinite(s.zipf), "synthetic routing: zipf must be >= 0 (got {})", s.zipf);
+  XS_ASSERT(s.same_rank >= 0 && s.same_rank <= 1, "synthetic routing: same_rank must be in [0, 1] (got {})",
+            s.same_rank);
+  XS_ASSERT(s.empty_experts >= 0 && p.experts - s.empty_experts >= p.topk,
+            "synthetic routing: {} empty experts leave fewer than top-k {} of {} experts", s.empty_experts, p.topk,
+            p.experts);
+  std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + 17);
+  // Popularity: a seeded permutation of experts gets weights 1/(i+1)^zipf; the
+  // last `empty_experts` of the permutation get weight 0.
+  std::vector<int> perm(p.experts);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<double> pop(p.experts, 0.0);
+  for (int i = 0; i < p.experts - s.empty_experts; ++i) pop[perm[i]] = 1.0 / std::pow(i + 1.0, s.zipf);
+  const int epr = p.experts_per_rank();
+
+  std::vector<Routing> out;
+  std::uniform_real_distribution<double> u01(0, 1);
+  for (int r = 0; r < p.ranks; ++r) {
+    Routing rt{p.tokens_per_rank, p.topk, std::vector<int>(std::size_t(p.tokens_per_rank) * p.topk),
+               std::vector<float>(std::size_t(p.tokens_per_rank) * p.topk)};
+    for (int t = 0; t < p.tokens_per_rank; ++t) {
+      std::vector<double> w = pop;
+      double wsum = 0;
+      for (int j = 0; j < p.topk; ++j) {
+        // Same-rank pick: restrict to slot 0's rank while it still has candidates.
+        std::vector<double> cand = w;
+        if (j > 0 && u01(rng) < s.same_rank) {
+          const int rk = rt.expert[std::size_t(t) * p.topk] / epr;
+          double in_rank = 0;
+          for (int e = rk * epr; e < (rk + 1) * epr; ++e) in_rank += w[e];
+          if (in_rank > 0)
+            for (int e = 0; e < p.experts; ++e)
+              if (e / epr != rk) cand[e] = 0;
+        }
+        std::discrete_distribution<int> pick(cand.begin(), cand.end());
+        const int e = pick(rng);
+        w[e] = 0;
+        rt.expert[std::size_t(t) * p.topk + j] = e;
+        const double g = 0.05 + u01(rng);
+        rt.weight[std::size_t(t) * p.topk + j] = static_cast<float>(g);
+        wsum += g;
+      }
+      for (int j = 0; j < p.topk; ++j)
+        rt.weight[std::size_t(t) * p.topk + j] = static_cast<float>(rt.weight[std::size_t(t) * p.topk + j] / wsum);
+    }
+    out.push_back(std::move(rt));
+  }
+  return out;
+}
+
+void validate(const Problem& p, const std::vector<Routing>& routing) {
+  validate(p);
+  XS_ASSERT(int(routing.size()) == p.ranks, "routing: {} ranks given for {}", routing.size(), describe(p));
+  std::vector<int> seen(p.experts, -1);
+  for (int r = 0; r < p.ranks; ++r) {
+    const Routing& rt = routing[r];
+    XS_ASSERT(rt.tokens == p.tokens_per_rank && rt.topk == p.topk &&
+                  rt.expert.size() == std::size_t(rt.tokens) * rt.topk && rt.weight.size() == rt.expert.size(),
+              "routing of rank {}: shape [{}, {}] does not match {}", r, rt.tokens, rt.topk, describe(p));
+    for (int t = 0; t < rt.tokens; ++t)
+      for (int j = 0; j < rt.topk; ++j) {
+        const int e = rt.expert[std::size_t(t) * rt.topk + j];
+        const float w = rt.weight[std::size_t(t) * rt.topk + j];
+        XS_ASSERT(e >= 0 && e < p.experts, "routing of rank {}: token {} slot {} has expert {} (experts 0..{})", r, t,
+                  j, e, p.experts - 1);
+        XS_ASSERT(seen[e] != r * p.tokens_per_rank + t, "routing of rank {}: token {} names expert {} twice", r, t, e);
+        seen[e] = r * p.tokens_per_rank + t;
+        XS_ASSERT(std::isfinite(w), "routing of rank {}: token {} slot {} weight is not finite", r, t, j);
+      }
+  }
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,152 @@
+// Tile lists and the two schedulers (Expert-Wave, Interleaved). Both produce one
+// global order that the persistent kernel's blocks take by ticket, so any item's
+// dependencies (an L2 tile's L1 tiles) must come earlier in the order: the kernel
+// then cannot deadlock, because every earlier ticket is held by a running block.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "common/check.hpp"
+#include "xstage/moe.hpp"
+
+namespace xstage::moe {
+
+namespace {
+
+// Waves over the experts that have rows: wave w = non-empty experts
+// [w*wave, (w+1)*wave). Empty experts have no tiles and no place in a wave.
+std::vector<std::vector<int>> waves_of(const TileLists& t, int wave_experts) {
+  std::vector<int> busy;
+  for (int e = 0; e < t.experts; ++e)
+    if (t.m_blocks[e] > 0) busy.push_back(e);
+  std::vector<std::vector<int>> waves;
+  for (std::size_t i = 0; i < busy.size(); i += wave_experts)
+    waves.emplace_back(busy.begin() + i, busy.begin() + std::min(busy.size(), i + wave_experts));
+  return waves;
+}
+
+std::vector<WorkItem> tiles_of(const std::vector<WorkItem>& all, const std::vector<int>& experts) {
+  std::vector<WorkItem> out;
+  for (const WorkItem& w : all)
+    if (std::find(experts.begin(), experts.end(), w.expert) != experts.end()) out.push_back(w);
+  return out;
+}
+
+// Piece j of n of v (contiguous, sizes differ by at most one).
+std::vector<WorkItem> piece(const std::vector<WorkItem>& v, int j, int n) {
+  const std::size_t a = v.size() * j / n, b = v.size() * (j + 1) / n;
+  return {v.begin() + a, v.begin() + b};
+}
+
+}  // namespace
+
+const char* to_string(ScheduleKind k) { return k == ScheduleKind::expert_wave ? "expert_wave" : "interleaved"; }
+
+ScheduleKind parse_schedule(const std::string& s) {
+  if (s == "expert_wave") return ScheduleKind::expert_wave;
+  if (s == "interleaved") return ScheduleKind::interleaved;
+  XS_FAIL("unknown schedule '{}' (expert_wave | interleaved)", s);
+}
+
+TileLists build_tiles(const Problem& p, const RankLayout& R) {
+  TileLists t;
+  t.experts = p.experts_per_rank();
+  t.l1_n_blocks = p.intermediate / kTileN;
+  t.l2_n_blocks = p.hidden / kTileN;
+  t.m_blocks.resize(t.experts);
+  for (int e = 0; e < t.experts; ++e) {
+    t.m_blocks[e] = (R.count(e) + kTileM - 1) / kTileM;
+    for (int m = 0; m < t.m_blocks[e]; ++m) {
+      for (int n = 0; n < t.l1_n_blocks; ++n) t.l1.push_back({TileKind::l1, e, m, n});
+      for (int n = 0; n < t.l2_n_blocks; ++n) t.l2.push_back({TileKind::l2, e, m, n});
+    }
+  }
+  return t;
+}
+
+ExpertWaveScheduler::ExpertWaveScheduler(int wave_experts) : wave_experts_(wave_experts) {
+  XS_ASSERT(wave_experts >= 1, "expert-wave scheduler: wave_experts must be >= 1 (got {})", wave_experts);
+}
+
+std::vector<WorkItem> ExpertWaveScheduler::order(const TileLists& t) const {
+  std::vector<WorkItem> out;
+  for (const auto& wave : waves_of(t, wave_experts_)) {
+    const auto l1 = tiles_of(t.l1, wave), l2 = tiles_of(t.l2, wave);
+    out.insert(out.end(), l1.begin(), l1.end());
+    out.insert(out.end(), l2.begin(), l2.end());
+  }
+  return out;
+}
+
+InterleavedScheduler::InterleavedScheduler(int wave_experts, int lag, int burst_split)
+    : wave_experts_(wave_experts), lag_(lag), burst_split_(burst_split) {
+  XS_ASSERT(wave_experts >= 1, "interleaved scheduler: wave_experts must be >= 1 (got {})", wave_experts);
+  XS_ASSERT(lag >= 1, "interleaved scheduler: lag must be >= 1 (got {})", lag);
+  XS_ASSERT(burst_split >= 1, "interleaved scheduler: burst_split must be >= 1 (got {})", burst_split);
+}
+
+std::vector<WorkItem> InterleavedScheduler::order(const TileLists& t) const {
+  const auto waves = waves_of(t, wave_experts_);
+  const int W = static_cast<int>(waves.size());
+  std::vector<WorkItem> out;
+  // Prologue: L1 of the first `lag` waves (nothing to interleave with yet).
+  for (int w = 0; w < std::min(lag_, W); ++w) {
+    const auto l1 = tiles_of(t.l1, waves[w]);
+    out.insert(out.end(), l1.begin(), l1.end());
+  }
+  // Step w: L2 of wave w in burst_split pieces, each followed by a piece of wave
+  // w+lag's L1 -- the compute the Burst-Gap advisor wants between the bursts.
+  for (int w = 0; w < W; ++w) {
+    const auto l2 = tiles_of(t.l2, waves[w]);
+    const auto l1 = w + lag_ < W ? tiles_of(t.l1, waves[w + lag_]) : std::vector<WorkItem>{};
+    for (int j = 0; j < burst_split_; ++j) {
+      const auto a = piece(l2, j, burst_split_), b = piece(l1, j, burst_split_);
+      out.insert(out.end(), a.begin(), a.end());
+      out.insert(out.end(), b.begin(), b.end());
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Scheduler> make_scheduler(const ScheduleConfig& c) {
+  if (c.kind == ScheduleKind::expert_wave) return std::make_unique<ExpertWaveScheduler>(c.wave_experts);
+  return std::make_unique<InterleavedScheduler>(c.wave_experts, c.lag, c.burst_split);
+}
+
+void check_order(const TileLists& t, const std::vector<WorkItem>& order) {
+  XS_ASSERT(order.size() == t.l1.size() + t.l2.size(), "schedule: {} items for {} L1 + {} L2 tiles", order.size(),
+            t.l1.size(), t.l2.size());
+  std::map<std::tuple<int, int, int, int>, int> seen;
+  std::map<std::pair<int, int>, int> l1_done;  // (expert, m) -> L1 tiles so far
+  for (const WorkItem& w : t.l1) seen[{0, w.expert, w.m_block, w.n_block}] = 0;
+  for (const WorkItem& w : t.l2) seen[{1, w.expert, w.m_block, w.n_block}] = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const WorkItem& w = order[i];
+    auto it = seen.find({static_cast<int>(w.kind), w.expert, w.m_block, w.n_block});
+    XS_ASSERT(it != seen.end(), "schedule: item {} (kind {}, expert {}, m {}, n {}) is not a tile", i,
+              static_cast<int>(w.kind), w.expert, w.m_block, w.n_block);
+    XS_ASSERT(++it->second == 1, "schedule: item {} (expert {}, m {}, n {}) appears twice", i, w.expert, w.m_block,
+              w.n_block);
+    if (w.kind == TileKind::l1) {
+      ++l1_done[{w.expert, w.m_block}];
+    } else {
+      const int done = l1_done[std::make_pair(w.expert, w.m_block)];
+      XS_ASSERT(done == t.l1_n_blocks,
+                "schedule: L2 item {} (expert {}, m {}) comes before its {} L1 tiles are all placed", i, w.expert,
+                w.m_block, t.l1_n_blocks);
+    }
+  }
+}
+
+int occupancy_wave_experts(const TileLists& t, int sms) {
+  XS_ASSERT(sms >= 1, "occupancy: sms must be >= 1 (got {})", sms);
+  int experts = 0, tiles = 0;
+  for (int e = 0; e < t.experts && tiles < sms; ++e) {
+    if (t.m_blocks[e] == 0) continue;
+    ++experts;
+    tiles += t.m_blocks[e] * t.l1_n_blocks;
+  }
+  return std::max(1, experts);
+}
+
+}  // namespace xstage::moe

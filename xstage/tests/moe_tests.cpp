@@ -1,0 +1,323 @@
+// CPU tests of the MoE host side: validation, routing, layout, schedules,
+// advisor-chosen configs and the host reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "common/check.hpp"
+#include "xstage/moe.hpp"
+
+namespace moe = xstage::moe;
+namespace bg = xstage::burstgap;
+
+namespace {
+
+moe::Problem small(int P = 2, int T = 40, int E = 8, int K = 2, int H = 128, int I = 64) {
+  return {P, T, E, K, H, I};
+}
+
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing '" << needle << "'";
+  } catch (const common::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(MoeProblem, RefusesBadShapes) {
+  expect_error([] { moe::validate(small(2, 40, 8, 2, 100, 64)); }, "hidden (100) must be a positive multiple");
+  expect_error([] { moe::validate(small(2, 40, 8, 2, 128, 96)); }, "intermediate (96)");
+  expect_error([] { moe::validate(small(2, 40, 8, 9)); }, "top-k must be in 1..experts");
+  expect_error([] { moe::validate(small(3, 40, 8, 2)); }, "divisible by the EP size");
+  expect_error([] { moe::validate(small(4), 2); }, "4 ranks need 4 GPUs but only 2 are visible");
+  expect_error([] { moe::validate(small(2, 0)); }, "tokens_per_rank");
+  EXPECT_NO_THROW(moe::validate(small(8, 16, 64, 8), 8));
+}
+
+TEST(MoeBf16, RoundsToNearestEven) {
+  EXPECT_EQ(moe::to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(moe::from_bf16(0x3f80), 1.0f);
+  EXPECT_EQ(moe::to_bf16(1.0f + 1.0f / 256), 0x3f80);  // tie, even stays
+  EXPECT_EQ(moe::to_bf16(1.0f + 3.0f / 256), 0x3f82);  // tie, rounds up to even
+  EXPECT_TRUE(std::isnan(moe::from_bf16(moe::to_bf16(NAN))));
+}
+
+TEST(MoeRouting, FromLogitsTopkSoftmax) {
+  const std::vector<float> logits{0, 3, 1, 3, /* token 1 */ -1, -2, 5, 0};
+  const auto r = moe::route_from_logits(logits, 2, 4, 2);
+  EXPECT_EQ(r.expert, (std::vector<int>{1, 3, 2, 3}));  // tie 1 vs 3 -> lower id first
+  EXPECT_FLOAT_EQ(r.weight[0], 0.5f);
+  EXPECT_NEAR(r.weight[2], 1.0 / (1.0 + std::exp(-5.0)), 1e-6);
+  EXPECT_NEAR(r.weight[2] + r.weight[3], 1.0, 1e-6);
+  expect_error([&] { moe::route_from_logits(logits, 2, 4, 5); }, "top-k");
+}
+
+TEST(MoeRouting, SyntheticIsValidSeededAndSkewed) {
+  const auto p = small(4, 512, 32, 4);
+  const auto a = moe::synthetic_routing(p, {.zipf = 0, .seed = 3});
+  const auto b = moe::synthetic_routing(p, {.zipf = 0, .seed = 3});
+  EXPECT_NO_THROW(moe::validate(p, a));
+  EXPECT_EQ(a[1].expert, b[1].expert);
+  auto max_load = [&](const std::vector<moe::Routing>& r) {
+    std::vector<int> n(p.experts, 0);
+    for (auto& rr : r)
+      for (int e : rr.expert) ++n[e];
+    return *std::max_element(n.begin(), n.end());
+  };
+  const auto skew = moe::synthetic_routing(p, {.zipf = 1.2, .seed = 3});
+  EXPECT_GT(max_load(skew), 2 * max_load(a));
+  for (auto& rr : skew)
+    for (int t = 0; t < rr.tokens; ++t) {
+      float s = 0;
+      for (int j = 0; j < rr.topk; ++j) s += rr.weight[t * rr.topk + j];
+      EXPECT_NEAR(s, 1.0f, 1e-5);
+    }
+}
+
+TEST(MoeRouting, EmptyExpertsAndSameRankPairs) {
+  const auto p = small(2, 256, 8, 2);
+  const auto r = moe::synthetic_routing(p, {.empty_experts = 3, .same_rank = 1.0, .seed = 5});
+  std::vector<int> n(p.experts, 0);
+  int same = 0;
+  for (auto& rr : r)
+    for (int t = 0; t < rr.tokens; ++t) {
+      for (int j = 0; j < 2; ++j) ++n[rr.expert[t * 2 + j]];
+      same += rr.expert[t * 2] / 4 == rr.expert[t * 2 + 1] / 4;
+    }
+  EXPECT_EQ(std::count(n.begin(), n.end(), 0), 3);
+  EXPECT_GT(same, 256);  // most pairs share a rank (unless slot 0's rank ran out)
+}
+
+TEST(MoeLayout, InvariantsForEverySize) {
+  for (int P : {1, 2, 4, 8})
+    for (double zipf : {0.0, 1.5}) {
+      const auto p = small(P, 37, 16, 3);
+      const auto r = moe::synthetic_routing(p, {.zipf = zipf, .empty_experts = 2, .same_rank = 0.3, .seed = 11});
+      const auto L = moe::build_layout(p, r);
+      EXPECT_NO_THROW(moe::check_layout(L, r)) << P;
+      long long rows = 0;
+      for (auto& R : L.ranks) rows += R.rows();
+      EXPECT_EQ(rows, (long long)P * 37 * 3);
+    }
+}
+
+TEST(MoeLayout, EightRankIndexMapsByHand) {
+  // P = 8, E = 16 (2 per rank), k = 2, 1 token per rank: token of rank s goes to
+  // experts (2s+2) mod 16 and (2s+3) mod 16, i.e. both on rank s+1.
+  const moe::Problem p{8, 1, 16, 2, 64, 64};
+  std::vector<moe::Routing> r;
+  for (int s = 0; s < 8; ++s) r.push_back({1, 2, {(2 * s + 2) % 16, (2 * s + 3) % 16}, {0.5f, 0.5f}});
+  const auto L = moe::build_layout(p, r);
+  moe::check_layout(L, r);
+  for (int s = 0; s < 8; ++s) {
+    const int d = (s + 1) % 8;
+    EXPECT_EQ(L.ranks[s].send_rank, (std::vector<int>{d, d}));
+    EXPECT_EQ(L.ranks[s].send_row, (std::vector<int>{0, 1}));  // expert 0 segment row 0, expert 1 segment row 1
+    EXPECT_EQ(L.ranks[d].expert_offset, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(L.ranks[d].recv_src_rank, (std::vector<int>{s, s}));
+    EXPECT_EQ(L.ranks[d].recv_src_slot, (std::vector<int>{0, 1}));
+    EXPECT_EQ(L.ranks[d].recv_from[s], 2);
+  }
+  // Grouping within an expert: by source rank, then (token, slot).
+  const moe::Problem q{8, 2, 16, 1, 64, 64};
+  std::vector<moe::Routing> r2;
+  for (int s = 0; s < 8; ++s) r2.push_back({2, 1, {0, 0}, {1, 1}});  // everyone -> expert 0 on rank 0
+  const auto L2 = moe::build_layout(q, r2);
+  EXPECT_EQ(L2.ranks[0].rows(), 16);
+  for (int row = 0; row < 16; ++row) {
+    EXPECT_EQ(L2.ranks[0].recv_src_rank[row], row / 2);
+    EXPECT_EQ(L2.ranks[0].recv_src_slot[row], row % 2);
+  }
+  for (int d = 1; d < 8; ++d) EXPECT_EQ(L2.ranks[d].rows(), 0);
+}
+
+TEST(MoeLayout, DispatchCombineIdentityRoundTripIsBitwise) {
+  for (int P : {2, 4, 8}) {
+    const auto p = small(P, 29, 16, 4);
+    const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 3, .same_rank = 0.5, .seed = 2});
+    const auto L = moe::build_layout(p, r);
+    const auto x = moe::random_tokens(p, 9);
+    const auto comb = moe::combine_rows(L, moe::dispatch_rows(L, x, p.hidden), p.hidden);
+    for (int s = 0; s < P; ++s)
+      for (int t = 0; t < p.tokens_per_rank; ++t)
+        for (int j = 0; j < p.topk; ++j)
+          ASSERT_TRUE(std::equal(&x[s][t * p.hidden], &x[s][(t + 1) * p.hidden],
+                                 &comb[s][(t * p.topk + j) * p.hidden]))
+              << P << " " << s << " " << t << " " << j;
+  }
+}
+
+TEST(MoeLayout, RejectsBadRouting) {
+  const auto p = small(2, 2, 8, 2);
+  std::vector<moe::Routing> r(2, moe::Routing{2, 2, {0, 1, 2, 2}, {1, 1, 1, 1}});
+  expect_error([&] { moe::build_layout(p, r); }, "names expert 2 twice");
+  r[0].expert = {0, 8, 1, 2};
+  r[1].expert = {0, 1, 2, 3};
+  expect_error([&] { moe::build_layout(p, r); }, "expert 8");
+}
+
+namespace {
+struct Case {
+  moe::Problem p;
+  moe::TileLists t;
+};
+Case tiles_case(double zipf, int empty = 0) {
+  const moe::Problem p{4, 2048, 64, 6, 1024, 512};
+  const auto r = moe::synthetic_routing(p, {.zipf = zipf, .empty_experts = empty, .seed = 4});
+  const auto L = moe::build_layout(p, r);
+  return {p, moe::build_tiles(p, L.ranks[1])};
+}
+int longest_l2_run(const std::vector<moe::WorkItem>& o) {
+  int best = 0, run = 0;
+  for (auto& w : o) {
+    run = w.kind == moe::TileKind::l2 ? run + 1 : 0;
+    best = std::max(best, run);
+  }
+  return best;
+}
+}  // namespace
+
+TEST(MoeSchedule, TileListsCoverRows) {
+  const auto c = tiles_case(0.0, 5);
+  int l1 = 0;
+  for (int e = 0; e < c.t.experts; ++e) l1 += c.t.m_blocks[e] * c.t.l1_n_blocks;
+  EXPECT_EQ(int(c.t.l1.size()), l1);
+  EXPECT_EQ(c.t.l2.size(), c.t.l1.size() / c.t.l1_n_blocks * c.t.l2_n_blocks);
+}
+
+TEST(MoeSchedule, BothSchedulersCoverEveryTileOnceInDependencyOrder) {
+  for (double zipf : {0.0, 1.3})
+    for (int empty : {0, 9}) {
+      const auto c = tiles_case(zipf, empty);
+      for (int wave : {1, 2, 3, 16}) {
+        EXPECT_NO_THROW(moe::check_order(c.t, moe::ExpertWaveScheduler(wave).order(c.t)));
+        for (int lag : {1, 2, 3})
+          for (int split : {1, 2, 5})
+            EXPECT_NO_THROW(moe::check_order(c.t, moe::InterleavedScheduler(wave, lag, split).order(c.t)))
+                << wave << " " << lag << " " << split;
+      }
+    }
+}
+
+TEST(MoeSchedule, CheckOrderCatchesViolations) {
+  const auto c = tiles_case(0.0);
+  auto o = moe::ExpertWaveScheduler(2).order(c.t);
+  auto bad = o;
+  std::swap(bad.front(), bad.back());  // an L2 tile first
+  expect_error([&] { moe::check_order(c.t, bad); }, "before its");
+  bad = o;
+  bad[1] = bad[0];
+  expect_error([&] { moe::check_order(c.t, bad); }, "twice");
+  o.pop_back();
+  expect_error([&] { moe::check_order(c.t, o); }, "items for");
+}
+
+TEST(MoeSchedule, InterleavingPutsL1BetweenL2Bursts) {
+  const auto c = tiles_case(0.0);
+  const int wave = moe::occupancy_wave_experts(c.t, 132);
+  const auto ew = moe::ExpertWaveScheduler(wave).order(c.t);
+  const auto il = moe::InterleavedScheduler(wave, 1, 4).order(c.t);
+  const int l2_per_wave = int(c.t.l2.size()) / ((c.t.experts + wave - 1) / wave);
+  // Up to the last L1 tile (the final wave has no later L1 to interleave with).
+  auto head = [](std::vector<moe::WorkItem> o) {
+    while (!o.empty() && o.back().kind == moe::TileKind::l2) o.pop_back();
+    return o;
+  };
+  EXPECT_GE(longest_l2_run(head(ew)), l2_per_wave - c.t.l2_n_blocks);
+  EXPECT_LE(longest_l2_run(head(il)), (l2_per_wave + 3) / 4 + c.t.l2_n_blocks);
+  // Between two L2 pieces of one wave (not the last) there is L1 work.
+  int switches = 0;
+  for (std::size_t i = 1; i < il.size(); ++i) switches += il[i - 1].kind == moe::TileKind::l2 && il[i].kind == moe::TileKind::l1;
+  EXPECT_GE(switches, 4 * (c.t.experts / wave - 1));
+}
+
+TEST(MoeSchedule, OccupancyWaveFillsTheSms) {
+  const auto c = tiles_case(0.0);
+  const int w = moe::occupancy_wave_experts(c.t, 132);
+  int tiles = 0;
+  for (int e = 0; e < w; ++e) tiles += c.t.m_blocks[e] * c.t.l1_n_blocks;
+  EXPECT_GE(tiles, 132);
+  EXPECT_EQ(moe::occupancy_wave_experts(c.t, 1), 1);
+}
+
+TEST(MoeAdvisor, ChoiceFollowsTheParameters) {
+  const auto c = tiles_case(0.0);
+  bg::ModelParams roomy = bg::example_params("peer");
+  roomy.capacity_bytes_gpu = 1e12;
+  roomy.capacity_bytes_per_sm.reset();
+  roomy.capacity_scope = bg::CapacityScope::gpu;
+  roomy.drain_GBps = 1e5;
+  bg::ModelParams tight = roomy;
+  tight.drain_GBps = 200;
+  tight.capacity_bytes_gpu = 2e5;
+
+  const auto ew = moe::choose_schedule(moe::ScheduleKind::expert_wave, c.p, c.t, 132, tight);
+  EXPECT_EQ(ew.burst_split, 1);
+  EXPECT_EQ(ew.wave_experts, moe::occupancy_wave_experts(c.t, 132));
+  const auto a = moe::choose_schedule(moe::ScheduleKind::interleaved, c.p, c.t, 132, roomy);
+  const auto b = moe::choose_schedule(moe::ScheduleKind::interleaved, c.p, c.t, 132, tight);
+  EXPECT_EQ(a.burst_split, 1) << a.reason;  // nothing to fix: fewest switches
+  EXPECT_GT(b.burst_split, 1) << b.reason;  // small capacity: split the bursts
+  EXPECT_NE(b.reason.find("advisor says"), std::string::npos);
+  // The profile the advisor saw shrinks with the split and keeps the total bytes.
+  const auto pa = moe::burst_profile(a, c.p, c.t, {}), pb = moe::burst_profile(b, c.p, c.t, {});
+  EXPECT_LT(pb.bytes_per_burst, pa.bytes_per_burst);
+  EXPECT_EQ(pb.bursts, pa.bursts * b.burst_split);
+  EXPECT_NO_THROW(moe::check_order(c.t, moe::make_scheduler(b)->order(c.t)));
+}
+
+TEST(MoeAdvisor, MeasuredH200ParamsGiveAValidChoice) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  if (!src) GTEST_SKIP() << "XSTAGE_SOURCE_DIR not set";
+  const auto params = bg::read_params(std::filesystem::path(src) / "xstage/data/h200_params.json");
+  const auto c = tiles_case(1.0);
+  const auto s = moe::choose_schedule(moe::ScheduleKind::interleaved, c.p, c.t, 132, params.find("peer", "st16"));
+  EXPECT_GE(s.burst_split, 1);
+  EXPECT_GE(s.lag, 1);
+  EXPECT_NO_THROW(moe::check_order(c.t, moe::make_scheduler(s)->order(c.t)));
+}
+
+TEST(MoeReference, MatchesNaiveBitwise) {
+  for (int P : {1, 2, 4}) {
+    const auto p = small(P, 13, 8, 3, 64, 64);
+    const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.5, .seed = 8});
+    const auto w = moe::random_weights(p, 3);
+    const auto x = moe::random_tokens(p, 4);
+    const auto ref = moe::reference_forward(p, r, moe::build_layout(p, r), w, x);
+    const auto naive = moe::naive_forward(p, r, w, x);
+    EXPECT_EQ(ref, naive) << P;
+  }
+}
+
+TEST(MoeReference, ClosedFormSingleExpert) {
+  // One expert, k = 1, weight 1, W1 gate = identity-like, up = 1, W2 picks column:
+  // gate_j = x_j (j < I), up_j = sum(x) ... keep it simple: all-zero W2 gives 0,
+  // and an x of zeros gives 0 for any weights.
+  const moe::Problem p{1, 3, 1, 1, 64, 64};
+  std::vector<moe::Routing> r{{3, 1, {0, 0, 0}, {1, 1, 1}}};
+  auto w = moe::random_weights(p, 1);
+  std::vector<std::vector<moe::bf16_bits>> x(1, std::vector<moe::bf16_bits>(3 * 64, 0));
+  const auto out = moe::reference_forward(p, r, moe::build_layout(p, r), w, x);
+  for (float v : out[0]) EXPECT_EQ(v, 0.0f);
+  // gate = up = 1 on row 0 of each: h_j = silu(x0) * x0 for W1 rows picking x_0;
+  // W2 = identity on the first 64 columns: y_c = h_c.
+  std::fill(w.w1[0].begin(), w.w1[0].end(), 0);
+  std::fill(w.w2[0].begin(), w.w2[0].end(), 0);
+  for (int j = 0; j < 64; ++j) {
+    w.w1[0][j * 64 + 0] = moe::to_bf16(1.0f);          // gate_j = x_0
+    w.w1[0][(64 + j) * 64 + 0] = moe::to_bf16(1.0f);   // up_j = x_0
+    w.w2[0][j * 64 + j] = moe::to_bf16(1.0f);          // y_j = h_j
+  }
+  for (int t = 0; t < 3; ++t) x[0][t * 64] = moe::to_bf16(0.5f * (t + 1));
+  const auto y = moe::reference_forward(p, r, moe::build_layout(p, r), w, x);
+  for (int t = 0; t < 3; ++t) {
+    const double g = 0.5 * (t + 1), h = moe::round_bf16(float(g / (1 + std::exp(-g)) * g));
+    for (int c = 0; c < 64; ++c) EXPECT_EQ(y[0][t * 64 + c], moe::round_bf16(float(h))) << t << " " << c;
+  }
+}
