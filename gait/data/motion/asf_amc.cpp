@@ -102,7 +102,8 @@ AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
   std::string line;
   while (std::getline(in, line)) {
     const auto h = line.find('#');
-    cleaned += (h == std::string::npos ? line : line.substr(0, h)) + "\n";
+    cleaned.append(line, 0, h == std::string::npos ? line.size() : h);
+    cleaned.push_back('\n');
   }
   Tokens tk(cleaned, source);
   AsfSkeleton asf;
@@ -252,16 +253,21 @@ std::string write_amc(const AmcFile& amc, const std::vector<std::string>& keep, 
     return s == "-0" ? std::string("0") : s;
   };
   std::string out;
-  for (const auto& h : amc.header) out += h + "\n";
+  for (const auto& h : amc.header) {
+    out += h;
+    out.push_back('\n');
+  }
   for (std::size_t f = 0; f < amc.frames.size(); ++f) {
     out += fmt::format("{}\n", f + 1);
     for (const auto& bone : keep) {
       auto it = amc.frames[f].find(bone);
       if (it == amc.frames[f].end()) continue;
       out += bone;
-      for (std::size_t i = 0; i < it->second.size(); ++i)
-        out += " " + fixed(it->second[i], bone == "root" && i < 3 ? dec_pos : dec_rot);
-      out += "\n";
+      for (std::size_t i = 0; i < it->second.size(); ++i) {
+        out.push_back(' ');
+        out += fixed(it->second[i], bone == "root" && i < 3 ? dec_pos : dec_rot);
+      }
+      out.push_back('\n');
     }
   }
   return out;
