@@ -1,0 +1,174 @@
+// Host launcher of the fused EP MoE kernel: window, device communicator, index
+// maps, schedule order and the cumulative counter targets of each launch.
+#include "sm90_moe_fused.hpp"
+
+#include <algorithm>
+
+#include "common/check.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+
+namespace xstage::moe {
+
+namespace {
+template <typename T>
+void upload(DeviceBuffer<T>& buf, const std::vector<T>& v) {
+  if (buf.size() < std::max<std::size_t>(1, v.size())) buf = DeviceBuffer<T>(std::max<std::size_t>(1, v.size()));
+  if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(buf.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+}  // namespace
+
+struct FusedMoe::Impl {
+  comm::Rank& rank;
+  Problem p;
+  int max_rows;
+  std::size_t recv_off = 0, comb_off = 0;
+  comm::SymmetricWindow window;
+  comm::DeviceComm dev;
+  DeviceBuffer<std::uint16_t> h, out;
+  DeviceBuffer<float> weight;
+  DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
+  DeviceBuffer<WorkItem> items;
+  DeviceBuffer<unsigned> ticket, l1_done, gate, dispatch_expect;
+  std::vector<unsigned> dispatch_total;  // cumulative per local expert
+  std::vector<unsigned> next_dispatch;   // this forward's counts
+  int n_items = 0, max_m_blocks = 1;
+  unsigned epoch = 0;
+  const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
+  bool have_inputs = false;
+
+  static std::size_t align(std::size_t v) { return (v + 4095) / 4096 * 4096; }
+
+  Impl(comm::Rank& r, const Problem& prob, int rows)
+      : rank(r),
+        p(prob),
+        max_rows(std::max(rows, 1)),
+        recv_off(kFlagsBytes),
+        comb_off(align(kFlagsBytes + std::size_t(max_rows) * prob.hidden * 2)),
+        window(r, comb_off + align(std::size_t(prob.tokens_per_rank) * prob.topk * prob.hidden * 2)),
+        dev(r, 1),
+        h(std::size_t(max_rows) * prob.intermediate),
+        out(std::size_t(prob.tokens_per_rank) * prob.hidden),
+        ticket(1),
+        l1_done(1),
+        gate(1),
+        dispatch_total(prob.experts_per_rank(), 0) {
+    XS_CHECK_CUDA(cudaSetDevice(r.device()));
+    // Counters start at zero on every rank before any peer may add to them.
+    XS_CHECK_CUDA(cudaMemset(window.local(), 0, kFlagsBytes));
+    XS_CHECK_CUDA(cudaMemset(gate.get(), 0, sizeof(unsigned)));
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    r.host_barrier();
+  }
+};
+
+FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {
+  validate(p, comm::visible_gpus());
+  XS_ASSERT(p.ranks == rank.nranks(), "moe fused: problem has {} ranks, communicator {}", p.ranks, rank.nranks());
+  XS_ASSERT(p.ranks <= kMaxRanks, "moe fused: at most {} ranks (got {})", kMaxRanks, p.ranks);
+  XS_ASSERT(p.experts_per_rank() <= kMaxLocalExperts, "moe fused: at most {} experts per rank (got {})",
+            kMaxLocalExperts, p.experts_per_rank());
+  impl_ = new Impl(rank, p, max_rows);
+  cudaDeviceProp prop{};
+  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, rank.device()));
+  blocks_ = prop.multiProcessorCount;  // one persistent block per SM (all resident)
+}
+
+FusedMoe::~FusedMoe() { delete impl_; }
+
+void FusedMoe::set_weights(const std::uint16_t* w1, const std::uint16_t* w2) {
+  impl_->w1 = w1;
+  impl_->w2 = w2;
+}
+
+void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
+                          const std::vector<WorkItem>& order) {
+  Impl& m = *impl_;
+  XS_ASSERT(layout.problem.ranks == m.p.ranks && layout.problem.tokens_per_rank == m.p.tokens_per_rank &&
+                layout.problem.topk == m.p.topk && layout.problem.experts == m.p.experts,
+            "moe fused: layout is for {}, kernel for {}", describe(layout.problem), describe(m.p));
+  const RankLayout& R = layout.ranks[m.rank.rank()];
+  XS_ASSERT(R.rows() <= m.max_rows, "moe fused: rank {} receives {} rows but was sized for {}", m.rank.rank(),
+            R.rows(), m.max_rows);
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  m.x = x;
+  upload(m.weight, routing.weight);
+  std::vector<int> local_expert(routing.expert);
+  upload(m.expert, local_expert);
+  upload(m.send_rank, R.send_rank);
+  upload(m.send_row, R.send_row);
+  upload(m.expert_offset, R.expert_offset);
+  upload(m.recv_src_rank, R.recv_src_rank);
+  upload(m.recv_src_slot, R.recv_src_slot);
+  upload(m.items, order);
+  m.n_items = static_cast<int>(order.size());
+  m.max_m_blocks = 1;
+  m.next_dispatch.assign(m.p.experts_per_rank(), 0);
+  for (int e = 0; e < m.p.experts_per_rank(); ++e) {
+    m.max_m_blocks = std::max(m.max_m_blocks, (R.count(e) + kTileM - 1) / kTileM);
+    m.next_dispatch[e] = static_cast<unsigned>(R.count(e));
+  }
+  if (m.l1_done.size() < std::size_t(m.max_m_blocks) * m.p.experts_per_rank())
+    m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * m.p.experts_per_rank());
+  m.have_inputs = true;
+}
+
+void FusedMoe::launch() {
+  Impl& m = *impl_;
+  XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  ++m.epoch;
+  for (int e = 0; e < m.p.experts_per_rank(); ++e) m.dispatch_total[e] += m.next_dispatch[e];
+  cudaStream_t st = m.rank.stream();
+  // Stream-ordered: the previous launch may still be reading the old targets.
+  if (m.dispatch_expect.size() < m.dispatch_total.size())
+    m.dispatch_expect = DeviceBuffer<unsigned>(m.dispatch_total.size());
+  XS_CHECK_CUDA(cudaMemcpyAsync(m.dispatch_expect.get(), m.dispatch_total.data(),
+                                m.dispatch_total.size() * sizeof(unsigned), cudaMemcpyHostToDevice, st));
+  XS_CHECK_CUDA(cudaMemsetAsync(m.ticket.get(), 0, sizeof(unsigned), st));
+  XS_CHECK_CUDA(cudaMemsetAsync(m.l1_done.get(), 0, m.l1_done.size() * sizeof(unsigned), st));
+
+  FusedArgs a{};
+  a.window = m.window.window();
+  a.dev = m.dev.get();
+  a.recv_off = m.recv_off;
+  a.comb_off = m.comb_off;
+  a.rank = m.rank.rank();
+  a.ranks = m.p.ranks;
+  a.tokens = m.p.tokens_per_rank;
+  a.topk = m.p.topk;
+  a.hidden = m.p.hidden;
+  a.inter = m.p.intermediate;
+  a.experts_local = m.p.experts_per_rank();
+  a.l1_n_blocks = m.p.intermediate / kTileN;
+  a.l2_n_blocks = m.p.hidden / kTileN;
+  a.x = m.x;
+  a.w1 = m.w1;
+  a.w2 = m.w2;
+  a.h = m.h.get();
+  a.out = m.out.get();
+  a.weight = m.weight.get();
+  a.expert = m.expert.get();
+  a.send_rank = m.send_rank.get();
+  a.send_row = m.send_row.get();
+  a.expert_offset = m.expert_offset.get();
+  a.recv_src_rank = m.recv_src_rank.get();
+  a.recv_src_slot = m.recv_src_slot.get();
+  a.items = m.items.get();
+  a.n_items = m.n_items;
+  a.ticket = m.ticket.get();
+  a.l1_done = m.l1_done.get();
+  a.max_m_blocks = m.max_m_blocks;
+  a.gate = m.gate.get();
+  a.dispatch_expect = m.dispatch_expect.get();
+  // Every (token, slot) of this rank comes back once per L2 n-block.
+  a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kTileN));
+  a.epoch = m.epoch;
+  a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
+  launch_fused(a, blocks_, st);
+}
+
+std::uint16_t* FusedMoe::out() const { return impl_->out.get(); }
+
+}  // namespace xstage::moe

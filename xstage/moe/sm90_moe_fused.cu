@@ -1,0 +1,18 @@
+// The fused EP MoE kernel's one entry point (device code: sm90_moe_fused.cuh).
+#include "sm90_moe_fused.cuh"
+#include "xstage/check_cuda.hpp"
+
+namespace xstage::moe {
+
+void launch_fused(const FusedArgs& args, int blocks, cudaStream_t stream) {
+  XS_CHECK_MSG(blocks >= 1, "moe fused: need at least one block");
+  XS_CHECK_MSG(args.ranks >= 1 && args.ranks <= kMaxRanks, "moe fused: ranks must be in 1..8");
+  XS_CHECK_MSG(args.experts_local >= 1 && args.experts_local <= kMaxLocalExperts,
+               "moe fused: experts per rank must be in 1..512");
+  XS_CHECK_MSG(args.hidden % kTileN == 0 && args.inter % kTileN == 0,
+               "moe fused: hidden and intermediate must be multiples of 64");
+  device::moe_fused_kernel<<<blocks, kFusedThreads, 0, stream>>>(args);
+  XS_CHECK_LAUNCH();
+}
+
+}  // namespace xstage::moe

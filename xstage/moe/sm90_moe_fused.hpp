@@ -1,0 +1,95 @@
+// Host side of the fused EP MoE kernel (xstage/moe/sm90_moe_fused.cu[h]).
+//
+// One FusedMoe per rank. Collective construction (window + device communicator),
+// then per forward: set_inputs (tokens, routing, layout, schedule order), launch.
+// Shared-window layout (same offsets on every rank):
+//   [0, 4 KiB)            flags: dispatch counters [E/P], then the combine counter
+//   [recv_off, ...)       recv [max_rows, hidden] bf16  (written by sources' dispatch)
+//   [comb_off, ...)       comb [T*k, hidden] bf16      (written by experts' L2 epilogues)
+// Counters only grow: the host keeps the cumulative value each launch must reach
+// (dispatch: sum of this rank's per-expert counts so far; combine: epoch*T*k*hidden/64).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "xstage/comm_device_types.hpp"
+#include "xstage/moe.hpp"
+
+namespace xstage::comm {
+class Rank;
+class SymmetricWindow;
+class DeviceComm;
+}  // namespace xstage::comm
+
+namespace xstage::moe {
+
+inline constexpr int kFusedThreads = 128;        // 4 warps, 2x2 over a 64x64 tile
+inline constexpr int kMaxLocalExperts = 512;     // flags area: 4 KiB of counters
+inline constexpr int kMaxRanks = 8;              // one NVLink domain of H200s
+inline constexpr std::size_t kFlagsBytes = 4096;
+
+// Everything the kernel reads; passed by value (field comments give the shape).
+struct FusedArgs {
+  ncclWindow_t window;             // symmetric window (flags, recv, comb)
+  ncclDevComm dev;                 // LSA barrier at the start of each launch
+  std::size_t recv_off, comb_off;  // byte offsets in the window
+  int rank, ranks, tokens, topk, hidden, inter, experts_local, l1_n_blocks, l2_n_blocks;
+  const std::uint16_t* x;          // [T, hidden] bf16, this rank's tokens
+  const std::uint16_t* w1;         // [E/P, 2I, hidden] bf16
+  const std::uint16_t* w2;         // [E/P, hidden, I] bf16
+  std::uint16_t* h;                // [max_rows, I] bf16 scratch (SwiGLU output)
+  std::uint16_t* out;              // [T, hidden] bf16
+  const float* weight;             // [T*k] routing weights
+  const int* expert;               // [T*k] global expert ids
+  const int* send_rank;            // [T*k] destination rank of each (token, slot)
+  const int* send_row;             // [T*k] row in the destination's recv
+  const int* expert_offset;        // [E/P + 1] recv rows of each local expert
+  const int* recv_src_rank;        // [rows] owner of each recv row
+  const int* recv_src_slot;        // [rows] token*k + slot on the owner
+  const WorkItem* items;           // [n_items] the schedule's global order
+  int n_items;
+  unsigned* ticket;                // next item (zeroed before each launch)
+  unsigned* l1_done;               // [E/P, max_m_blocks] L1 tiles finished (zeroed per launch)
+  int max_m_blocks;
+  unsigned* gate;                  // local: block 0 releases the epoch after the LSA barrier
+  const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
+  unsigned combine_expect;         // cumulative combine count to wait for
+  unsigned epoch;                  // launch number, from 1
+  comm::WaitBudget wait;
+};
+
+// Launches the kernel (grid = blocks, one per SM). Defined in the .cu.
+void launch_fused(const FusedArgs& args, int blocks, cudaStream_t stream);
+
+class FusedMoe {
+ public:
+  // Collective over all ranks. max_rows: the most recv rows any forward will have.
+  FusedMoe(comm::Rank& rank, const Problem& p, int max_rows);
+  ~FusedMoe();
+  FusedMoe(const FusedMoe&) = delete;
+  FusedMoe& operator=(const FusedMoe&) = delete;
+
+  // This rank's expert weights: w1 [E/P, 2I, hidden], w2 [E/P, hidden, I] (device
+  // pointers; the caller owns them).
+  void set_weights(const std::uint16_t* w1, const std::uint16_t* w2);
+  // This rank's tokens (device [T, hidden]), routing, the global layout, and the
+  // schedule's order for this rank.
+  void set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
+                  const std::vector<WorkItem>& order);
+  void launch();                      // one fused forward on rank.stream()
+  std::uint16_t* out() const;         // device [T, hidden]
+  int blocks() const { return blocks_; }
+
+ private:
+  struct Impl;
+  Impl* impl_;
+  int blocks_ = 0;
+};
+
+}  // namespace xstage::moe
