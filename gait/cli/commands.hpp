@@ -12,5 +12,6 @@ void add_synth_command(CLI::App& app);       // synth_command.cpp
 void add_dataset_commands(CLI::App& app);    // dataset_commands.cpp: index, preprocess
 void add_mocap_commands(CLI::App& app);      // mocap_commands.cpp: mocap, mocap-pack
 void add_strip_command(CLI::App& app);       // strip_command.cpp
+void add_baseline_command(CLI::App& app);    // baseline_command.cpp
 
 }  // namespace gait::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gait::cli::add_dataset_commands(app);
   gait::cli::add_mocap_commands(app);
   gait::cli::add_strip_command(app);
+  gait::cli::add_baseline_command(app);
   gait::cli::add_model_commands(app);
   try {
     app.parse(argc, argv);
