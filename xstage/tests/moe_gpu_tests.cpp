@@ -1,0 +1,104 @@
+// GPU tests of the fused EP MoE kernel against the host reference (label gpu).
+// Written blind: not yet run on a GPU (docs/xstage-moe.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "common/check.hpp"
+#include "moe/sm90_moe_fused.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+
+namespace moe = xstage::moe;
+namespace comm = xstage::comm;
+
+namespace {
+
+struct Case {
+  moe::Problem p;
+  moe::SyntheticRouting routing;
+  moe::ScheduleKind kind;
+  int launches = 2;  // the second launch checks the cumulative counters
+};
+
+template <typename T>
+xstage::DeviceBuffer<T> to_device(const std::vector<T>& v) {
+  xstage::DeviceBuffer<T> b(v.size());
+  XS_CHECK_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return b;
+}
+
+void run_case(const Case& c) {
+  if (comm::visible_gpus() < c.p.ranks) GTEST_SKIP() << "needs " << c.p.ranks << " GPUs";
+  const auto routing = moe::synthetic_routing(c.p, c.routing);
+  const auto layout = moe::build_layout(c.p, routing);
+  const auto w = moe::random_weights(c.p, 21);
+  const auto x = moe::random_tokens(c.p, 22);
+  const auto ref = moe::reference_forward(c.p, routing, layout, w, x);
+  std::mutex mu;
+  std::vector<std::string> failures;
+  comm::run_ranks(c.p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
+    const int r = rank.rank();
+    auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
+    moe::FusedMoe fused(rank, c.p, layout.max_rows());
+    fused.set_weights(w1.get(), w2.get());
+    const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
+    const auto cfg = moe::choose_schedule(c.kind, c.p, tiles, fused.blocks(), xstage::burstgap::example_params("peer"));
+    const auto order = moe::make_scheduler(cfg)->order(tiles);
+    moe::check_order(tiles, order);
+    fused.set_inputs(xd.get(), routing[r], layout, order);
+    for (int l = 0; l < c.launches; ++l) {
+      // Poison: 0xFFFF is a bf16 NaN, so any output the kernel skips fails.
+      XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
+      fused.launch();
+      XS_CHECK_CUDA(cudaStreamSynchronize(rank.stream()));
+      std::vector<std::uint16_t> out(std::size_t(c.p.tokens_per_rank) * c.p.hidden);
+      XS_CHECK_CUDA(cudaMemcpy(out.data(), fused.out(), out.size() * 2, cudaMemcpyDeviceToHost));
+      double scale = 0;
+      for (float v : ref[r]) scale = std::max(scale, double(std::abs(v)));
+      int bad = 0;
+      std::string first;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const double got = moe::from_bf16(out[i]), want = ref[r][i];
+        // bf16 tolerance: ~2x the reference's own rounding (2^-8 relative) plus a
+        // small atol for the fp32-vs-fp64 accumulation order.
+        const double tol = 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale;
+        if (!(std::abs(got - want) <= tol) && bad++ == 0)
+          first = fmt::format("rank {} launch {} elem {}: got {} want {}", r, l, i, got, want);
+      }
+      if (bad) {
+        std::lock_guard lock(mu);
+        failures.push_back(fmt::format("{} ({} bad of {})", first, bad, out.size()));
+      }
+    }
+  });
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+}  // namespace
+
+TEST(MoeFusedGpu, UniformExpertWave) {
+  run_case({{2, 96, 8, 2, 128, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::expert_wave});
+}
+TEST(MoeFusedGpu, UniformInterleaved) {
+  run_case({{2, 96, 8, 2, 128, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::interleaved});
+}
+TEST(MoeFusedGpu, SkewedEmptyExpertsSameRank) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_case({{2, 200, 16, 4, 192, 128}, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3}, kind});
+}
+TEST(MoeFusedGpu, FourRanks) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_case({{4, 130, 16, 6, 256, 192}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind});
+}
+TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
+  const int gpus = comm::visible_gpus();
+  moe::Problem p{gpus + 1, 64, 8 * (gpus + 1), 2, 128, 128};
+  try {
+    moe::validate(p, gpus);
+    ADD_FAILURE() << "no error";
+  } catch (const common::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPUs but only"), std::string::npos) << e.what();
+  }
+}
