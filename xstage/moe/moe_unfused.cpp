@@ -1,0 +1,168 @@
+// Unfused EP MoE: NCCL all-to-all-v, per-expert cuBLAS GEMMs, SwiGLU, combine.
+//
+// Exchange order. Source s sends to d the rows of d's recv that come from s, in
+// d's row order (send_row ascending); d receives them contiguously and scatters
+// them to those rows. The way back is the same lists reversed: d gathers its rows
+// from s in row order, s receives them and scatters to comb[token*k + slot].
+#include "moe_unfused.hpp"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/check.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+
+#define XS_CHECK_CUBLAS(call)                                                                 \
+  do {                                                                                        \
+    cublasStatus_t st_ = (call);                                                              \
+    XS_ASSERT(st_ == CUBLAS_STATUS_SUCCESS, "{} failed: cuBLAS status {}", #call, int(st_)); \
+  } while (0)
+
+namespace xstage::moe {
+
+struct UnfusedMoe::Impl {
+  comm::Rank& rank;
+  Problem p;
+  const std::uint16_t *w1, *w2, *x;
+  const float* weight;
+  cublasHandle_t blas = nullptr;
+  std::vector<int> send_cnt, recv_cnt, send_displ, recv_displ, expert_offset;
+  DeviceBuffer<int> pack_token, pack_slot, unpack_row;
+  DeviceBuffer<std::uint16_t> sendbuf, recvstage, recv, h, y, back, comb, out;
+  DeviceBuffer<float> g;
+  cudaEvent_t ev[4]{};
+};
+
+namespace {
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& v) {
+  DeviceBuffer<T> b(std::max<std::size_t>(1, v.size()));
+  if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return b;
+}
+
+// row-major C[M,N] = A[M,K] * B[N,K]^T  (cuBLAS is column-major: C^T = B * A^T).
+void gemm_nt(cublasHandle_t h, int m, int n, int k, const std::uint16_t* a, const std::uint16_t* b, void* c,
+             cudaDataType ctype) {
+  const float alpha = 1, beta = 0;
+  XS_CHECK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k,
+                               &beta, c, ctype, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+}  // namespace
+
+UnfusedMoe::UnfusedMoe(comm::Rank& rank, const Problem& p, const Layout& L, const std::uint16_t* w1,
+                       const std::uint16_t* w2, const std::uint16_t* x, const float* weight)
+    : impl_(new Impl{rank, p, w1, w2, x, weight}) {
+  Impl& m = *impl_;
+  const int me = rank.rank(), P = p.ranks, H = p.hidden, TK = p.tokens_per_rank * p.topk;
+  XS_CHECK_CUDA(cudaSetDevice(rank.device()));
+  // Send lists: my slots grouped by destination, in the destination's row order.
+  std::vector<int> slots(TK);
+  std::iota(slots.begin(), slots.end(), 0);
+  const RankLayout& S = L.ranks[me];
+  std::sort(slots.begin(), slots.end(), [&](int a, int b) {
+    return S.send_rank[a] != S.send_rank[b] ? S.send_rank[a] < S.send_rank[b] : S.send_row[a] < S.send_row[b];
+  });
+  std::vector<int> tokens(TK);
+  for (int i = 0; i < TK; ++i) tokens[i] = slots[i] / p.topk;
+  m.send_cnt.assign(P, 0);
+  for (int i = 0; i < TK; ++i) ++m.send_cnt[S.send_rank[i]];
+  // Receive lists: my recv rows grouped by source, ascending.
+  const RankLayout& R = L.ranks[me];
+  std::vector<int> rows(R.rows());
+  std::iota(rows.begin(), rows.end(), 0);
+  std::stable_sort(rows.begin(), rows.end(), [&](int a, int b) { return R.recv_src_rank[a] < R.recv_src_rank[b]; });
+  m.recv_cnt = R.recv_from;
+  m.send_displ.assign(P, 0);
+  m.recv_displ.assign(P, 0);
+  for (int d = 1; d < P; ++d) {
+    m.send_displ[d] = m.send_displ[d - 1] + m.send_cnt[d - 1];
+    m.recv_displ[d] = m.recv_displ[d - 1] + m.recv_cnt[d - 1];
+  }
+  m.expert_offset = R.expert_offset;
+  m.pack_token = to_device(tokens);
+  m.pack_slot = to_device(slots);
+  m.unpack_row = to_device(rows);
+  const std::size_t nrows = std::max(1, R.rows());
+  m.sendbuf = DeviceBuffer<std::uint16_t>(std::size_t(TK) * H);
+  m.recvstage = DeviceBuffer<std::uint16_t>(nrows * H);
+  m.recv = DeviceBuffer<std::uint16_t>(nrows * H);
+  m.g = DeviceBuffer<float>(nrows * 2 * p.intermediate);
+  m.h = DeviceBuffer<std::uint16_t>(nrows * p.intermediate);
+  m.y = DeviceBuffer<std::uint16_t>(nrows * H);
+  m.back = DeviceBuffer<std::uint16_t>(std::size_t(TK) * H);
+  m.comb = DeviceBuffer<std::uint16_t>(std::size_t(TK) * H);
+  m.out = DeviceBuffer<std::uint16_t>(std::size_t(p.tokens_per_rank) * H);
+  XS_CHECK_CUBLAS(cublasCreate(&m.blas));
+  XS_CHECK_CUBLAS(cublasSetStream(m.blas, rank.stream()));
+  for (auto& e : m.ev) XS_CHECK_CUDA(cudaEventCreate(&e));
+}
+
+UnfusedMoe::~UnfusedMoe() {
+  cudaSetDevice(impl_->rank.device());
+  for (auto& e : impl_->ev) cudaEventDestroy(e);
+  if (impl_->blas) cublasDestroy(impl_->blas);
+  delete impl_;
+}
+
+std::uint16_t* UnfusedMoe::out() const { return impl_->out.get(); }
+
+UnfusedTimes UnfusedMoe::forward() {
+  Impl& m = *impl_;
+  const Problem& p = m.p;
+  const int P = p.ranks, H = p.hidden, I = p.intermediate, TK = p.tokens_per_rank * p.topk;
+  cudaStream_t st = m.rank.stream();
+  ncclComm_t comm = m.rank.comm();
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  auto all_to_all = [&](const std::uint16_t* send, const std::vector<int>& scnt, const std::vector<int>& sdis,
+                        std::uint16_t* recvp, const std::vector<int>& rcnt, const std::vector<int>& rdis) {
+    XS_CHECK_NCCL(ncclGroupStart());
+    for (int d = 0; d < P; ++d) {
+      if (scnt[d]) XS_CHECK_NCCL(ncclSend(send + std::size_t(sdis[d]) * H, std::size_t(scnt[d]) * H, ncclBfloat16, d, comm, st));
+      if (rcnt[d]) XS_CHECK_NCCL(ncclRecv(recvp + std::size_t(rdis[d]) * H, std::size_t(rcnt[d]) * H, ncclBfloat16, d, comm, st));
+    }
+    XS_CHECK_NCCL(ncclGroupEnd());
+  };
+  XS_CHECK_CUDA(cudaEventRecord(m.ev[0], st));
+  // Dispatch.
+  gather_rows(m.sendbuf.get(), m.x, m.pack_token.get(), TK, H, st);
+  all_to_all(m.sendbuf.get(), m.send_cnt, m.send_displ, m.recvstage.get(), m.recv_cnt, m.recv_displ);
+  const int rows = m.expert_offset.back();
+  scatter_rows(m.recv.get(), m.recvstage.get(), m.unpack_row.get(), rows, H, st);
+  XS_CHECK_CUDA(cudaEventRecord(m.ev[1], st));
+  // Experts: L1 (fp32 out), SwiGLU, L2 (bf16 out).
+  for (int e = 0; e < p.experts_per_rank(); ++e) {
+    const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
+    if (!n) continue;
+    gemm_nt(m.blas, n, 2 * I, H, m.recv.get() + std::size_t(r0) * H, m.w1 + std::size_t(e) * 2 * I * H,
+            m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_32F);
+  }
+  swiglu(m.h.get(), m.g.get(), rows, I, st);
+  for (int e = 0; e < p.experts_per_rank(); ++e) {
+    const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
+    if (!n) continue;
+    gemm_nt(m.blas, n, H, I, m.h.get() + std::size_t(r0) * I, m.w2 + std::size_t(e) * H * I,
+            m.y.get() + std::size_t(r0) * H, CUDA_R_16BF);
+  }
+  XS_CHECK_CUDA(cudaEventRecord(m.ev[2], st));
+  // Combine: rows back to their owners, then the weighted sum.
+  gather_rows(m.recvstage.get(), m.y.get(), m.unpack_row.get(), rows, H, st);
+  all_to_all(m.recvstage.get(), m.recv_cnt, m.recv_displ, m.back.get(), m.send_cnt, m.send_displ);
+  scatter_rows(m.comb.get(), m.back.get(), m.pack_slot.get(), TK, H, st);
+  weighted_combine(m.out.get(), m.comb.get(), m.weight, p.tokens_per_rank, p.topk, H, st);
+  XS_CHECK_CUDA(cudaEventRecord(m.ev[3], st));
+  XS_CHECK_CUDA(cudaEventSynchronize(m.ev[3]));
+  UnfusedTimes t;
+  float ms = 0;
+  XS_CHECK_CUDA(cudaEventElapsedTime(&ms, m.ev[0], m.ev[3]));
+  t.total_us = ms * 1e3f;
+  XS_CHECK_CUDA(cudaEventElapsedTime(&ms, m.ev[1], m.ev[2]));
+  t.gemm_us = ms * 1e3f;
+  return t;
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,50 @@
+// The unfused EP MoE path: NCCL all-to-all-v dispatch, per-expert cuBLAS GEMMs,
+// a SwiGLU kernel, cuBLAS, NCCL all-to-all-v combine, weighted sum. It is both
+// the reference path on the GPU and the baseline the fused kernel is
+// timed against. Written, not yet run on a GPU (docs/xstage-moe.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "xstage/moe.hpp"
+
+namespace xstage::comm {
+class Rank;
+}
+
+namespace xstage::moe {
+
+// Small kernels (moe_unfused.cu).
+void fill_random_bf16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale, cudaStream_t s);
+void gather_rows(std::uint16_t* dst, const std::uint16_t* src, const int* idx, int rows, int cols, cudaStream_t s);
+void scatter_rows(std::uint16_t* dst, const std::uint16_t* src, const int* idx, int rows, int cols, cudaStream_t s);
+// h[r, j] = bf16(silu(g[r, j]) * g[r, I + j]), g fp32 [rows, 2I].
+void swiglu(std::uint16_t* h, const float* g, int rows, int inter, cudaStream_t s);
+// out[t] = bf16(sum_k w[t,k] * comb[t*k + j]) in fp32, slot order.
+void weighted_combine(std::uint16_t* out, const std::uint16_t* comb, const float* w, int tokens, int topk, int hidden,
+                      cudaStream_t s);
+
+struct UnfusedTimes {
+  float total_us = 0;  // dispatch .. combine
+  float gemm_us = 0;   // the per-expert GEMMs and SwiGLU only (grouped-GEMM rate)
+};
+
+class UnfusedMoe {
+ public:
+  UnfusedMoe(comm::Rank& rank, const Problem& p, const Layout& layout, const std::uint16_t* w1,
+             const std::uint16_t* w2, const std::uint16_t* x, const float* weight_device);
+  ~UnfusedMoe();
+  UnfusedMoe(const UnfusedMoe&) = delete;
+  UnfusedMoe& operator=(const UnfusedMoe&) = delete;
+  UnfusedTimes forward();          // on rank.stream(); synchronises to read the events
+  std::uint16_t* out() const;      // device [T, hidden]
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace xstage::moe
