@@ -11,6 +11,7 @@
 #include "common/png_fast.hpp"
 #include "gait/cache_build.hpp"
 #include "gait/dataset.hpp"
+#include "gait/gei_baseline.hpp"
 
 namespace gait {
 namespace {
@@ -92,6 +93,40 @@ TEST(Dataset, NothingUsable) {
   o.progress = false;
   EXPECT_EQ(build_cache(idx, root / "cache", o).usable(), 0u);
   EXPECT_THROW(resolve_dataset(root / "missing"), common::Error);
+  fs::remove_all(root);
+}
+
+
+// GEI baseline: two test identities with different silhouettes are always told apart;
+// a probe that looks like the other identity is always wrong.
+TEST(GeiBaseline, KnownAnswers) {
+  const fs::path root = test_scratch_dir("gait_gei_test");
+  fs::remove_all(root);
+  auto seq = [&](int subject, Condition c, int n, int view, std::uint8_t level) {
+    CachedSequence s;
+    s.key = {subject, c, n, view};
+    for (int t = 0; t < 5; ++t) {
+      s.sil.frame_ids.push_back(t);
+      s.sil.pixels.insert(s.sil.pixels.end(), kSilPixels, level);
+    }
+    write_cached_sequence(cache_path(root, s.key), s);
+  };
+  for (int subject : {1, 2})
+    for (int view : {0, 90}) {
+      const std::uint8_t own = subject == 1 ? 50 : 200, other = subject == 1 ? 200 : 50;
+      for (int n = 1; n <= 6; ++n) seq(subject, Condition::NM, n, view, own);
+      seq(subject, Condition::BG, 1, view, own);
+      seq(subject, Condition::CL, 1, view, other);  // looks like the other subject
+    }
+  std::vector<std::string> problems;
+  Protocol p;
+  p.train_last_subject = 0;
+  const BaselineResult r = gei_rank1(scan_cache(root, problems), p);
+  EXPECT_EQ(r.test_subjects, 2);
+  EXPECT_DOUBLE_EQ(r.rank1[0], 1.0);
+  EXPECT_DOUBLE_EQ(r.rank1[1], 1.0);
+  EXPECT_DOUBLE_EQ(r.rank1[2], 0.0);
+  EXPECT_EQ(r.per_view[0].size(), 2u);
   fs::remove_all(root);
 }
 
