@@ -9,6 +9,7 @@
 
 #include "common/check.hpp"
 #include "xstage/moe.hpp"
+#include "xstage/moe_bench.hpp"
 
 namespace moe = xstage::moe;
 namespace bg = xstage::burstgap;
@@ -320,4 +321,17 @@ TEST(MoeReference, ClosedFormSingleExpert) {
     const double g = 0.5 * (t + 1), h = moe::round_bf16(float(g / (1 + std::exp(-g)) * g));
     for (int c = 0; c < 64; ++c) EXPECT_EQ(y[0][t * 64 + c], moe::round_bf16(float(h))) << t << " " << c;
   }
+}
+
+TEST(MoeBench, SweepCoversTheIssueGrid) {
+  const auto s = moe::bench_sweep("standard");
+  EXPECT_GE(s.size(), 84u);
+  std::set<std::tuple<int, int, int, int, int, int, std::string>> distinct;
+  for (const auto& c : s) {
+    EXPECT_NO_THROW(moe::validate(c.problem(), 4));
+    distinct.insert({c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing});
+  }
+  EXPECT_EQ(distinct.size(), s.size());
+  EXPECT_EQ(moe::bench_sweep("quick").size(), 8u);
+  expect_error([] { moe::bench_sweep("huge"); }, "unknown sweep");
 }

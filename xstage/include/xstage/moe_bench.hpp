@@ -1,0 +1,41 @@
+// `xstage bench moe`: the sweep (host) and one configuration's run (CUDA,
+// xstage/moe/moe_bench.cpp). Written, not yet run on a GPU (docs/xstage-moe.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "xstage/burstgap.hpp"
+#include "xstage/moe.hpp"
+
+namespace xstage::moe {
+
+struct BenchConfig {
+  int tokens_per_rank = 128, experts = 64, topk = 2, hidden = 4096, intermediate = 2048, ep = 2;
+  std::string routing = "uniform";  // uniform | skewed (Zipf 1.2, seeded)
+  Problem problem() const { return {ep, tokens_per_rank, experts, topk, hidden, intermediate}; }
+  SyntheticRouting synthetic() const;
+};
+
+// "standard": tokens {128, 512, 2048, 8192} x (E, k) {(64,2), (128,6), (256,6), (256,8)}
+// x (hidden, I) {(3072, 8192), (4096, 2048), (7168, 3072)} x EP {2, 4} x routing
+// {uniform, skewed} = 384 configurations. "quick": 8 small ones for a smoke run.
+std::vector<BenchConfig> bench_sweep(const std::string& name);
+
+struct BenchRow {
+  BenchConfig config;
+  double expert_wave_us = 0, interleaved_us = 0, unfused_us = 0, grouped_gemm_us = 0;
+  double speedup = 0;        // expert_wave / interleaved
+  double tflops = 0;         // per GPU, best fused schedule
+  double gemm_tflops = 0;    // per GPU, the unfused path's cuBLAS GEMMs alone
+  double nvlink_GBps = 0;    // remote bytes per GPU / best fused time
+  double max_rel_err = 0;    // fused vs unfused outputs, relative to the output's max
+  bool correct = false;
+  ScheduleConfig interleaved;  // the advisor's choice
+};
+
+// Runs one configuration on ep GPUs (threads); times both schedules and the
+// unfused path, checks the fused outputs against the unfused ones.
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters);
+
+}  // namespace xstage::moe

@@ -1,0 +1,32 @@
+// The sweep of `xstage bench moe` (host only, so its size is CPU-tested).
+#include "common/check.hpp"
+#include "xstage/moe_bench.hpp"
+
+namespace xstage::moe {
+
+SyntheticRouting BenchConfig::synthetic() const {
+  XS_ASSERT(routing == "uniform" || routing == "skewed", "bench moe: routing must be uniform or skewed (got '{}')",
+            routing);
+  return {.zipf = routing == "skewed" ? 1.2 : 0.0, .seed = 7};
+}
+
+std::vector<BenchConfig> bench_sweep(const std::string& name) {
+  std::vector<BenchConfig> out;
+  if (name == "quick") {
+    for (int ep : {2, 4})
+      for (const char* r : {"uniform", "skewed"})
+        for (int t : {128, 512}) out.push_back({t, 16, 2, 1024, 512, ep, r});
+    return out;
+  }
+  XS_ASSERT(name == "standard", "bench moe: unknown sweep '{}' (standard | quick)", name);
+  const std::pair<int, int> ek[] = {{64, 2}, {128, 6}, {256, 6}, {256, 8}};
+  const std::pair<int, int> hi[] = {{3072, 8192}, {4096, 2048}, {7168, 3072}};
+  for (int ep : {2, 4})
+    for (const char* r : {"uniform", "skewed"})
+      for (auto [e, k] : ek)
+        for (auto [h, i] : hi)
+          for (int t : {128, 512, 2048, 8192}) out.push_back({t, e, k, h, i, ep, r});
+  return out;
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,129 @@
+// One configuration of `xstage bench moe`: both fused schedules and the unfused
+// path on the same inputs, timed with CUDA events, checked in the same loop.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "common/check.hpp"
+#include "moe_unfused.hpp"
+#include "sm90_moe_fused.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/moe_bench.hpp"
+
+namespace xstage::moe {
+
+namespace {
+
+double max_rel_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  double scale = 1e-30, diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = from_bf16(a[i]), y = from_bf16(b[i]);
+    scale = std::max(scale, std::abs(y));
+    diff = std::isfinite(x) ? std::max(diff, std::abs(x - y)) : INFINITY;
+  }
+  return diff / scale;
+}
+
+std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  XS_CHECK_CUDA(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+}  // namespace
+
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters) {
+  const Problem p = c.problem();
+  validate(p, comm::visible_gpus());
+  XS_ASSERT(warmup >= 0 && iters >= 1, "bench moe: warmup >= 0 and iters >= 1 (got {}, {})", warmup, iters);
+  const auto routing = synthetic_routing(p, c.synthetic());
+  const Layout layout = build_layout(p, routing);
+
+  BenchRow row;
+  row.config = c;
+  std::mutex mu;
+  std::vector<double> ew(p.ranks), il(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
+  std::vector<double> remote_bytes(p.ranks);
+  comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
+    const int r = rank.rank(), epr = p.experts_per_rank();
+    cudaStream_t st = rank.stream();
+    DeviceBuffer<std::uint16_t> w1(std::size_t(epr) * 2 * p.intermediate * p.hidden);
+    DeviceBuffer<std::uint16_t> w2(std::size_t(epr) * p.hidden * p.intermediate);
+    DeviceBuffer<std::uint16_t> x(std::size_t(p.tokens_per_rank) * p.hidden);
+    fill_random_bf16(w1.get(), w1.size(), 1000 + r, 0.02f, st);
+    fill_random_bf16(w2.get(), w2.size(), 2000 + r, 0.02f, st);
+    fill_random_bf16(x.get(), x.size(), 3000 + r, 1.0f, st);
+    DeviceBuffer<float> wt(routing[r].weight.size());
+    XS_CHECK_CUDA(cudaMemcpy(wt.get(), routing[r].weight.data(), wt.size() * 4, cudaMemcpyHostToDevice));
+    XS_CHECK_CUDA(cudaStreamSynchronize(st));
+
+    cudaEvent_t e0, e1;
+    XS_CHECK_CUDA(cudaEventCreate(&e0));
+    XS_CHECK_CUDA(cudaEventCreate(&e1));
+    const std::size_t n_out = std::size_t(p.tokens_per_rank) * p.hidden;
+
+    UnfusedMoe unfused(rank, p, layout, w1.get(), w2.get(), x.get(), wt.get());
+    for (int i = 0; i < warmup; ++i) unfused.forward();
+    double un_us = 0, gemm_us = 0;
+    for (int i = 0; i < iters; ++i) {
+      const auto t = unfused.forward();
+      un_us += t.total_us / iters;
+      gemm_us += t.gemm_us / iters;
+    }
+    const auto want = copy_out(unfused.out(), n_out);
+
+    FusedMoe fused(rank, p, layout.max_rows());
+    fused.set_weights(w1.get(), w2.get());
+    const TileLists tiles = build_tiles(p, layout.ranks[r]);
+    double us[2] = {0, 0}, e_max = 0;
+    ScheduleConfig chosen;
+    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
+      const ScheduleConfig cfg = choose_schedule(kind, p, tiles, fused.blocks(), params);
+      if (kind == ScheduleKind::interleaved) chosen = cfg;
+      fused.set_inputs(x.get(), routing[r], layout, make_scheduler(cfg)->order(tiles));
+      for (int i = 0; i < warmup; ++i) fused.launch();
+      XS_CHECK_CUDA(cudaStreamSynchronize(st));
+      rank.host_barrier();
+      XS_CHECK_CUDA(cudaEventRecord(e0, st));
+      for (int i = 0; i < iters; ++i) fused.launch();
+      XS_CHECK_CUDA(cudaEventRecord(e1, st));
+      XS_CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      XS_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      us[kind == ScheduleKind::interleaved] = ms * 1e3 / iters;
+      e_max = std::max(e_max, max_rel_diff(copy_out(fused.out(), n_out), want));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    // Bytes this rank stores to other ranks: dispatch rows out, expert rows back.
+    long long rows_out = 0, rows_back = 0;
+    for (int i = 0; i < p.tokens_per_rank * p.topk; ++i) rows_out += layout.ranks[r].send_rank[i] != r;
+    for (int row = 0; row < layout.ranks[r].rows(); ++row) rows_back += layout.ranks[r].recv_src_rank[row] != r;
+    std::lock_guard lock(mu);
+    ew[r] = us[0];
+    il[r] = us[1];
+    un[r] = un_us;
+    gemm[r] = gemm_us;
+    err[r] = e_max;
+    remote_bytes[r] = double(rows_out + rows_back) * p.hidden * 2;
+    if (r == 0) row.interleaved = chosen;
+  });
+  // The slowest rank sets the layer's time.
+  row.expert_wave_us = *std::max_element(ew.begin(), ew.end());
+  row.interleaved_us = *std::max_element(il.begin(), il.end());
+  row.unfused_us = *std::max_element(un.begin(), un.end());
+  row.grouped_gemm_us = *std::max_element(gemm.begin(), gemm.end());
+  row.max_rel_err = *std::max_element(err.begin(), err.end());
+  row.correct = row.max_rel_err <= 2e-2;  // bf16 outputs of two different accumulation orders
+  row.speedup = row.expert_wave_us / row.interleaved_us;
+  const double flops = 2.0 * p.tokens_per_rank * p.topk * 3.0 * p.hidden * p.intermediate;  // per GPU, average
+  const double best = std::min(row.expert_wave_us, row.interleaved_us);
+  row.tflops = flops / (best * 1e6);
+  row.gemm_tflops = flops / (row.grouped_gemm_us * 1e6);
+  row.nvlink_GBps = *std::max_element(remote_bytes.begin(), remote_bytes.end()) / (best * 1e3);
+  return row;
+}
+
+}  // namespace xstage::moe
