@@ -13,3 +13,9 @@ elseif(XSTAGE_BUILD_TESTS)
   add_test(NAME gait_net_tests COMMAND ${CMAKE_COMMAND} -E echo "gait_net_tests skipped: built without LibTorch")
   set_tests_properties(gait_net_tests PROPERTIES LABELS cpu SKIP_REGULAR_EXPRESSION "skipped")
 endif()
+if(GAIT_HAVE_TORCH AND XSTAGE_BUILD_TESTS)
+  # The model sub-commands end to end on a generated 8-subject, 2-view dataset.
+  add_test(NAME gait_model_cli_test
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/model_cli_test.sh $<TARGET_FILE:gait> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(gait_model_cli_test PROPERTIES LABELS cpu TIMEOUT 900)
+endif()
