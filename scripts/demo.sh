@@ -29,7 +29,8 @@ fi
 # synth --small (8 subjects) -> train -> CASIA-B evaluation -> gallery -> identify -> inference timing.
 # Outputs in $OUTDIR/gait/; docs/gait-model.md explains them.
 GAIT="$BUILD_DIR/gait/cli/gait"
-if [ -x "$GAIT" ] && ! "$GAIT" --help | grep -q 'train .*unavailable'; then
+GAIT_HELP=$([ -x "$GAIT" ] && "$GAIT" --help 2>&1 || true)
+if [ -n "$GAIT_HELP" ] && [[ "$GAIT_HELP" != *"unavailable: built without LibTorch"* ]]; then
   G="$OUTDIR/gait"
   mkdir -p "$G"
   echo "==> gait: synthetic dataset (--small), tiny two-branch model, CASIA-B evaluation"
