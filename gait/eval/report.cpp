@@ -49,8 +49,8 @@ std::string format_rank1_table(const Rank1Result& r) {
   s += fmt::format(" {:>7}\n", "mean");
   for (std::size_t i = 0; i < kProbeSets.size(); ++i) {
     s += fmt::format("{:<6}", probe_set_name(kProbeSets[i]));
-    for (double v : r.per_view[i]) s += " " + cell(v, 6, 1);
-    s += " " + cell(r.mean[i], 7, 2) + "\n";
+    for (double v : r.per_view[i]) s += fmt::format(" {}", cell(v, 6, 1));
+    s += fmt::format(" {}\n", cell(r.mean[i], 7, 2));
   }
   s += fmt::format("({} gallery sequences; probes NM {}, BG {}, CL {})\n", r.gallery, r.probes[0], r.probes[1],
                    r.probes[2]);
