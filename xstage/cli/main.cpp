@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   xstage::cli::add_model_commands(app);
   xstage::cli::add_probe_commands(app);
   xstage::cli::add_attention_commands(app);
+  xstage::cli::add_moe_commands(app);
   xstage::cli::add_results_commands(app);
   try {
     app.parse(argc, argv);

@@ -326,6 +326,7 @@ TEST(MoeReference, ClosedFormSingleExpert) {
 TEST(MoeBench, SweepCoversTheIssueGrid) {
   const auto s = moe::bench_sweep("standard");
   EXPECT_GE(s.size(), 84u);
+  EXPECT_EQ(s.size(), 192u);  // 4 token counts x 4 (E, k) x 3 (hidden, I) x 2 EP x 2 routings
   std::set<std::tuple<int, int, int, int, int, int, std::string>> distinct;
   for (const auto& c : s) {
     EXPECT_NO_THROW(moe::validate(c.problem(), 4));

@@ -19,7 +19,7 @@ struct BenchConfig {
 
 // "standard": tokens {128, 512, 2048, 8192} x (E, k) {(64,2), (128,6), (256,6), (256,8)}
 // x (hidden, I) {(3072, 8192), (4096, 2048), (7168, 3072)} x EP {2, 4} x routing
-// {uniform, skewed} = 384 configurations. "quick": 8 small ones for a smoke run.
+// {uniform, skewed} = 192 configurations. "quick": 8 small ones for a smoke run.
 std::vector<BenchConfig> bench_sweep(const std::string& name);
 
 struct BenchRow {

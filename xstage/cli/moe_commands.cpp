@@ -1,0 +1,147 @@
+// `xstage bench moe`: the fused EP MoE (both schedules) vs the unfused baseline
+// over the sweep; one table row per configuration, JSON and a PNG of the
+// Interleaved / Expert-Wave speedup. Written, not yet run on a GPU.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common/check.hpp"
+#include "common/plot.hpp"
+#include "xstage/burstgap.hpp"
+
+#ifdef XSTAGE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "xstage/moe_bench.hpp"
+#endif
+
+namespace xstage::cli {
+
+namespace {
+
+CLI::App* bench_group(CLI::App& app) {
+  try {
+    return app.get_subcommand("bench");
+  } catch (const CLI::OptionNotFound&) {
+    auto* b = app.add_subcommand("bench", "Benchmarks of the xstage kernels against their baselines");
+    b->require_subcommand(1);
+    return b;
+  }
+}
+
+struct MoeCli {
+  std::string sweep = "standard";
+  std::string params;  // default: <source>/xstage/data/h200_params.json
+  std::string json = "docs/results/moe.json";
+  std::string png = "docs/results/moe_speedup.png";
+  int warmup = 2, iters = 10, only = -1;
+};
+
+#ifdef XSTAGE_HAVE_CUDA
+void run(const MoeCli& c) {
+  namespace fs = std::filesystem;
+  std::string params_path = c.params;
+  if (params_path.empty()) {
+    const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+    params_path = (fs::path(src ? src : ".") / "xstage/data/h200_params.json").string();
+  }
+  const auto params = burstgap::read_params(params_path);
+  auto configs = moe::bench_sweep(c.sweep);
+  if (c.only >= 0) {
+    XS_ASSERT(c.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", c.only, configs.size());
+    configs = {configs[c.only]};
+  }
+  cudaDeviceProp prop{};
+  XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
+  std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s\n", "T", "E", "k", "hid", "I", "P",
+              "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok");
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> xs, speedups;
+  double log_sum = 0, max_speedup = 0;
+  int all_ok = 1;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const auto& b = configs[i];
+    const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters);
+    std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s\n", b.tokens_per_rank,
+                b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
+                r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
+                r.correct ? "yes" : "NO");
+    std::fflush(stdout);
+    all_ok &= r.correct;
+    log_sum += std::log(r.speedup);
+    max_speedup = std::max(max_speedup, r.speedup);
+    xs.push_back(double(i));
+    speedups.push_back(r.speedup);
+    rows.push_back({{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
+                    {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing},
+                    {"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
+                    {"unfused_us", r.unfused_us}, {"grouped_gemm_us", r.grouped_gemm_us}, {"speedup", r.speedup},
+                    {"fused_over_unfused", r.unfused_us / std::min(r.expert_wave_us, r.interleaved_us)},
+                    {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops}, {"nvlink_GBps", r.nvlink_GBps},
+                    {"max_rel_err", r.max_rel_err}, {"correct", r.correct},
+                    {"interleaved_config",
+                     {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
+                      {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}});
+  }
+  const double geomean = std::exp(log_sum / std::max<std::size_t>(1, configs.size()));
+  std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n", geomean,
+              max_speedup, configs.size(), all_ok ? "" : " (SOME OUTPUTS WRONG)");
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  nlohmann::json out = {{"card", prop.name},        {"gpus", gpus},
+                        {"date", date},             {"command", command_line()},
+                        {"geomean_speedup", geomean}, {"max_speedup", max_speedup},
+                        {"all_correct", bool(all_ok)}, {"rows", rows}};
+  if (!c.json.empty()) {
+    fs::create_directories(fs::path(c.json).parent_path().empty() ? fs::path(".") : fs::path(c.json).parent_path());
+    std::ofstream(c.json) << out.dump(2) << "\n";
+    std::printf("wrote %s\n", c.json.c_str());
+  }
+  if (!c.png.empty() && !xs.empty()) {
+    common::plot::Chart chart;
+    chart.title = fmt::format("MoE Interleaved / Expert-Wave ({}, geomean {:.2f}x)", prop.name, geomean);
+    chart.x.label = "configuration";
+    chart.y.label = "speedup";
+    chart.series.push_back({.label = "Interleaved / Expert-Wave", .x = xs, .y = speedups,
+                            .line = common::plot::LineStyle::none});
+    chart.series.push_back({.label = "1x", .x = {xs.front(), xs.back()}, .y = {1.0, 1.0},
+                            .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none});
+    common::plot::write_chart(chart, c.png);
+    std::printf("wrote %s\n", c.png.c_str());
+  }
+}
+#endif
+
+}  // namespace
+
+void add_moe_commands(CLI::App& app) {
+  auto* bench = bench_group(app);
+  auto* cmd = bench->add_subcommand("moe", "Fused EP MoE (Expert-Wave, Interleaved) vs the unfused NCCL+cuBLAS path");
+  auto c = std::make_shared<MoeCli>();
+  cmd->add_option("--sweep", c->sweep, "standard (192 configurations) or quick")->capture_default_str();
+  cmd->add_option("--params", c->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+  cmd->add_option("--warmup", c->warmup, "Warm-up forwards per implementation")->capture_default_str();
+  cmd->add_option("--iters", c->iters, "Timed forwards per implementation")->capture_default_str();
+  cmd->add_option("--only", c->only, "Run only this row of the sweep (index)");
+  cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
+  cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
+  cmd->callback([c] {
+#ifdef XSTAGE_HAVE_CUDA
+    run(*c);
+#else
+    XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): bench moe is unavailable");
+#endif
+  });
+}
+
+}  // namespace xstage::cli
