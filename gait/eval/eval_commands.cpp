@@ -28,7 +28,7 @@ namespace {
 
 struct Common {
   std::string ckpt, data, pose, cache, device = "auto";
-  int threads = 0;
+  int threads = -1;  // -1: the model config's trainer.threads
   bool no_progress = false;
 };
 
@@ -40,12 +40,14 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--pose", a.pose, "pose CSV file or folder for a CASIA-B root");
   c->add_option("--cache", a.cache, "preprocessed cache folder (default ROOT/cache)");
   c->add_option("--device", a.device, "auto, cpu or cuda");
-  c->add_option("--threads", a.threads, "CPU threads (0 = all)");
+  c->add_option("--threads", a.threads, "CPU threads (0 = all; default: the config's trainer.threads)");
   c->add_flag("--no-progress", a.no_progress, "no progress bar");
 }
 
-void set_threads(int threads) {
-  at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+// `requested` from --threads (-1: not given), else the config's trainer.threads; 0 = all cores.
+void set_threads(int requested, const train::Config& cfg) {
+  const int t = requested >= 0 ? requested : cfg.trainer.threads;
+  at::set_num_threads(t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 train::DataConfig data_config(const eval::Embedder& e, const Common& a) {
@@ -130,9 +132,9 @@ void run_eval(const EvalArgs& a) {
     return;
   }
   XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
-  set_threads(a.threads);
   const torch::Device device = train::resolve_device(a.device);
   eval::Embedder emb(a.ckpt, device);
+  set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
   if (a.test_all) src.protocol.train_last_subject = 0;
@@ -179,8 +181,8 @@ struct EmbedArgs : Common {
 };
 
 void run_embed(const EmbedArgs& a) {
-  set_threads(a.threads);
   eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   std::vector<CachedSequence> seqs;
   if (a.gallery_set) {
@@ -205,8 +207,8 @@ struct IdentifyArgs : Common {
 };
 
 void run_identify(const IdentifyArgs& a) {
-  set_threads(a.threads);
   eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  set_threads(a.threads, emb.config());
   const EmbeddingSet gallery = eval::load_embeddings(a.gallery);
   XS_ASSERT(gallery.channels == emb.channels() && gallery.parts == emb.parts(),
             "{}: embeddings are [{} x {}] but this model produces [{} x {}]", a.gallery, gallery.channels, gallery.parts,
@@ -265,7 +267,6 @@ CachedSequence synthetic_sequence(int frames) {
 void run_bench(const BenchArgs& a) {
   XS_ASSERT(a.config.empty() != a.ckpt.empty(), "give exactly one of --config (random weights) and --ckpt");
   XS_ASSERT(a.frames >= 3 && a.repeats >= 1, "--frames must be >= 3 and --repeats >= 1");
-  set_threads(a.threads);
   const torch::Device device = train::resolve_device(a.device);
   std::unique_ptr<eval::Embedder> emb;
   if (!a.ckpt.empty()) {
@@ -275,6 +276,7 @@ void run_bench(const BenchArgs& a) {
     torch::manual_seed(cfg.trainer.seed);
     emb = std::make_unique<eval::Embedder>(nets::GaitNet(cfg.model, 74), cfg, device);
   }
+  set_threads(a.threads, emb->config());
   const CachedSequence seq = synthetic_sequence(a.frames);
   for (int i = 0; i < a.warmup; ++i) emb->embed(seq);
   std::vector<double> ms;
