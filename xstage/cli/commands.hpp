@@ -17,8 +17,6 @@ void add_model_commands(CLI::App& app);
 // probe (CUDA; xstage/cli/probe_commands.cpp). Without a CUDA build the command
 // exists and explains that it needs one.
 void add_probe_commands(CLI::App& app);
-// bench attention (xstage/cli/attention_commands.cpp); explains itself without CUDA.
-void add_attention_commands(CLI::App& app);
 // probe-results (host only; xstage/cli/results_commands.cpp)
 void add_results_commands(CLI::App& app);
 // bench attention (xstage/cli/attention_commands.cpp); explains itself without CUDA.

@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   xstage::cli::add_model_commands(app);
   xstage::cli::add_probe_commands(app);
+  xstage::cli::add_results_commands(app);
   xstage::cli::add_attention_commands(app);
   xstage::cli::add_moe_commands(app);
-  xstage::cli::add_results_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
