@@ -33,16 +33,6 @@ namespace xstage::cli {
 
 namespace {
 
-CLI::App* bench_group(CLI::App& app) {
-  try {
-    return app.get_subcommand("bench");
-  } catch (const CLI::OptionNotFound&) {
-    auto* b = app.add_subcommand("bench", "Benchmarks of the xstage kernels against their baselines");
-    b->require_subcommand(1);
-    return b;
-  }
-}
-
 struct BenchCli {
   std::string seqs = "1K,4K,16K,32K,64K,128K";
   std::string heads = "24,6,40,10";
@@ -81,13 +71,6 @@ std::vector<int64_t> parse_list(const std::string& s, const char* what) {
   }
   XS_ASSERT(!out.empty(), "{}: empty list", what);
   return out;
-}
-
-std::string today_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
 }
 
 #ifdef XSTAGE_HAVE_CUDA

@@ -11,6 +11,10 @@ namespace xstage::cli {
 
 // The command line as typed (for results files' `command` field); set by main().
 const std::string& command_line();
+// Today's date in UTC, YYYY-MM-DD (the `date` of results files).
+std::string today_utc();
+// The `bench` parent command, created on first use (bench attention, bench moe).
+CLI::App* bench_group(CLI::App& app);
 
 // fit, predict, plot, demo (host only; xstage/cli/model_commands.cpp)
 void add_model_commands(CLI::App& app);

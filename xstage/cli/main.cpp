@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <ctime>
 #include <exception>
 
 #include "commands.hpp"
@@ -12,6 +13,23 @@ std::string g_command_line;
 }
 const std::string& command_line() { return g_command_line; }
 void append_command_line(const char* part) { g_command_line += part; }
+
+std::string today_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+CLI::App* bench_group(CLI::App& app) {
+  try {
+    return app.get_subcommand("bench");
+  } catch (const CLI::OptionNotFound&) {
+    auto* b = app.add_subcommand("bench", "Benchmarks of the xstage kernels against their baselines");
+    b->require_subcommand(1);
+    return b;
+  }
+}
 }  // namespace xstage::cli
 
 #ifndef XSTAGE_HAVE_CUDA

@@ -26,16 +26,6 @@ namespace xstage::cli {
 
 namespace {
 
-CLI::App* bench_group(CLI::App& app) {
-  try {
-    return app.get_subcommand("bench");
-  } catch (const CLI::OptionNotFound&) {
-    auto* b = app.add_subcommand("bench", "Benchmarks of the xstage kernels against their baselines");
-    b->require_subcommand(1);
-    return b;
-  }
-}
-
 struct MoeCli {
   std::string sweep = "standard";
   std::string params;  // default: <source>/xstage/data/h200_params.json
@@ -93,13 +83,10 @@ void run(const MoeCli& c) {
   const double geomean = std::exp(log_sum / std::max<std::size_t>(1, configs.size()));
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n", geomean,
               max_speedup, configs.size(), all_ok ? "" : " (SOME OUTPUTS WRONG)");
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   int gpus = 0;
   cudaGetDeviceCount(&gpus);
   nlohmann::json out = {{"card", prop.name},        {"gpus", gpus},
-                        {"date", date},             {"command", command_line()},
+                        {"date", today_utc()},             {"command", command_line()},
                         {"geomean_speedup", geomean}, {"max_speedup", max_speedup},
                         {"all_correct", bool(all_ok)}, {"rows", rows}};
   if (!c.json.empty()) {

@@ -32,13 +32,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-std::string today_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
-}
-
 struct ProbeCli {
   int gpus = 2;
   std::string sweep = "custom";
