@@ -2,10 +2,10 @@
 
 #include <cstdio>
 #include <ctime>
-#include <exception>
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/cli.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -59,21 +59,5 @@ int main(int argc, char** argv) {
   xstage::cli::add_results_commands(app);
   xstage::cli::add_attention_commands(app);
   xstage::cli::add_moe_commands(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "xstage: %s\n", e.what());
-    return 2;
-  } catch (const common::Error& e) {
-    std::fprintf(stderr, "xstage: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "xstage: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return common::run_cli(app, argc, argv, "xstage");
 }
