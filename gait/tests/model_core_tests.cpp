@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "common/testing.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "gait/eval/embeddings.hpp"
@@ -37,14 +38,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using common::error_of;
 
 // ------------------------------------------------------------------------- config
 

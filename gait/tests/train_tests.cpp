@@ -11,6 +11,7 @@
 #include <functional>
 #include <filesystem>
 
+#include "common/testing.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "gait/eval/embedder.hpp"
@@ -81,14 +82,7 @@ Config tiny_config(const fs::path& out) {
   return c;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using common::error_of;
 
 TEST(Checkpoint, ResumeReproducesTheNextStepLoss) {
   const fs::path d = temp_dir("resume");

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "xstage/attention_cuda.hpp"
+#include "xstage/bench_timing.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/device_buffer.hpp"
 #ifdef XSTAGE_HAVE_TORCH_BASELINES
@@ -102,22 +103,10 @@ double time_median_ms(F&& launch, int warmup, int reps, double budget_ms) {
     XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
     return static_cast<double>(t);
   };
-  double est = 0;
-  for (int i = 0; i < std::max(warmup, 1); ++i) est = timed(1);
-  const int inner = std::clamp(static_cast<int>(std::ceil(2.0 / std::max(est, 1e-3))), 1, 50);
-  const size_t min_samples = est >= 50 ? 2 : 3;  // long runs vary little; the lease is short
-  std::vector<double> ms;
-  double total = 0;
-  while (static_cast<int>(ms.size()) < reps && (ms.size() < min_samples || total < budget_ms)) {
-    const double t = timed(inner);
-    ms.push_back(t / inner);
-    total += t;
-  }
+  const std::vector<double> ms = sample_launch_ms(timed, warmup, reps, budget_ms);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  return median_of_sorted(ms);
 }
 
 // Relative L2 error of the sampled query rows of `o` (dense [1, S, H, D] bf16)

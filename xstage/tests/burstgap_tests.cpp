@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "common/testing.hpp"
 #include "../burstgap/nelder_mead.hpp"
 #include "common/check.hpp"
 #include "common/png.hpp"
@@ -33,14 +34,7 @@ bg::ModelParams peer() {
   return p;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const common::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using common::error_of;
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "sdpa_baseline.hpp"
 
+#include "xstage/bench_timing.hpp"
+
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda_runtime.h>
@@ -74,17 +76,7 @@ SdpaResult time_sdpa(const std::string& backend, const FwdArgs& a, int warmup, i
       cudaEventElapsedTime(&t, e0, e1);
       return static_cast<double>(t);
     };
-    double est = 0;
-    for (int i = 0; i < std::max(warmup, 1); ++i) est = timed(1);
-    const int inner = std::clamp(static_cast<int>(std::ceil(2.0 / std::max(est, 1e-3))), 1, 50);
-    const size_t min_samples = est >= 50 ? 2 : 3;  // as the bench: long runs vary little
-    std::vector<double> ms;
-    double total = 0;
-    while (static_cast<int>(ms.size()) < reps && (ms.size() < min_samples || total < budget_ms)) {
-      const double t = timed(inner);
-      ms.push_back(t / inner);
-      total += t;
-    }
+    const std::vector<double> ms = xstage::sample_launch_ms(timed, warmup, reps, budget_ms);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     if (copy_out) wrap(a.o).copy_(out.transpose(1, 2));
@@ -93,10 +85,8 @@ SdpaResult time_sdpa(const std::string& backend, const FwdArgs& a, int warmup, i
       r.error = std::string("CUDA error after SDPA: ") + cudaGetErrorString(err);
       return r;
     }
-    std::sort(ms.begin(), ms.end());
-    const size_t n = ms.size();
-    r.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    r.runs = static_cast<int>(n);
+    r.median_ms = xstage::median_of_sorted(ms);
+    r.runs = static_cast<int>(ms.size());
     r.ok = true;
   } catch (const std::exception& e) {
     r.error = e.what();
