@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The accelerator machine's one script: build with CUDA, run the GPU tests, the
 # sanitizer and the benchmarks, and write everything under $OUT (default out/device).
-#   ./run device [STAGES...]    stages: env build test sanitize probe attention all (default all)
+#   ./run device [STAGES...]    stages: env build test sanitize probe attention all (default all),
+#                               plus any scripts/device.d/NAME.sh (sourced in this shell, so it can
+#                               use step/note/want and $OUT/$ROOT; named stages only, not in "all")
 # Environment: GPUS (probe GPU counts, default "all visible"; e.g. "2 4"),
 #              SWEEP (standard|quick, default standard), GAIT=ON to build gait too,
 #              ATTN_BENCH_ARGS (extra arguments of `xstage bench attention`),
 #              ATTN_SANITIZE (default "memcheck racecheck"), ATTN_BENCH_TIMEOUT (s, default 170),
 #              ATTN_BENCH_VARIANTS ("name:bench args;...": more bench runs, compared in one table).
-# Prints a short table last; full logs and results go to $OUT/device-run.tgz
+#              RUN_NAME (default none): logs go to out/device-run[-RUN_NAME] and
+#              $OUT/device-run[-RUN_NAME].tgz, so two runs (e.g. one per GPU) can go side by side.
+# Prints a short table last; full logs and results go to $OUT/device-run[-RUN_NAME].tgz
 # (the lent machine returns at most 8 files, so everything travels in one archive).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FINAL_OUT=${OUT:-$ROOT/out}
-OUT=$ROOT/out/device-run
+RUN_DIR=device-run${RUN_NAME:+-$RUN_NAME}
+OUT=$ROOT/out/$RUN_DIR
 rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
 BUILD=${BUILD_DIR:-$ROOT/build-device}
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -109,7 +114,13 @@ if want attention; then
     python3 "$ROOT/xstage/attention/bench_compare.py" "${CMP[@]}" | tee "$OUT/attention_compare.txt" | cut -c1-140
   fi
 fi
-tar czf "$FINAL_OUT/device-run.tgz" -C "$ROOT/out" device-run
+for s in "${STAGES[@]}"; do
+  if [ -f "$ROOT/scripts/device.d/$s.sh" ]; then
+    # shellcheck disable=SC1090
+    source "$ROOT/scripts/device.d/$s.sh"
+  fi
+done
+tar czf "$FINAL_OUT/$RUN_DIR.tgz" -C "$ROOT/out" "$RUN_DIR"
 echo
-echo "==== device summary ($(date -u +%F) $NGPU GPU(s)) ===="
+echo "==== device summary${RUN_NAME:+ [$RUN_NAME]} ($(date -u +%F) $NGPU GPU(s)) ===="
 printf '%s\n' "${SUMMARY[@]}"
