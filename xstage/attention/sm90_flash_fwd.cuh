@@ -2,7 +2,7 @@
 // accumulate, bf16 out.
 //
 // Roles (one CTA = 3 warpgroups, persistent over query tiles):
-//   warpgroup 0  producer: gives registers back (setmaxnreg 40); one thread
+//   warpgroup 0  producer: gives registers back (setmaxnreg 32); one thread
 //                issues every TMA load: Q of a tile, then K and V block by block
 //                into a kStages-deep ring, each completing on its mbarrier.
 //   warpgroups 1-2  consumers: take 232 registers; each owns 64 query rows of the
@@ -51,7 +51,7 @@
 
 namespace xstage::attention::sm90 {
 
-template <int kHeadDim_, int kConsumerWGs_ = 2>
+template <int kHeadDim_, int kConsumerWGs_ = 2, bool kPingpong_ = false>
 struct FlashFwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
@@ -59,6 +59,10 @@ struct FlashFwdTraits {
   // Three consumer warpgroups (192-row tiles, FA3's choice at D = 64) leave
   // 152-160 registers each, where ptxas spills: only two are instantiated.
   static_assert(kConsumerWGs == 2 || kConsumerWGs == 3, "2 or 3 consumer warpgroups");
+  // Pingpong is a compile-time choice: as a run-time flag its (never taken)
+  // branches around the MMA issue cost the default path 6-16% (measured A/B
+  // against v1, docs/xstage-attention.md), so each setting is its own kernel.
+  static constexpr bool kPingpong = kPingpong_;
   static constexpr int kBlockM = 64 * kConsumerWGs;      // query rows per CTA tile
   static constexpr int kBlockN = 128;                    // keys per K/V stage
   static constexpr int kStages = kHeadDim == 64 ? 4 : 2; // what 227 KB of shared memory holds
@@ -81,11 +85,11 @@ struct FlashFwdTraits {
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + alignment slack
   static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "tiles must keep 1024-byte alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");
-  // Register split (setmaxnreg). Two consumer warpgroups: 128 x 40 + 256 x 232 =
-  // 64512 <= 65536; three would leave 152 each. The producer spills below 40
-  // (64-bit tile arithmetic of the scheduler). A consumer holds S (64) + O (D/2)
-  // + P (32) + softmax state; ptxas allocates up to 230 for it (no spills).
-  static constexpr int kProducerRegs = 40;
+  // Register split (setmaxnreg). Two consumer warpgroups: 128 x 32 + 256 x 232 =
+  // 63488 <= 65536; three would leave 152 each. The producer spilled at 24 (64-bit
+  // tile arithmetic). A consumer holds S (64) + O (D/2) + P (32) + softmax state
+  // + the work tile; ptxas allocates up to 230 for it (no spills: -Xptxas -v).
+  static constexpr int kProducerRegs = 32;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 152;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 };
@@ -98,7 +102,6 @@ struct FlashFwdParams {
   MaskInfo mask;                       // Sq, Skv, causal
   float scale_log2;                    // softmax scale · log2(e)
   StaticPersistentScheduler scheduler; // tile space, order, snake rounds
-  bool pingpong;                       // consumer warpgroups take turns issuing their MMAs
   typename Epilogue::Params epilogue;  // where finished slices go
   hopper::WaitTimeoutReport* timeout_report;  // host-mapped; filled by a wait that timed out
 };
@@ -233,18 +236,20 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
   // Pingpong turns: wait for this warpgroup's turn before issuing MMAs, hand
   // the turn on once they are issued. The last PV of a tile is issued without
   // a turn (as in FA3); every warpgroup takes the same number of turns.
-  uint32_t turn_phase = 0;
-  const bool pingpong = p.pingpong;
+  // Without pingpong (T::kPingpong false) these compile to nothing.
+  [[maybe_unused]] uint32_t turn_phase = 0;
   auto take_turn = [&] {
-    if (pingpong) {
+    if constexpr (T::kPingpong) {
       mbar_wait(&bar.mma_turn[wg], turn_phase, p.timeout_report, int(WaitSite::mma_turn), wg);
       turn_phase ^= 1;
     }
   };
   auto pass_turn = [&] {
-    if (pingpong) warp_arrive(&bar.mma_turn[(wg + 1) % T::kConsumerWGs], lane);
+    if constexpr (T::kPingpong) warp_arrive(&bar.mma_turn[(wg + 1) % T::kConsumerWGs], lane);
   };
-  if (pingpong && wg == T::kConsumerWGs - 1) warp_arrive(&bar.mma_turn[0], lane);  // warpgroup 0 goes first
+  if constexpr (T::kPingpong) {
+    if (wg == T::kConsumerWGs - 1) warp_arrive(&bar.mma_turn[0], lane);  // warpgroup 0 goes first
+  }
 
 #pragma unroll 1
   for (WorkTile w = p.scheduler.initial_work(blockIdx.x, gridDim.x); w.valid;
@@ -365,8 +370,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const __grid_
       hopper::mbar_init(&bar.v_full[s], 1);
       hopper::mbar_init(&bar.v_empty[s], kConsumerWarps);
     }
+    if constexpr (T::kPingpong) {
 #pragma unroll
-    for (int w = 0; w < T::kConsumerWGs; ++w) hopper::mbar_init(&bar.mma_turn[w], 4);
+      for (int w = 0; w < T::kConsumerWGs; ++w) hopper::mbar_init(&bar.mma_turn[w], 4);
+    }
     hopper::mbar_init_fence();
   }
   __syncthreads();

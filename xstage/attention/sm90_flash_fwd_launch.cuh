@@ -6,7 +6,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 
 #include "attention/sm90_flash_fwd.cuh"
 #include "xstage/attention.hpp"
@@ -55,15 +57,19 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
   p.scale_log2 = static_cast<float>(prob.scale * 1.4426950408889634);
   p.scheduler.space = cfg.tiles;
   p.scheduler.snake = cfg.snake;
-  p.pingpong = cfg.pingpong;
   p.epilogue = epi;
   p.timeout_report = hopper::timeout_report_device();
   auto kernel = flash_fwd_kernel<T, Epilogue>;
-  static const bool smem_set = [&] {  // once per instantiation (and process: one device's limits)
+  // The shared-memory opt-in is per device: once per instantiation and device
+  // (Ulysses runs one rank per device from threads of one process).
+  static std::atomic<uint64_t> smem_set_on{0};
+  int dev = 0;
+  XS_CHECK_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(smem_set_on.load(std::memory_order_acquire) & bit)) {
     XS_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    return true;
-  }();
-  (void)smem_set;
+    smem_set_on.fetch_or(bit, std::memory_order_acq_rel);
+  }
   kernel<<<cfg.grid, T::kThreads, T::kSmemBytes, stream>>>(p);
   XS_CHECK_LAUNCH();
 }
@@ -71,12 +77,14 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
 template <class Epilogue>
 void launch_flash_fwd(const FwdArgs& a, const Problem& prob, const FwdConfig& cfg,
                       const typename Epilogue::Params& epi, cudaStream_t stream) {
-  if (cfg.head_dim == 64 && cfg.consumer_wgs == 2) {
-    launch_flash_fwd_traits<FlashFwdTraits<64, 2>, Epilogue>(a, prob, cfg, epi, stream);
+  XS_CHECK_MSG((cfg.head_dim == 64 || cfg.head_dim == 128) && cfg.consumer_wgs == 2,
+               "attention: no kernel for this head dim / consumer warpgroup count (64/2, 128/2)");
+  if (cfg.head_dim == 64) {
+    if (cfg.pingpong) launch_flash_fwd_traits<FlashFwdTraits<64, 2, true>, Epilogue>(a, prob, cfg, epi, stream);
+    else launch_flash_fwd_traits<FlashFwdTraits<64, 2, false>, Epilogue>(a, prob, cfg, epi, stream);
   } else {
-    XS_CHECK_MSG(cfg.head_dim == 128 && cfg.consumer_wgs == 2,
-                 "attention: no kernel for this head dim / consumer warpgroup count (64/2, 128/2)");
-    launch_flash_fwd_traits<FlashFwdTraits<128, 2>, Epilogue>(a, prob, cfg, epi, stream);
+    if (cfg.pingpong) launch_flash_fwd_traits<FlashFwdTraits<128, 2, true>, Epilogue>(a, prob, cfg, epi, stream);
+    else launch_flash_fwd_traits<FlashFwdTraits<128, 2, false>, Epilogue>(a, prob, cfg, epi, stream);
   }
 }
 

@@ -271,7 +271,7 @@ TEST(AttentionScheduler, SnakeRoundsEvenOutLongestFirst) {
     std::vector<int> load(grid, 0);
     for (int cta = 0; cta < grid; ++cta)
       for (WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid)) {
-        EXPECT_EQ(w.cta, cta);
+        EXPECT_EQ(sched.cta_of(w, grid), cta);
         load[cta] += w.m_block + 1;
       }
     return *std::max_element(load.begin(), load.end()) / (std::accumulate(load.begin(), load.end(), 0.0) / grid);

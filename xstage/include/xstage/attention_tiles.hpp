@@ -26,15 +26,20 @@ enum class TileOrder : int {
   // With group_heads < heads the heads are taken in sections of group_heads
   // (longest first inside each): fewer heads in flight share L2 better.
   longest_first = 1,
+  // Ulysses (issue 6): as head_major, but the m_blocks of each (batch, head)
+  // are `slices` equal sequence slices (one per owner rank), interleaved in runs
+  // of `slice_run` tiles: slice_first, slice_first + 1, ... (mod slices). With
+  // slice_first = rank + 1, consecutive runs go to different owners and the
+  // local slice comes last in every group. Needs m_blocks % slices == 0 and
+  // (m_blocks / slices) % slice_run == 0 (the Ulysses plan checks it).
+  slice_interleaved = 2,
 };
 
 struct WorkTile {
   int m_block = 0;
   int head = 0;
   int batch = 0;
-  int64_t linear = 0;  // position in the tile order
-  int round = 0;       // how many tiles this CTA took before this one
-  int cta = 0;         // the CTA that runs it
+  int64_t linear = 0;  // position in the tile order (round = linear / grid)
   bool valid = false;
 };
 
@@ -42,6 +47,9 @@ struct TileSpace {
   int m_blocks = 0, heads = 0, batches = 0;
   TileOrder order = TileOrder::head_major;
   int group_heads = 0;  // longest_first: heads per section (0 or >= heads: one section)
+  int slices = 1;       // slice_interleaved: sequence slices per head (owners)
+  int slice_first = 0;  // slice_interleaved: the slice of the first run
+  int slice_run = 1;    // slice_interleaved: consecutive tiles of one slice
 
   XS_HD int64_t count() const { return static_cast<int64_t>(m_blocks) * heads * batches; }
 
@@ -55,6 +63,17 @@ struct TileSpace {
       const int64_t bh = linear / m_blocks;
       w.head = static_cast<int>(bh % heads);
       w.batch = static_cast<int>(bh / heads);
+      return w;
+    }
+    if (order == TileOrder::slice_interleaved) {
+      const int i = static_cast<int>(linear % m_blocks);
+      const int64_t bh = linear / m_blocks;
+      w.head = static_cast<int>(bh % heads);
+      w.batch = static_cast<int>(bh / heads);
+      const int group = slices * slice_run, gi = i / group, wi = i % group;
+      int slice = slice_first + wi / slice_run;
+      if (slice >= slices) slice -= slices;
+      w.m_block = slice * (m_blocks / slices) + gi * slice_run + wi % slice_run;
       return w;
     }
     // longest_first, per batch, in sections of g heads.
@@ -84,15 +103,24 @@ struct StaticPersistentScheduler {
   TileSpace space;
   bool snake = false;
 
+  // WorkTile stays five words (m_block, head, batch, linear, valid): the
+  // consumers keep it live across the mainloop, and two more words there
+  // cost a D = 128 consumer a register spill. Round and CTA follow from
+  // `linear` and the grid.
   XS_HD WorkTile at(int round, int cta, int grid) const {
     const int slot = (snake && (round & 1)) ? grid - 1 - cta : cta;
-    WorkTile w = space.tile(static_cast<int64_t>(round) * grid + slot);
-    w.round = round;
-    w.cta = cta;
-    return w;
+    return space.tile(static_cast<int64_t>(round) * grid + slot);
+  }
+  XS_HD static int round_of(const WorkTile& w, int grid) { return static_cast<int>(w.linear / grid); }
+  XS_HD int cta_of(const WorkTile& w, int grid) const {
+    const int slot = static_cast<int>(w.linear % grid);
+    return (snake && (round_of(w, grid) & 1)) ? grid - 1 - slot : slot;
   }
   XS_HD WorkTile initial_work(int cta, int grid) const { return at(0, cta, grid); }
-  XS_HD WorkTile next_work(const WorkTile& cur, int grid) const { return at(cur.round + 1, cur.cta, grid); }
+  XS_HD WorkTile next_work(const WorkTile& cur, int grid) const {
+    if (!snake) return space.tile(cur.linear + grid);  // plain round-robin
+    return at(round_of(cur, grid) + 1, cta_of(cur, grid), grid);
+  }
 };
 
 // Masking arithmetic for one problem.
