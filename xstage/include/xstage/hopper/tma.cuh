@@ -31,6 +31,21 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* ba
       : "memory");
 }
 
+// 2-D tiled load of one box at coordinates (c0 innermost, c1) into `dst`.
+__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// Orders this thread's earlier generic-proxy global-memory accesses with later
+// async-proxy (TMA) accesses of global memory: a writer runs it after storing
+// data that a TMA load will read, and a reader after acquiring the flag that
+// says the data is there (before issuing the TMA load).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
 // Orders this thread's earlier generic-proxy shared-memory writes before later
 // async-proxy (TMA, wgmma) accesses; each writing thread runs it before the barrier.
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
