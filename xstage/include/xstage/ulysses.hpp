@@ -24,7 +24,6 @@
 
 namespace xstage::ulysses {
 
-constexpr int kMaxRanks = 8;
 constexpr int kTileRows = 128;  // the attention kernel's CTA tile (block_m)
 
 struct Problem {

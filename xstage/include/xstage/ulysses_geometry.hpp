@@ -15,6 +15,8 @@
 
 namespace xstage::ulysses {
 
+constexpr int kMaxRanks = 8;
+
 struct FusedGeometry {
   int rows_per_rank = 0;  // S/P
   int head0 = 0;          // r·H/P

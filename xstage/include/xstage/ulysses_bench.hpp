@@ -1,0 +1,36 @@
+// One configuration of `xstage bench ulysses` (CUDA builds; xstage/ulysses/ulysses_bench.cpp).
+#pragma once
+
+#include <string>
+
+#include "xstage/burstgap.hpp"
+#include "xstage/ulysses.hpp"
+
+namespace xstage::ulysses {
+
+struct BenchRow {
+  BenchConfig config;
+  // Medians (ms) of the post-attention part, the slowest rank's.
+  double pre_a2a_ms = 0;         // the pre-attention All-to-All of Q, K, V (common to every path; not in the others)
+  double attention_ms = 0;       // attention alone, no exchange
+  double serial_ms = 0;          // attention, then ncclSend/Recv back and unpack
+  double coarse_ms = 0;          // attention per owner slice, each slice's exchange on a second stream
+  double fused_sender_ms = 0;    // fused kernel (sends issued)
+  double fused_receiver_ms = 0;  // fused kernel + wait until every source's slices arrived
+  double speedup_vs_serial = 0;  // serial / fused sender-visible
+  double predicted_stall_us = 0; // the Burst-Gap model, per SM, for the chosen order
+  double measured_stall_us = 0;  // fused sender-visible - attention alone
+  double nvlink_GBps = 0;        // bytes this rank stores to peers / fused sender-visible time
+  bool fused_equal = false;      // fused output == serial output bitwise, every rank, both completions
+  bool coarse_equal = false;     // coarse output == serial output bitwise, every rank
+  std::string order;             // the chosen tile order and the advisor's reasoning (rank 0)
+};
+
+struct BenchOptions {
+  int warmup = 2;
+  int samples = 5;  // timed samples per path (the same on every rank: they issue the same collectives)
+};
+
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
+
+}  // namespace xstage::ulysses

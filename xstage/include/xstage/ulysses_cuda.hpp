@@ -1,0 +1,71 @@
+// The Ulysses sequence-parallel attention layer on one rank (CUDA builds).
+// One Layer per rank, constructed by every rank of the communicator (collective:
+// it registers a symmetric window and a device communicator).
+//
+//   Layer layer(rank, problem, burstgap_params);
+//   layer.set_inputs(q, k, v);            // this rank's [B, S/P, H, D] bf16
+//   layer.pre_attention();                // NCCL All-to-All -> [B, S, H/P, D]
+//   layer.fused(Completion::receiver_complete);   // attention + fused post-A2A
+//   use layer.fused_out()                 // [B, S/P, H, D], this rank's rows, all heads
+//
+// Baselines on the same buffers: attention_only(), serial() (attention, then
+// ncclSend/ncclRecv back and unpack) and coarse() (attention slice by slice,
+// each slice's exchange on a second stream). Everything is enqueued on
+// stream(); nothing synchronises the host.
+//
+// Reuse: the fused path writes into the owners' outputs while they may still be
+// reading the previous result. The pre-attention All-to-All of the next forward
+// orders it (no rank finishes it before every rank has entered it, i.e. has
+// finished whatever came before on its stream); a caller that launches fused()
+// twice without it must make sure the outputs are no longer read.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "xstage/burstgap.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/ulysses.hpp"
+
+namespace xstage::ulysses {
+
+enum class Completion {
+  sender_visible,     // returns when this rank's kernel has issued (and retired) its stores
+  receiver_complete,  // and every source's slices of this rank's output have arrived
+};
+const char* to_string(Completion c);
+
+class Layer {
+ public:
+  Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params);  // collective
+  ~Layer();
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  void set_inputs(const void* q, const void* k, const void* v);
+  void pre_attention();
+  void attention_only();
+  void serial();
+  void coarse();  // B = 1 only
+  void fused(Completion c);
+  void forward(Completion c) {
+    pre_attention();
+    fused(c);
+  }
+
+  const std::uint16_t* serial_out() const;
+  const std::uint16_t* coarse_out() const;
+  const std::uint16_t* fused_out() const;  // in the symmetric window
+  std::size_t out_elems() const;           // B * S/P * H * D
+  const FusedSchedule& schedule() const;
+  cudaStream_t stream() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xstage::ulysses

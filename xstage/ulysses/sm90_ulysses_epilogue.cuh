@@ -1,0 +1,60 @@
+// The fused post-attention All-to-All: an epilogue policy of the attention
+// kernel (attention/sm90_flash_fwd_epilogue.cuh) that stores each finished
+// output slice straight into its owner's output and counts it there.
+//
+// Protocol (rank r computes heads r·H/P .. for all S rows; docs/xstage-ulysses.md):
+//   store    the kernel copies the staged 64 x D slice (query rows row0 .., local
+//            head h) with 16-byte st.global to target(): the owner's output
+//            [B, S/P, H, D] in its symmetric window, reached through the LSA
+//            pointer out[owner], at row row0 - owner·S/P, head r·H/P + h
+//            (fused_target, xstage/ulysses_geometry.hpp). The owner may be r itself.
+//   barrier  the kernel syncs the consumer warpgroup (named barrier) once every
+//            thread's stores of the slice are issued.
+//   signal   slice_done, thread 0: fence.acq_rel.sys, then red.relaxed.sys.add of
+//            1 to counter[owner] = the owner's counter for source rank r. The
+//            fence orders the whole warpgroup's slice stores (cumulativity through
+//            the barrier) before the count: whoever reads the count with acquire
+//            sees the rows.
+//   wait     receiver-complete only, after the kernel on the owner's stream: one
+//            thread per source rank acquires counter[src] >= the cumulative number
+//            of slices src has sent so far (counters only grow, so a late or
+//            early launch is never mistaken for another), with a timeout that
+//            names the rank and the source's counter (ulysses_fused.cu).
+// No other kernel, warp or SM moves data: the stores come from the consumer
+// warpgroups that computed the slice, between two tiles.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "attention/sm90_flash_fwd_epilogue.cuh"
+#include "xstage/ulysses_geometry.hpp"
+
+namespace xstage::ulysses::sm90 {
+
+struct RemoteStoreEpilogue {
+  struct Params {
+    __nv_bfloat16* out[kMaxRanks];  // each owner's output [B, S/P, H, D] (LSA pointers; out[r] is local)
+    uint32_t* counter[kMaxRanks];   // each owner's slice counter for this source rank (LSA pointers)
+    FusedGeometry geo;              // rows per rank, this rank's head offset, output strides
+  };
+  static constexpr bool kSignalsCompletion = true;
+
+  __device__ __forceinline__ static attention::sm90::StoreTarget target(const Params& p,
+                                                                       const attention::sm90::OutputSlice& s) {
+    // REMOTE STORE target: the owner of rows [row0, row0 + 64) (S/P % 128 == 0: one owner).
+    const FusedTarget t = fused_target(p.geo, s.batch, s.head, s.row0);
+    return {p.out[t.owner] + t.offset, p.geo.stride_s};
+  }
+  __device__ __forceinline__ static void store_lse(const Params&, const attention::sm90::OutputSlice&, int, float) {}
+  __device__ __forceinline__ static void slice_done(const Params& p, const attention::sm90::OutputSlice& s, int tid) {
+    if (tid == 0) {
+      const int owner = s.row0 / p.geo.rows_per_rank;
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
+      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[owner]) : "memory");
+    }
+  }
+};
+
+}  // namespace xstage::ulysses::sm90

@@ -1,0 +1,151 @@
+// One configuration of `xstage bench ulysses`: every path on the same inputs,
+// timed with CUDA events, checked bitwise in the same run.
+//
+// Timing follows xstage/bench_timing.hpp (CUDA events around back-to-back
+// launches, warm-up, median of samples) with one difference: the ranks issue
+// collectives, so every rank must run the same number of launches. The batch
+// size of a sample comes from the attention FLOP count (not from a per-rank
+// warm-up estimate) and the number of samples is fixed; a host barrier lines
+// the ranks up before each sample.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+#include "common/check.hpp"
+#include "xstage/attention_cuda.hpp"
+#include "xstage/bench_timing.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/ulysses_bench.hpp"
+#include "xstage/ulysses_cuda.hpp"
+
+namespace xstage::ulysses {
+
+namespace {
+
+std::vector<std::uint16_t> to_host(const std::uint16_t* d, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  XS_CHECK_CUDA(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+bool same(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 2) == 0;
+}
+
+}  // namespace
+
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o) {
+  const Problem p = c.problem();
+  validate(p, comm::visible_gpus());
+  XS_ASSERT(o.warmup >= 0 && o.samples >= 1, "bench ulysses: warmup >= 0 and samples >= 1 (got {}, {})", o.warmup,
+            o.samples);
+  const double flops = 4.0 * double(p.seq) * double(p.seq) * p.head_dim * p.heads_per_rank() * p.batch;
+  const double est_ms = flops / 5e11;  // ~500 TFLOP/s
+  const int inner = std::clamp(static_cast<int>(std::ceil(2.0 / std::max(est_ms, 1e-3))), 1, 50);
+
+  BenchRow row;
+  row.config = c;
+  std::mutex mu;
+  std::vector<std::array<double, 6>> ms(p.ranks);
+  std::vector<int> fused_ok(p.ranks, 0), coarse_ok(p.ranks, 0);
+  double stall_ns = 0;
+  comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
+    const int r = rank.rank();
+    cudaStream_t st = rank.stream();
+    const std::size_t n_in = p.batch * p.rows_per_rank() * p.heads * p.head_dim;
+    DeviceBuffer<std::uint16_t> q(n_in), k(n_in), v(n_in);
+    attention::fill_random_bf16(q.get(), n_in, 100 + r, 1.0f, st);
+    attention::fill_random_bf16(k.get(), n_in, 200 + r, 1.0f, st);
+    attention::fill_random_bf16(v.get(), n_in, 300 + r, 1.0f, st);
+    Layer layer(rank, p, params);
+    layer.set_inputs(q.get(), k.get(), v.get());
+    layer.pre_attention();
+    XS_CHECK_CUDA(cudaStreamSynchronize(st));
+
+    cudaEvent_t e0, e1;
+    XS_CHECK_CUDA(cudaEventCreate(&e0));
+    XS_CHECK_CUDA(cudaEventCreate(&e1));
+    auto median_ms = [&](const std::function<void()>& fn) {
+      for (int i = 0; i < o.warmup; ++i) fn();
+      std::vector<double> s;
+      for (int i = 0; i < o.samples; ++i) {
+        XS_CHECK_CUDA(cudaStreamSynchronize(st));
+        rank.host_barrier();
+        XS_CHECK_CUDA(cudaEventRecord(e0, st));
+        for (int j = 0; j < inner; ++j) fn();
+        XS_CHECK_CUDA(cudaEventRecord(e1, st));
+        XS_CHECK_CUDA(cudaEventSynchronize(e1));
+        float t = 0;
+        XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+        s.push_back(double(t) / inner);
+      }
+      std::sort(s.begin(), s.end());
+      return median_of_sorted(s);
+    };
+    std::array<double, 6> t{};
+    t[0] = median_ms([&] { layer.pre_attention(); });
+    t[1] = median_ms([&] { layer.attention_only(); });
+    t[2] = median_ms([&] { layer.serial(); });
+    t[3] = median_ms([&] { layer.coarse(); });
+    t[4] = median_ms([&] { layer.fused(Completion::sender_visible); });
+    t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
+
+    // Bitwise checks: serial is the reference; the fused output is poisoned
+    // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
+    const std::size_t n_out = layer.out_elems();
+    layer.serial();
+    XS_CHECK_CUDA(cudaStreamSynchronize(st));
+    const auto want = to_host(layer.serial_out(), n_out);
+    bool ok = true;
+    for (Completion cmp : {Completion::sender_visible, Completion::receiver_complete}) {
+      XS_CHECK_CUDA(cudaMemsetAsync(const_cast<std::uint16_t*>(layer.fused_out()), 0xFF, n_out * 2, st));
+      XS_CHECK_CUDA(cudaStreamSynchronize(st));
+      rank.host_barrier();
+      layer.fused(cmp);
+      XS_CHECK_CUDA(cudaStreamSynchronize(st));
+      rank.host_barrier();  // sender-visible: the peers' kernels have ended too
+      ok = ok && same(to_host(layer.fused_out(), n_out), want);
+    }
+    layer.coarse();
+    XS_CHECK_CUDA(cudaStreamSynchronize(st));
+    const bool coarse_same = same(to_host(layer.coarse_out(), n_out), want);
+    rank.host_barrier();
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::lock_guard lock(mu);
+    ms[r] = t;
+    fused_ok[r] = ok;
+    coarse_ok[r] = coarse_same;
+    if (r == 0) {
+      row.order = layer.schedule().reason;
+      stall_ns = layer.schedule().predicted_stall_ns;
+    }
+  });
+  auto slowest = [&](int i) {
+    double m = 0;
+    for (const auto& t : ms) m = std::max(m, t[i]);
+    return m;
+  };
+  row.pre_a2a_ms = slowest(0);
+  row.attention_ms = slowest(1);
+  row.serial_ms = slowest(2);
+  row.coarse_ms = slowest(3);
+  row.fused_sender_ms = slowest(4);
+  row.fused_receiver_ms = slowest(5);
+  row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
+  row.predicted_stall_us = stall_ns * 1e-3;
+  row.measured_stall_us = (row.fused_sender_ms - row.attention_ms) * 1e3;
+  const double remote_bytes =
+      double(p.ranks - 1) / p.ranks * double(p.batch * p.seq * p.heads_per_rank() * p.head_dim * 2);
+  row.nvlink_GBps = remote_bytes / (row.fused_sender_ms * 1e6);
+  row.fused_equal = std::all_of(fused_ok.begin(), fused_ok.end(), [](int x) { return x != 0; });
+  row.coarse_equal = std::all_of(coarse_ok.begin(), coarse_ok.end(), [](int x) { return x != 0; });
+  return row;
+}
+
+}  // namespace xstage::ulysses

@@ -1,0 +1,221 @@
+// The Ulysses layer on one rank: buffers, the symmetric window of the fused
+// path, the exchange plans run with cudaMemcpy2DAsync + grouped ncclSend/Recv,
+// and the three post-attention paths (serial, coarse, fused).
+#include <array>
+
+#include "common/check.hpp"
+#include "ulysses_fused.hpp"
+#include "xstage/attention_cuda.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/ulysses_cuda.hpp"
+
+namespace xstage::ulysses {
+
+const char* to_string(Completion c) {
+  return c == Completion::sender_visible ? "sender_visible" : "receiver_complete";
+}
+
+namespace {
+constexpr std::size_t kCounterBytes = 4096;  // window head: one counter per source rank, then the output
+using Ptrs = std::array<std::uint16_t*, 5>;  // indexed by Buf
+
+void copy_2d(const Copy2D& c, const Ptrs& p, cudaStream_t st) {
+  XS_ASSERT(p[size_t(c.src)] && p[size_t(c.dst)], "ulysses: plan copies {} -> {}, which this step has not",
+            to_string(c.src), to_string(c.dst));
+  XS_CHECK_CUDA(cudaMemcpy2DAsync(p[size_t(c.dst)] + c.dst_off, c.dst_pitch * 2, p[size_t(c.src)] + c.src_off,
+                                  c.src_pitch * 2, c.width * 2, c.height, cudaMemcpyDeviceToDevice, st));
+}
+}  // namespace
+
+struct Layer::Impl {
+  comm::Rank& rank;
+  Problem p;
+  RankLayout me;
+  ExchangePlan pre, post;
+  DeviceBuffer<std::uint16_t> attn_q, attn_k, attn_v, attn_out, send, recv, serial_out, coarse_out;
+  comm::SymmetricWindow window;
+  comm::DeviceComm dev;
+  FusedTargets targets;
+  attention::FwdConfig cfg, fused_cfg;
+  FusedSchedule schedule;
+  cudaStream_t side = nullptr;
+  std::vector<cudaEvent_t> chunk_done;
+  cudaEvent_t side_done = nullptr;
+  const std::uint16_t *q = nullptr, *k = nullptr, *v = nullptr;
+  uint32_t epoch = 0;
+
+  Impl(comm::Rank& r, const Problem& prob, const burstgap::ModelParams& params)
+      : rank(r),
+        p(prob),
+        me(rank_layout(prob, r.rank())),
+        pre(pre_attention_plan(prob, r.rank())),
+        post(post_attention_plan(prob, r.rank())),
+        attn_q(attn_elems()),
+        attn_k(attn_elems()),
+        attn_v(attn_elems()),
+        attn_out(attn_elems()),
+        send(std::max<int64_t>({pre.send_elems, post.send_elems, 1})),
+        recv(std::max<int64_t>({pre.recv_elems, post.recv_elems, 1})),
+        serial_out(out_elems()),
+        coarse_out(out_elems()),
+        window(r, kCounterBytes + out_elems() * 2),
+        dev(r, 1) {
+    XS_CHECK_CUDA(cudaSetDevice(r.device()));
+    int sms = 0;
+    XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, r.device()));
+    cfg = attention::choose_config(attention::validate(args(nullptr)), sms);
+    schedule = choose_schedule(p, r.rank(), cfg.grid, params);
+    fused_cfg = cfg;
+    fused_cfg.tiles = schedule.tiles;
+    std::array<void*, kMaxRanks> counters{}, outs{};
+    lsa_pointers(window.window(), 0, p.ranks, counters.data());
+    lsa_pointers(window.window(), kCounterBytes, p.ranks, outs.data());
+    for (int j = 0; j < p.ranks; ++j) {
+      targets.out[j] = outs[j];
+      targets.counter[j] = static_cast<uint32_t*>(counters[j]) + r.rank();  // owner j's counter for me
+    }
+    targets.geo = fused_geometry(p, r.rank());
+    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    chunk_done.resize(p.ranks);
+    for (auto& e : chunk_done) XS_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    XS_CHECK_CUDA(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
+    // Counters start at zero everywhere before any peer may add to them.
+    XS_CHECK_CUDA(cudaMemset(window.local(), 0, kCounterBytes));
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    r.host_barrier();
+  }
+  ~Impl() {
+    for (auto& e : chunk_done) cudaEventDestroy(e);
+    if (side_done) cudaEventDestroy(side_done);
+    if (side) cudaStreamDestroy(side);
+  }
+
+  std::size_t attn_elems() const { return p.batch * p.seq * p.heads_per_rank() * p.head_dim; }
+  std::size_t out_elems() const { return p.batch * p.rows_per_rank() * p.heads * p.head_dim; }
+  std::uint16_t* fused_out() const {
+    return reinterpret_cast<std::uint16_t*>(static_cast<char*>(window.local()) + kCounterBytes);
+  }
+
+  // Attention over the gathered heads: rows [row0, row0 + rows) of the queries
+  // against keys [0, kv_rows), into attn_out at the same rows.
+  attention::FwdArgs args(std::uint16_t* o, int64_t row0 = 0, int64_t rows = -1) const {
+    const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
+    if (rows < 0) rows = S;
+    auto view = [&](const DeviceBuffer<std::uint16_t>& b, int64_t r0, int64_t n) {
+      attention::Tensor4 t = attention::Tensor4::bshd(b.get() + r0 * Hp * D, p.batch, n, Hp, D);
+      t.stride_b = S * Hp * D;
+      return t;
+    };
+    attention::FwdArgs a;
+    const int64_t kv = p.causal ? row0 + rows : S;  // bottom-right aligned causal = rows see keys <= their index
+    a.q = view(attn_q, row0, rows);
+    a.k = view(attn_k, 0, kv);
+    a.v = view(attn_v, 0, kv);
+    a.o = view(attn_out, row0, rows);
+    if (o) a.o.data = o + row0 * Hp * D;
+    a.causal = p.causal;
+    return a;
+  }
+
+  void run_plan(const ExchangePlan& plan, const Ptrs& ptrs, cudaStream_t st, bool transfers = true) {
+    for (const auto& c : plan.before) copy_2d(c, ptrs, st);
+    if (transfers && !plan.transfers.empty()) {
+      XS_CHECK_NCCL(ncclGroupStart());
+      for (const Transfer& t : plan.transfers) {
+        XS_CHECK_NCCL(ncclSend(ptrs[size_t(t.send_buf)] + t.send_off, t.count, ncclBfloat16, t.peer, rank.comm(), st));
+        XS_CHECK_NCCL(ncclRecv(ptrs[size_t(t.recv_buf)] + t.recv_off, t.count, ncclBfloat16, t.peer, rank.comm(), st));
+      }
+      XS_CHECK_NCCL(ncclGroupEnd());
+    }
+    for (const auto& c : plan.after) copy_2d(c, ptrs, st);
+  }
+};
+
+Layer::Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params) {
+  validate(p, comm::visible_gpus());
+  XS_ASSERT(p.ranks == rank.nranks(), "ulysses: the problem has P = {} ranks, the communicator {}", p.ranks,
+            rank.nranks());
+  impl_ = std::make_unique<Impl>(rank, p, params);
+}
+
+Layer::~Layer() = default;
+
+void Layer::set_inputs(const void* q, const void* k, const void* v) {
+  XS_ASSERT(q && k && v, "ulysses: set_inputs needs Q, K and V");
+  impl_->q = static_cast<const std::uint16_t*>(q);
+  impl_->k = static_cast<const std::uint16_t*>(k);
+  impl_->v = static_cast<const std::uint16_t*>(v);
+}
+
+void Layer::pre_attention() {
+  Impl& m = *impl_;
+  XS_ASSERT(m.q, "ulysses: set_inputs before pre_attention");
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  const std::pair<const std::uint16_t*, std::uint16_t*> tensors[] = {
+      {m.q, m.attn_q.get()}, {m.k, m.attn_k.get()}, {m.v, m.attn_v.get()}};
+  for (const auto& [in, out] : tensors)
+    m.run_plan(m.pre, {const_cast<std::uint16_t*>(in), m.send.get(), m.recv.get(), out, nullptr}, m.rank.stream());
+}
+
+void Layer::attention_only() {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  attention::flash_fwd(m.args(nullptr), m.rank.stream());
+}
+
+void Layer::serial() {
+  Impl& m = *impl_;
+  attention_only();
+  m.run_plan(m.post, {nullptr, m.send.get(), m.recv.get(), m.attn_out.get(), m.serial_out.get()}, m.rank.stream());
+}
+
+void Layer::coarse() {
+  Impl& m = *impl_;
+  XS_ASSERT(m.p.batch == 1, "ulysses: the coarse-overlap baseline takes B = 1 only (got B = {})", m.p.batch);
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  const int P = m.p.ranks, r = m.rank.rank();
+  const int64_t R = m.p.rows_per_rank(), chunk = R * m.p.heads_per_rank() * m.p.head_dim;
+  cudaStream_t st = m.rank.stream();
+  XS_CHECK_CUDA(cudaEventRecord(m.side_done, st));  // the side stream starts after what came before
+  XS_CHECK_CUDA(cudaStreamWaitEvent(m.side, m.side_done));
+  for (int k = 0; k < P; ++k) {
+    const int owner = coarse_chunk_owner(m.p, r, k);
+    attention::flash_fwd(m.args(nullptr, owner * R, R), st);
+    if (owner == r) continue;  // the last chunk: local, copied below
+    // Step k: every rank sends its chunk to rank + 1 + k and receives from rank - 1 - k.
+    XS_CHECK_CUDA(cudaEventRecord(m.chunk_done[k], st));
+    XS_CHECK_CUDA(cudaStreamWaitEvent(m.side, m.chunk_done[k]));
+    const int src = ((r - 1 - k) % P + P) % P;
+    XS_CHECK_NCCL(ncclGroupStart());
+    XS_CHECK_NCCL(ncclSend(m.attn_out.get() + owner * chunk, chunk, ncclBfloat16, owner, m.rank.comm(), m.side));
+    XS_CHECK_NCCL(ncclRecv(m.recv.get() + src * chunk, chunk, ncclBfloat16, src, m.rank.comm(), m.side));
+    XS_CHECK_NCCL(ncclGroupEnd());
+  }
+  XS_CHECK_CUDA(cudaEventRecord(m.side_done, m.side));
+  XS_CHECK_CUDA(cudaStreamWaitEvent(st, m.side_done));
+  // The serial plan's local copy and unpacks (its transfers are the steps above).
+  m.run_plan(m.post, {nullptr, m.send.get(), m.recv.get(), m.attn_out.get(), m.coarse_out.get()}, st, false);
+}
+
+void Layer::fused(Completion c) {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  ++m.epoch;
+  launch_fused_attention(m.args(nullptr), m.fused_cfg, m.targets, m.rank.stream());
+  if (c == Completion::receiver_complete) {
+    // Every source sends B x (S/P)/64 x H/P slices of this rank's rows per forward.
+    const uint32_t per_source = static_cast<uint32_t>(m.p.batch * (m.p.rows_per_rank() / 64) * m.p.heads_per_rank());
+    launch_wait_sources(static_cast<const uint32_t*>(m.window.local()), m.p.ranks, m.epoch * per_source,
+                        {comm::wait_timeout_ns(), m.rank.rank()}, m.rank.stream());
+  }
+}
+
+const std::uint16_t* Layer::serial_out() const { return impl_->serial_out.get(); }
+const std::uint16_t* Layer::coarse_out() const { return impl_->coarse_out.get(); }
+const std::uint16_t* Layer::fused_out() const { return impl_->fused_out(); }
+std::size_t Layer::out_elems() const { return impl_->out_elems(); }
+const FusedSchedule& Layer::schedule() const { return impl_->schedule; }
+cudaStream_t Layer::stream() const { return impl_->rank.stream(); }
+
+}  // namespace xstage::ulysses
