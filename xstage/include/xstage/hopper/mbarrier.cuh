@@ -84,6 +84,27 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity, WaitTi
   }
 }
 
+// Position in a ring of N mbarrier-guarded slots: the slot and the phase parity a
+// consumer waits for on its "full" barrier (a producer waits for parity ^ 1 on
+// "empty"). Producer and consumers advance their own copies in the same order.
+struct RingPos {
+  uint32_t index = 0, phase = 0;
+  template <int N>
+  __device__ __forceinline__ void advance() {
+    if (++index == N) {
+      index = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// One arrival per warp (lane 0, after the warp converged) on a barrier that
+// counts warps.
+__device__ __forceinline__ void mbar_warp_arrive(uint64_t* bar, int lane) {
+  __syncwarp();
+  if (lane == 0) mbar_arrive(bar);
+}
+
 // Named CTA barriers (ids 1..15; 0 is __syncthreads). `threads` counts every
 // thread that syncs or arrives, a multiple of 32.
 __device__ __forceinline__ void named_sync(int id, int threads) {
