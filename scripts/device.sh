@@ -7,7 +7,7 @@
 # Environment: GPUS (probe GPU counts, default "all visible"; e.g. "2 4"),
 #              SWEEP (standard|quick, default standard), GAIT=ON to build gait too,
 #              ATTN_BENCH_ARGS (extra arguments of `xstage bench attention`),
-#              ATTN_SANITIZE (default "memcheck racecheck"), ATTN_BENCH_TIMEOUT (s, default 170),
+#              ATTN_SANITIZE (default "memcheck racecheck"; "none" skips), ATTN_BENCH_TIMEOUT (s, default 170),
 #              ATTN_BENCH_VARIANTS ("name:bench args;...": more bench runs, compared in one table).
 #              RUN_NAME (default none): logs go to out/device-run[-RUN_NAME] and
 #              $OUT/device-run[-RUN_NAME].tgz, so two runs (e.g. one per GPU) can go side by side.
@@ -86,7 +86,9 @@ if want attention; then
   awk '/Function : /{f=($3 ~ /flash_fwd_kernel/) ? $3 : ""} f&&/HGMMA/{h[f]++} f&&/(LDL|STL)/{l[f]++}
        END{for(k in h) printf "%s HGMMA=%d LDL/STL=%d\n", k, h[k], l[k]+0}' "$OUT/attention.sass" >"$OUT/attention_sass_check.log"
   note attn_sass "$(awk '{printf "%s %s; ", $2, $3}' "$OUT/attention_sass_check.log")"
-  for tool in ${ATTN_SANITIZE:-memcheck racecheck}; do
+  SAN_TOOLS=${ATTN_SANITIZE:-memcheck racecheck}
+  [ "$SAN_TOOLS" = none ] && SAN_TOOLS=""
+  for tool in $SAN_TOOLS; do
     step "attn_$tool" timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 9 "$AT/xstage_attention_gpu_tests" \
       --gtest_filter='AttentionGpu.SanitizerCase'
   done
