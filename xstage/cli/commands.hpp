@@ -27,5 +27,7 @@ void add_results_commands(CLI::App& app);
 void add_attention_commands(CLI::App& app);
 // bench moe (xstage/cli/moe_commands.cpp); explains itself without CUDA.
 void add_moe_commands(CLI::App& app);
+// bench ulysses (xstage/cli/ulysses_commands.cpp); explains itself without CUDA.
+void add_ulysses_commands(CLI::App& app);
 
 }  // namespace xstage::cli

@@ -59,5 +59,6 @@ int main(int argc, char** argv) {
   xstage::cli::add_results_commands(app);
   xstage::cli::add_attention_commands(app);
   xstage::cli::add_moe_commands(app);
+  xstage::cli::add_ulysses_commands(app);
   return common::run_cli(app, argc, argv, "xstage");
 }

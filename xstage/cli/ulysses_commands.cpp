@@ -1,0 +1,213 @@
+// `xstage bench ulysses`: Ulysses SP attention, fused post-attention All-to-All
+// against the serial, coarse-overlap and PyTorch-like serial paths, over the
+// issue's sweep (only the P that the visible GPUs allow); one table row per
+// configuration, JSON and a PNG of the speedup over serial vs S.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common/check.hpp"
+#include "common/plot.hpp"
+#include "common/progress.hpp"
+#include "xstage/burstgap.hpp"
+#include "xstage/ulysses.hpp"
+
+#ifdef XSTAGE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "xstage/attention_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/ulysses_bench.hpp"
+#ifdef XSTAGE_HAVE_TORCH_BASELINES
+#include "sdpa_baseline.hpp"
+#endif
+#endif
+
+namespace xstage::cli {
+
+namespace {
+
+struct UlyssesCli {
+  std::vector<int> ranks{2, 4};
+  int64_t min_seq = 4096, max_seq = 131072;
+  std::string params;  // default: <source>/xstage/data/h200_params.json
+  std::string json = "docs/results/ulysses.json";
+  std::string png = "docs/results/ulysses_speedup.png";
+  std::string torch = "auto";  // auto | off
+  int warmup = 2, samples = 5;
+};
+
+#ifdef XSTAGE_HAVE_CUDA
+// PyTorch-like serial: the best SDPA backend on the rank's gathered [1, S, H/P, D]
+// problem (device 0), plus this run's measured exchange back (serial - attention).
+double sdpa_best_ms(const ulysses::Problem& p, const std::string& mode) {
+#ifdef XSTAGE_HAVE_TORCH_BASELINES
+  if (mode == "off") return -1;
+  using namespace attention;
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  const int64_t S = p.seq, H = p.heads_per_rank(), D = p.head_dim, n = S * H * D;
+  DeviceBuffer<std::uint16_t> q(n), k(n), v(n), o(n);
+  fill_random_bf16(q.get(), n, 11, 1.0f);
+  fill_random_bf16(k.get(), n, 12, 1.0f);
+  fill_random_bf16(v.get(), n, 13, 1.0f);
+  FwdArgs a;
+  a.q = Tensor4::bshd(q.get(), 1, S, H, D);
+  a.k = Tensor4::bshd(k.get(), 1, S, H, D);
+  a.v = Tensor4::bshd(v.get(), 1, S, H, D);
+  a.o = Tensor4::bshd(o.get(), 1, S, H, D);
+  double best = -1;
+  for (const char* backend : {"flash", "cudnn"}) {
+    const auto r = baseline::time_sdpa(backend, a, 2, 5, 200, false);
+    if (r.ok && (best < 0 || r.median_ms < best)) best = r.median_ms;
+  }
+  return best;
+#else
+  (void)p;
+  (void)mode;
+  return -1;
+#endif
+}
+
+void run(const UlyssesCli& c) {
+  namespace fs = std::filesystem;
+  std::string params_path = c.params;
+  if (params_path.empty()) {
+    const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+    params_path = (fs::path(src ? src : ".") / "xstage/data/h200_params.json").string();
+  }
+  const auto params = burstgap::read_params(params_path);
+  const auto& peer = params.find("peer", "st16");
+  const int gpus = comm::visible_gpus();
+  std::vector<int> ranks;
+  for (int P : c.ranks) {
+    XS_ASSERT(P >= 2 && P <= ulysses::kMaxRanks, "bench ulysses: --ranks {} is outside 2 .. {}", P, ulysses::kMaxRanks);
+    if (P <= gpus) ranks.push_back(P);
+    else std::printf("note: skipping P = %d: only %d GPU(s) visible\n", P, gpus);
+  }
+  XS_ASSERT(!ranks.empty(), "bench ulysses: no requested P fits the {} visible GPU(s)", gpus);
+  const auto configs = ulysses::bench_sweep(ranks, c.min_seq, c.max_seq);
+  XS_ASSERT(!configs.empty(), "bench ulysses: no configuration with S in [{}, {}]", c.min_seq, c.max_seq);
+  cudaDeviceProp prop{};
+  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+
+  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s | %6s | %8s %8s | %7s | %s\n", "S", "P", "H", "D", "attn",
+              "serial", "torch", "coarse", "fusedS", "fusedR", "speedup", "pred us", "meas us", "GB/s", "bitwise");
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> curves;
+  double max_speedup = 0;
+  bool all_equal = true;
+  common::ProgressBar progress("bench ulysses", configs.size());
+  for (const auto& b : configs) {
+    const ulysses::Problem p = b.problem();
+    const auto r = ulysses::run_bench(b, peer, {c.warmup, c.samples});
+    const double sdpa = sdpa_best_ms(p, c.torch);
+    const double torch_ms = sdpa > 0 ? sdpa + (r.serial_ms - r.attention_ms) : NAN;
+    progress.tick();
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.3f | %8.1f %8.1f | %7.1f | %s\n",
+                long(b.seq), b.ranks, long(b.heads), long(b.head_dim), r.attention_ms, r.serial_ms, torch_ms,
+                r.coarse_ms, r.fused_sender_ms, r.fused_receiver_ms, r.speedup_vs_serial, r.predicted_stall_us,
+                r.measured_stall_us, r.nvlink_GBps,
+                r.fused_equal ? (r.coarse_equal ? "yes" : "fused yes, coarse NO") : "NO");
+    std::fflush(stdout);
+    all_equal = all_equal && r.fused_equal;
+    max_speedup = std::max(max_speedup, r.speedup_vs_serial);
+    auto& curve = curves[fmt::format("P={} H={} D={}", b.ranks, b.heads, b.head_dim)];
+    curve.first.push_back(double(b.seq));
+    curve.second.push_back(r.speedup_vs_serial);
+    nlohmann::json j = {{"S", b.seq},
+                        {"P", b.ranks},
+                        {"H", b.heads},
+                        {"D", b.head_dim},
+                        {"pre_a2a_ms", r.pre_a2a_ms},
+                        {"attention_ms", r.attention_ms},
+                        {"serial_ms", r.serial_ms},
+                        {"torch_serial_ms", sdpa > 0 ? nlohmann::json(torch_ms) : nlohmann::json(nullptr)},
+                        {"torch_sdpa_ms", sdpa > 0 ? nlohmann::json(sdpa) : nlohmann::json(nullptr)},
+                        {"coarse_ms", r.coarse_ms},
+                        {"fused_sender_ms", r.fused_sender_ms},
+                        {"fused_receiver_ms", r.fused_receiver_ms},
+                        {"speedup_vs_serial", r.speedup_vs_serial},
+                        {"predicted_stall_us", r.predicted_stall_us},
+                        {"measured_stall_us", r.measured_stall_us},
+                        {"nvlink_GBps", r.nvlink_GBps},
+                        {"fused_bitwise_equal_serial", r.fused_equal},
+                        {"coarse_bitwise_equal_serial", r.coarse_equal},
+                        {"order", r.order}};
+    rows.push_back(j);
+  }
+  std::printf("maximum sender-visible speedup over serial %.3fx over %zu configurations%s\n", max_speedup,
+              configs.size(), all_equal ? "; fused == serial bitwise in every row" : "; SOME FUSED OUTPUTS DIFFER");
+  nlohmann::json out = {{"card", prop.name},
+                        {"gpus", gpus},
+                        {"date", today_utc()},
+                        {"command", command_line()},
+                        {"timed", "post-attention part (attention + output exchange); pre_a2a_ms separately; medians "
+                                  "of the slowest rank; torch_serial_ms = best SDPA backend (flash, cudnn) on the "
+                                  "gathered [1, S, H/P, D] + this row's measured exchange (serial - attention)"},
+                        {"max_speedup_vs_serial", max_speedup},
+                        {"all_fused_bitwise_equal", all_equal},
+                        {"rows", rows}};
+  if (!c.json.empty()) {
+    const fs::path dir = fs::path(c.json).parent_path();
+    if (!dir.empty()) fs::create_directories(dir);
+    std::ofstream(c.json) << out.dump(2) << "\n";
+    std::printf("wrote %s\n", c.json.c_str());
+  }
+  if (!c.png.empty()) {
+    common::plot::Chart chart;
+    chart.title = fmt::format("Ulysses fused / serial ({}, {} GPUs)", prop.name, gpus);
+    chart.x.label = "S (tokens)";
+    chart.x.scale = common::plot::Scale::log10;
+    chart.y.label = "speedup over serial (sender-visible)";
+    double x0 = INFINITY, x1 = 0;
+    for (const auto& [label, xy] : curves) {
+      chart.series.push_back({.label = label, .x = xy.first, .y = xy.second});
+      x0 = std::min(x0, xy.first.front());
+      x1 = std::max(x1, xy.first.back());
+    }
+    chart.series.push_back({.label = "1x", .x = {x0, x1}, .y = {1.0, 1.0}, .line = common::plot::LineStyle::dashed,
+                            .marker = common::plot::Marker::none});
+    common::plot::write_chart(chart, c.png);
+    std::printf("wrote %s\n", c.png.c_str());
+  }
+}
+#endif
+
+}  // namespace
+
+void add_ulysses_commands(CLI::App& app) {
+  auto* bench = bench_group(app);
+  auto* cmd = bench->add_subcommand("ulysses", "Ulysses SP attention: fused post-attention All-to-All vs serial, "
+                                               "coarse overlap and PyTorch-like serial");
+  auto c = std::make_shared<UlyssesCli>();
+  cmd->add_option("--ranks", c->ranks, "P values (those above the visible GPUs are skipped with a note)")
+      ->capture_default_str();
+  cmd->add_option("--min-seq", c->min_seq, "Smallest S of the sweep (4096 .. 131072, powers of two)")
+      ->capture_default_str();
+  cmd->add_option("--max-seq", c->max_seq, "Largest S of the sweep")->capture_default_str();
+  cmd->add_option("--params", c->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+  cmd->add_option("--warmup", c->warmup, "Warm-up launches per path")->capture_default_str();
+  cmd->add_option("--samples", c->samples, "Timed samples per path (median)")->capture_default_str();
+  cmd->add_option("--torch", c->torch, "auto: LibTorch SDPA baseline when built in; off")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
+  cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
+  cmd->callback([c] {
+#ifdef XSTAGE_HAVE_CUDA
+    run(*c);
+#else
+    XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): bench ulysses is unavailable");
+#endif
+  });
+}
+
+}  // namespace xstage::cli
