@@ -1,8 +1,12 @@
 // `xstage bench moe`: the fused EP MoE (both schedules) vs the unfused baseline
 // over the sweep; one table row per configuration, JSON and a PNG of the
-// Interleaved / Expert-Wave speedup. Written, not yet run on a GPU.
+// Interleaved / Expert-Wave speedup. --ep / --tokens / --routing filter the sweep;
+// --budget-s stops starting new rows after that many seconds (the JSON is
+// rewritten after every row, so a killed run keeps what it measured).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -32,7 +36,14 @@ struct MoeCli {
   std::string json = "docs/results/moe.json";
   std::string png = "docs/results/moe_speedup.png";
   int warmup = 2, iters = 10, only = -1;
+  std::vector<int> ep, tokens;         // empty: all
+  std::vector<std::string> routing;    // empty: all
+  double budget_s = 0;                 // 0: no limit
 };
+
+bool keep(const std::vector<int>& allowed, int v) {
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
 
 #ifdef XSTAGE_HAVE_CUDA
 void run(const MoeCli& c) {
@@ -48,6 +59,13 @@ void run(const MoeCli& c) {
     XS_ASSERT(c.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", c.only, configs.size());
     configs = {configs[c.only]};
   }
+  std::erase_if(configs, [&](const moe::BenchConfig& b) {
+    return !keep(c.ep, b.ep) || !keep(c.tokens, b.tokens_per_rank) ||
+           !(c.routing.empty() || std::find(c.routing.begin(), c.routing.end(), b.routing) != c.routing.end());
+  });
+  XS_ASSERT(!configs.empty(), "bench moe: the filters leave no configuration of sweep '{}'", c.sweep);
+  XS_ASSERT(c.budget_s >= 0, "bench moe: --budget-s must be >= 0 (got {})", c.budget_s);
+  const auto t0 = std::chrono::steady_clock::now();
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s\n", "T", "E", "k", "hid", "I", "P",
@@ -56,8 +74,28 @@ void run(const MoeCli& c) {
   std::vector<double> xs, speedups;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  std::size_t done = 0;
+  auto write_json = [&](bool final_write) {
+    const double geomean = std::exp(log_sum / std::max<std::size_t>(1, done));
+    nlohmann::json out = {{"card", prop.name},        {"gpus", gpus},
+                          {"date", today_utc()},      {"command", command_line()},
+                          {"geomean_speedup", geomean}, {"max_speedup", max_speedup},
+                          {"all_correct", bool(all_ok)}, {"rows_planned", configs.size()},
+                          {"complete", final_write && done == configs.size()}, {"rows", rows}};
+    if (c.json.empty()) return;
+    fs::create_directories(fs::path(c.json).parent_path().empty() ? fs::path(".") : fs::path(c.json).parent_path());
+    std::ofstream(c.json) << out.dump(2) << "\n";
+  };
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const auto& b = configs[i];
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (c.budget_s > 0 && elapsed > c.budget_s) {
+      std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", c.budget_s, done,
+                  configs.size());
+      break;
+    }
     const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters);
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
@@ -79,21 +117,14 @@ void run(const MoeCli& c) {
                     {"interleaved_config",
                      {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                       {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}});
+    ++done;
+    write_json(false);
   }
-  const double geomean = std::exp(log_sum / std::max<std::size_t>(1, configs.size()));
+  const double geomean = std::exp(log_sum / std::max<std::size_t>(1, done));
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n", geomean,
-              max_speedup, configs.size(), all_ok ? "" : " (SOME OUTPUTS WRONG)");
-  int gpus = 0;
-  cudaGetDeviceCount(&gpus);
-  nlohmann::json out = {{"card", prop.name},        {"gpus", gpus},
-                        {"date", today_utc()},             {"command", command_line()},
-                        {"geomean_speedup", geomean}, {"max_speedup", max_speedup},
-                        {"all_correct", bool(all_ok)}, {"rows", rows}};
-  if (!c.json.empty()) {
-    fs::create_directories(fs::path(c.json).parent_path().empty() ? fs::path(".") : fs::path(c.json).parent_path());
-    std::ofstream(c.json) << out.dump(2) << "\n";
-    std::printf("wrote %s\n", c.json.c_str());
-  }
+              max_speedup, done, all_ok ? "" : " (SOME OUTPUTS WRONG)");
+  write_json(true);
+  if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
   if (!c.png.empty() && !xs.empty()) {
     common::plot::Chart chart;
     chart.title = fmt::format("MoE Interleaved / Expert-Wave ({}, geomean {:.2f}x)", prop.name, geomean);
@@ -120,6 +151,11 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--warmup", c->warmup, "Warm-up forwards per implementation")->capture_default_str();
   cmd->add_option("--iters", c->iters, "Timed forwards per implementation")->capture_default_str();
   cmd->add_option("--only", c->only, "Run only this row of the sweep (index)");
+  cmd->add_option("--ep", c->ep, "Only these EP sizes (e.g. --ep 2)");
+  cmd->add_option("--tokens", c->tokens, "Only these tokens per rank");
+  cmd->add_option("--routing", c->routing, "Only these routings (uniform, skewed)");
+  cmd->add_option("--budget-s", c->budget_s, "Start no new configuration after this many seconds (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
   cmd->callback([c] {

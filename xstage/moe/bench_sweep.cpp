@@ -21,11 +21,13 @@ std::vector<BenchConfig> bench_sweep(const std::string& name) {
   XS_ASSERT(name == "standard", "bench moe: unknown sweep '{}' (standard | quick)", name);
   const std::pair<int, int> ek[] = {{64, 2}, {128, 6}, {256, 6}, {256, 8}};
   const std::pair<int, int> hi[] = {{3072, 8192}, {4096, 2048}, {7168, 3072}};
+  // Routing innermost, then tokens: a run cut short by a time budget still has
+  // both routings and every token count of the shapes it reached.
   for (int ep : {2, 4})
-    for (const char* r : {"uniform", "skewed"})
-      for (auto [e, k] : ek)
-        for (auto [h, i] : hi)
-          for (int t : {128, 512, 2048, 8192}) out.push_back({t, e, k, h, i, ep, r});
+    for (auto [e, k] : ek)
+      for (auto [h, i] : hi)
+        for (int t : {128, 512, 2048, 8192})
+          for (const char* r : {"uniform", "skewed"}) out.push_back({t, e, k, h, i, ep, r});
   return out;
 }
 

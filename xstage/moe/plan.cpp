@@ -7,7 +7,7 @@
 //     L1 phase: (n1 / G) * t_L1        L2 phase: (n2 / G) * t_L2
 // (t_L1, t_L2 from TileTimeModel: flops / per-SM rate + a fixed overhead).
 //
-// Expert-Wave. Each SM's L2 phase is one burst: B = ceil(n2 / G) tiles * 16 KiB
+// Expert-Wave. Each SM's L2 phase is one burst: B = ceil(n2 / G) tiles * 64 KiB
 // issued within the L2 compute, followed by the next wave's L1 phase. We hand the
 // advisor that profile: bytes_per_burst = B, compute gap = L1 phase + L2 phase,
 // bursts = waves. (Counting the L2 compute as gap is generous to Expert-Wave:
@@ -72,12 +72,12 @@ void print_once(const Problem& p, const ScheduleConfig& c) {
 }  // namespace
 
 double l1_tile_ns(const Problem& p, const TileTimeModel& m) {
-  const double flops = 2.0 * kTileM * (2.0 * kTileN) * p.hidden;
+  const double flops = 2.0 * kTileM * (2.0 * kL1TileN) * p.hidden;
   return flops / (m.sm_tflops * 1e3) + m.tile_overhead_ns;  // TFLOP/s = 1e3 flop/ns
 }
 
 double l2_tile_ns(const Problem& p, const TileTimeModel& m) {
-  const double flops = 2.0 * kTileM * kTileN * p.intermediate;
+  const double flops = 2.0 * kTileM * kL2TileN * p.intermediate;
   return flops / (m.sm_tflops * 1e3) + m.tile_overhead_ns;
 }
 

@@ -40,10 +40,11 @@ void validate(const Problem& p, int visible_gpus) {
             p.topk, p.experts);
   XS_ASSERT(p.experts % p.ranks == 0, "moe: experts ({}) must be divisible by the EP size ({} ranks)", p.experts,
             p.ranks);
-  XS_ASSERT(p.hidden >= kShapeQuantum && p.hidden % kShapeQuantum == 0,
-            "moe: hidden ({}) must be a positive multiple of the tile ({})", p.hidden, kShapeQuantum);
-  XS_ASSERT(p.intermediate >= kShapeQuantum && p.intermediate % kShapeQuantum == 0,
-            "moe: intermediate ({}) must be a positive multiple of the tile ({})", p.intermediate, kShapeQuantum);
+  XS_ASSERT(p.hidden >= kHiddenQuantum && p.hidden % kHiddenQuantum == 0,
+            "moe: hidden ({}) must be a positive multiple of the L2 tile width ({})", p.hidden, kHiddenQuantum);
+  XS_ASSERT(p.intermediate >= kInterQuantum && p.intermediate % kInterQuantum == 0,
+            "moe: intermediate ({}) must be a positive multiple of the L1 tile width ({})", p.intermediate,
+            kInterQuantum);
   // Row indices are int32 in the kernel: every rank's worst case must fit.
   const double worst_rows = double(p.ranks) * p.tokens_per_rank * p.topk;
   XS_ASSERT(worst_rows * std::max(p.hidden, p.intermediate) < 2147483647.0 * 8,

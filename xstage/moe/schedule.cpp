@@ -48,11 +48,27 @@ ScheduleKind parse_schedule(const std::string& s) {
   XS_FAIL("unknown schedule '{}' (expert_wave | interleaved)", s);
 }
 
+FusedMaps fused_maps(const Problem& p, int max_rows) {
+  XS_ASSERT(max_rows >= 1, "moe fused: max_rows must be >= 1 (got {})", max_rows);
+  const long long epr = p.experts_per_rank();
+  FusedMaps m{{"recv", max_rows, p.hidden},
+              {"H", max_rows, p.intermediate},
+              {"W1", epr * 2 * p.intermediate, p.hidden},
+              {"W2", epr * p.hidden, p.intermediate}};
+  for (const MapShape& s : {m.recv, m.h, m.w1, m.w2}) {
+    XS_ASSERT(s.cols >= kTileK && s.cols % kTileK == 0, "moe fused: {} has {} columns, not a multiple of the K step {}",
+              s.name, s.cols, kTileK);
+    XS_ASSERT(s.rows >= 1 && s.rows < (1LL << 31) && s.cols < (1LL << 31),
+              "moe fused: {} [{} x {}] is beyond TMA's 32-bit coordinates", s.name, s.rows, s.cols);
+  }
+  return m;
+}
+
 TileLists build_tiles(const Problem& p, const RankLayout& R) {
   TileLists t;
   t.experts = p.experts_per_rank();
-  t.l1_n_blocks = p.intermediate / kTileN;
-  t.l2_n_blocks = p.hidden / kTileN;
+  t.l1_n_blocks = p.intermediate / kL1TileN;
+  t.l2_n_blocks = p.hidden / kL2TileN;
   t.m_blocks.resize(t.experts);
   for (int e = 0; e < t.experts; ++e) {
     t.m_blocks[e] = (R.count(e) + kTileM - 1) / kTileM;

@@ -8,16 +8,46 @@
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
+#include "xstage/hopper/tensor_map.hpp"
 
 namespace xstage::moe {
 
 namespace {
+// A row-major bf16 [rows, cols] view with 128 x 64 boxes, 128-byte swizzle.
+CUtensorMap map_of(const MapShape& m, const void* base) {
+  hopper::TiledMapSpec s;
+  s.base = base;
+  s.rank = 2;
+  s.dims[0] = static_cast<uint64_t>(m.cols);
+  s.dims[1] = static_cast<uint64_t>(m.rows);
+  s.strides_bytes[1] = static_cast<uint64_t>(m.cols) * 2;
+  s.box[0] = kTileK;
+  s.box[1] = kBoxRows;
+  s.swizzle_128b = true;
+  return hopper::make_tiled_map_bf16(s);
+}
+
 template <typename T>
 void upload(DeviceBuffer<T>& buf, const std::vector<T>& v) {
   if (buf.size() < std::max<std::size_t>(1, v.size())) buf = DeviceBuffer<T>(std::max<std::size_t>(1, v.size()));
   if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(buf.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 }  // namespace
+
+const char* to_string(FusedWaitSite s) {
+  switch (s) {
+    case FusedWaitSite::start_gate: return "start gate (after the LSA barrier)";
+    case FusedWaitSite::lsa_barrier: return "LSA barrier arrival of a peer (index = peer)";
+    case FusedWaitSite::dispatch_rows: return "dispatch rows of a local expert (index = expert)";
+    case FusedWaitSite::l1_row_block: return "L1 tiles of a row block (index = expert * max_m_blocks + m)";
+    case FusedWaitSite::combine_rows: return "combine rows of this rank's tokens";
+    case FusedWaitSite::item_full: return "mbarrier item_full (consumer waits for a work item)";
+    case FusedWaitSite::item_empty: return "mbarrier item_empty (producer waits for a free item slot)";
+    case FusedWaitSite::stage_full: return "mbarrier full (consumer waits for TMA bytes of a stage)";
+    case FusedWaitSite::stage_empty: return "mbarrier empty (producer waits for consumers to free a stage)";
+  }
+  return "unknown wait";
+}
 
 struct FusedMoe::Impl {
   comm::Rank& rank;
@@ -31,12 +61,20 @@ struct FusedMoe::Impl {
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
   DeviceBuffer<WorkItem> items;
   DeviceBuffer<unsigned> ticket, l1_done, gate, dispatch_expect;
+  FusedMaps shapes;
+  CUtensorMap map_recv{}, map_h{}, map_w1{}, map_w2{};
+  FusedWaitReport* report_host = nullptr;
+  FusedWaitReport* report_dev = nullptr;
   std::vector<unsigned> dispatch_total;  // cumulative per local expert
   std::vector<unsigned> next_dispatch;   // this forward's counts
   int n_items = 0, max_m_blocks = 1;
   unsigned epoch = 0;
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
+
+  ~Impl() {
+    if (report_host) cudaFreeHost(report_host);
+  }
 
   static std::size_t align(std::size_t v) { return (v + 4095) / 4096 * 4096; }
 
@@ -53,8 +91,18 @@ struct FusedMoe::Impl {
         ticket(1),
         l1_done(1),
         gate(1),
+        shapes(fused_maps(prob, max_rows)),
         dispatch_total(prob.experts_per_rank(), 0) {
     XS_CHECK_CUDA(cudaSetDevice(r.device()));
+    map_recv = map_of(shapes.recv, static_cast<char*>(window.local()) + recv_off);
+    map_h = map_of(shapes.h, h.get());
+    void* hp = nullptr;
+    XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(FusedWaitReport), cudaHostAllocMapped));
+    report_host = static_cast<FusedWaitReport*>(hp);
+    *report_host = FusedWaitReport{};
+    void* dp = nullptr;
+    XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
+    report_dev = static_cast<FusedWaitReport*>(dp);
     // Counters start at zero on every rank before any peer may add to them.
     XS_CHECK_CUDA(cudaMemset(window.local(), 0, kFlagsBytes));
     XS_CHECK_CUDA(cudaMemset(gate.get(), 0, sizeof(unsigned)));
@@ -78,8 +126,12 @@ FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {
 FusedMoe::~FusedMoe() { delete impl_; }
 
 void FusedMoe::set_weights(const std::uint16_t* w1, const std::uint16_t* w2) {
+  XS_ASSERT(w1 && w2 && reinterpret_cast<uintptr_t>(w1) % 16 == 0 && reinterpret_cast<uintptr_t>(w2) % 16 == 0,
+            "moe fused: weights must be non-null and 16-byte aligned");
   impl_->w1 = w1;
   impl_->w2 = w2;
+  impl_->map_w1 = map_of(impl_->shapes.w1, w1);
+  impl_->map_w2 = map_of(impl_->shapes.w2, w2);
 }
 
 void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
@@ -141,8 +193,13 @@ void FusedMoe::launch() {
   a.hidden = m.p.hidden;
   a.inter = m.p.intermediate;
   a.experts_local = m.p.experts_per_rank();
-  a.l1_n_blocks = m.p.intermediate / kTileN;
-  a.l2_n_blocks = m.p.hidden / kTileN;
+  a.l1_n_blocks = m.p.intermediate / kL1TileN;
+  a.l2_n_blocks = m.p.hidden / kL2TileN;
+  a.map_recv = m.map_recv;
+  a.map_h = m.map_h;
+  a.map_w1 = m.map_w1;
+  a.map_w2 = m.map_w2;
+  a.report = m.report_dev;
   a.x = m.x;
   a.w1 = m.w1;
   a.w2 = m.w2;
@@ -163,10 +220,24 @@ void FusedMoe::launch() {
   a.gate = m.gate.get();
   a.dispatch_expect = m.dispatch_expect.get();
   // Every (token, slot) of this rank comes back once per L2 n-block.
-  a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kTileN));
+  a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
   a.epoch = m.epoch;
   a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
   launch_fused(a, blocks_, st);
+}
+
+void FusedMoe::synchronize() {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  const cudaError_t err = cudaStreamSynchronize(m.rank.stream());
+  if (err == cudaSuccess) return;
+  volatile FusedWaitReport* r = m.report_host;
+  if (r->flag == 1)
+    XS_FAIL("moe fused kernel: device wait timed out on rank {} block {} thread {}: {} (index {}, expected {}, saw {}); "
+            "CUDA: {}",
+            r->rank, r->block, r->thread, to_string(static_cast<FusedWaitSite>(r->site)), r->index, r->expected,
+            r->seen, cudaGetErrorString(err));
+  XS_FAIL("moe fused kernel failed on rank {}: {}", m.rank.rank(), cudaGetErrorString(err));
 }
 
 std::uint16_t* FusedMoe::out() const { return impl_->out.get(); }

@@ -9,9 +9,12 @@ void launch_fused(const FusedArgs& args, int blocks, cudaStream_t stream) {
   XS_CHECK_MSG(args.ranks >= 1 && args.ranks <= kMaxRanks, "moe fused: ranks must be in 1..8");
   XS_CHECK_MSG(args.experts_local >= 1 && args.experts_local <= kMaxLocalExperts,
                "moe fused: experts per rank must be in 1..512");
-  XS_CHECK_MSG(args.hidden % kTileN == 0 && args.inter % kTileN == 0,
-               "moe fused: hidden and intermediate must be multiples of 64");
-  device::moe_fused_kernel<<<blocks, kFusedThreads, 0, stream>>>(args);
+  XS_CHECK_MSG(args.hidden % kHiddenQuantum == 0 && args.inter % kInterQuantum == 0,
+               "moe fused: hidden must be a multiple of 256 and intermediate of 128");
+  // Per device and cheap; set on every launch because ranks run on several devices.
+  XS_CHECK_CUDA(cudaFuncSetAttribute(device::moe_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     FusedKernelShape::kSmemBytes));
+  device::moe_fused_kernel<<<blocks, kFusedThreads, FusedKernelShape::kSmemBytes, stream>>>(args);
   XS_CHECK_LAUNCH();
 }
 

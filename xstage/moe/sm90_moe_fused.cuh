@@ -1,127 +1,149 @@
-// Fused expert-parallel MoE forward: one persistent kernel per rank.
+// Fused expert-parallel MoE forward: one persistent kernel per rank, sm_90a.
 //
-// Protocol (who waits for whom; every wait has the WaitBudget timeout):
+// Protocol across CTAs and ranks (every wait has the WaitBudget timeout):
 //   0. start   block 0: LSA barrier over all ranks (everyone has finished the
 //              previous launch, so recv/comb may be overwritten), then releases
 //              `gate` = epoch; the other blocks acquire it.
-//   1. dispatch each block copies its (token, slot) rows to the destination's recv
-//              (remote st.global.v4 through LSA pointers), then one thread:
+//   1. dispatch all threads copy the block's (token, slot) rows to the destination's
+//              recv (remote st.global.v4 through LSA pointers), then one thread:
 //              fence.acq_rel.sys; red.relaxed.sys.add dispatch_cnt[expert] on the
 //              destination, one per row (release pattern: fence + relaxed atomics).
-//   2. tiles   blocks take items of the schedule's order by ticket. Dependencies
-//              always precede in the order, and all blocks are resident, so the
-//              waits below always end.
-//              L1 (e, m, n): acquire dispatch_cnt[e] >= dispatch_expect[e]; gate/up
-//                 GEMM over hidden; SwiGLU; bf16 H tile (local); release
-//                 l1_done[e, m] += 1.
-//              L2 (e, m, n): acquire l1_done[e, m] >= l1_n_blocks; GEMM over I;
-//                 REMOTE STORE: each output row to its owner's comb[token*k+slot]
-//                 (st.global.v4 through LSA pointers); then fence.acq_rel.sys and
-//                 one red.add per owner of the rows' count on combine_cnt.
-//   3. combine acquire combine_cnt >= combine_expect (every expert's rows for this
-//              rank's tokens, all n-blocks); out[t] = sum_k w[t,k] * comb[t,k]
-//              (fp32, slot order, one bf16 rounding).
-// Math: first version, mma.sync m16n8k16 bf16 -> fp32 from shared memory tiles
-// loaded with plain 16 B loads (no TMA, no wgmma, no pipelining): correct first.
+//   2. tiles   the producer thread takes items of the schedule's order by ticket.
+//              Dependencies always precede an item in the order and all blocks are
+//              resident, so its waits always end:
+//              L1 (e, m, n): acquire dispatch_cnt[e] >= dispatch_expect[e].
+//              L2 (e, m, n): acquire l1_done[e, m] >= l1_n_blocks * 2 (two halves
+//                 per L1 tile, one per consumer warpgroup).
+//              then fence.proxy.async.global (generic writes -> TMA reads), hands
+//              the item to the consumers and streams its K steps by TMA.
+//              Consumers: L1 = gate/up GEMM over hidden, SwiGLU, bf16 H rows
+//              (local), fence.proxy.async.global, release l1_done[e, m] += 1.
+//              L2 = GEMM over I, REMOTE STORE of each output row to its owner's
+//              comb[token*k+slot] (16 B stores through LSA pointers), then
+//              fence.acq_rel.sys and one red.add per owner of its rows' count.
+//   3. combine consumers acquire combine_cnt >= combine_expect; out[t] =
+//              sum_k w[t,k] * comb[t,k] (fp32, slot order, one bf16 rounding).
+//
+// Inside a CTA (warp specialisation; FusedKernelShape in xstage/moe.hpp):
+//   warpgroup 0  producer: setmaxnreg 40; thread 0 takes tickets, waits for the
+//                item's dependency, writes it to an item slot, then issues the
+//                item's TMA loads into a kStages-deep ring of 48 KiB stages
+//                (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle).
+//   warpgroups 1-2  consumers: setmaxnreg 232; each owns 64 rows of the 128-row
+//                tile and two 64x128 fp32 accumulators (L1: gate, up; L2: the two
+//                128-column halves of the 256-wide tile). Per stage 8 wgmma
+//                m64n128k16 (SS); one group stays in flight, so stage s is
+//                released once the group of s+1 is issued and s is done.
+//   epilogue     per warpgroup, in 64-column chunks staged in shared memory
+//                (144-byte rows: conflict-free), then 16 B row stores: local H
+//                (L1) or the owners' comb rows (L2). Rows past the expert's
+//                count were loaded (neighbouring rows or TMA zero fill) but are
+//                never stored: each output row depends on its own A row only.
+// Barriers: item_full[slot] (producer arrive) / item_empty[slot] (8 consumer
+// warps), full[stage] (expect_tx + TMA bytes) / empty[stage] (8 consumer warps).
+// Timeouts: each wait records site, rank, block, thread, index, expected/seen in
+// the host-mapped FusedWaitReport, then traps; no printf anywhere (a call in the
+// kernel would make ptxas serialise the wgmmas).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include "sm90_moe_fused.hpp"
 #include "xstage/comm_device.cuh"
+#include "xstage/hopper/mbarrier.cuh"
+#include "xstage/hopper/tma.cuh"
+#include "xstage/hopper/wgmma.cuh"
 
 namespace xstage::moe::device {
 
-constexpr int kPadK = kTileK + 8;    // smem row stride (elements) of operand tiles
-constexpr int kPadC = kTileN + 8;    // smem row stride of the output staging tile
+using Shape = FusedKernelShape;
 
-struct Smem {
-  alignas(16) std::uint16_t a[kTileM][kPadK];
-  alignas(16) std::uint16_t b[2][kTileN][kPadK];  // L1: gate, up; L2: b[0] only
-  alignas(16) std::uint16_t c[kTileM][kPadC];
-  WorkItem item;
-  int next;
+struct Barriers {
+  uint64_t full[Shape::kStages], empty[Shape::kStages];
+  uint64_t item_full[Shape::kItemSlots], item_empty[Shape::kItemSlots];
+  WorkItem item[Shape::kItemSlots];  // expert < 0: no more items
 };
+static_assert(sizeof(Barriers) <= Shape::kBarBytes, "barrier area");
+
+// Named CTA barriers (0 is __syncthreads).
+constexpr int kEpilogueBar0 = 1;  // + consumer warpgroup
+constexpr int kConsumersBar = 1 + Shape::kConsumerWGs;
 
 // ---------------------------------------------------------------- small helpers
 
-__device__ __forceinline__ void red_add_release_sys(unsigned* p, unsigned v) {
+__device__ __forceinline__ void red_add_relaxed_sys(unsigned* p, unsigned v) {
   asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 __device__ __forceinline__ float bf2f(std::uint16_t b) { return __uint_as_float(static_cast<unsigned>(b) << 16); }
-__device__ __forceinline__ std::uint16_t f2bf(float f) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+__device__ __forceinline__ std::uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return static_cast<uint32_t>(f2bf(lo)) | (static_cast<uint32_t>(f2bf(hi)) << 16);
 }
 
-// warp: D += A(16x16, row) * B(16x8, col), bf16 in, fp32 accumulate.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+[[noreturn]] __device__ __forceinline__ void report_and_trap(const FusedArgs& a, FusedWaitSite site, int index,
+                                                          unsigned expected, unsigned seen) {
+  FusedWaitReport* r = a.report;
+  if (r != nullptr && atomicCAS(&r->flag, 0, 2) == 0) {  // first reporter wins
+    volatile FusedWaitReport* v = r;
+    v->rank = a.rank;
+    v->block = static_cast<int>(blockIdx.x);
+    v->thread = static_cast<int>(threadIdx.x);
+    v->site = static_cast<int>(site);
+    v->index = index;
+    v->expected = expected;
+    v->seen = seen;
+    __threadfence_system();
+    v->flag = 1;
+    __threadfence_system();
+  }
+  __trap();
+  __builtin_unreachable();
 }
 
-__device__ __forceinline__ unsigned lds32(const std::uint16_t* p) { return *reinterpret_cast<const unsigned*>(p); }
-
-// block: loads a [64 x kTileK] bf16 tile (rows >= valid are zero) into smem.
-__device__ __forceinline__ void load_tile(std::uint16_t (*dst)[kPadK], const std::uint16_t* src, std::size_t ld,
-                                          int valid) {
-  constexpr int kChunks = kTileK / 8;  // 16 B per chunk
-  for (int i = threadIdx.x; i < kTileM * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = i % kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < valid) v = *reinterpret_cast<const uint4*>(src + r * ld + c * 8);
-    *reinterpret_cast<uint4*>(&dst[r][c * 8]) = v;
+// Spins until *flag >= expected (wrap-safe), acquire at system scope.
+__device__ __forceinline__ void wait_counter(const FusedArgs& a, const unsigned* flag, unsigned expected,
+                                             FusedWaitSite site, int index) {
+  unsigned seen = comm::load_acquire_sys(flag);
+  if (static_cast<int>(seen - expected) >= 0) return;
+  const unsigned long long start = comm::global_ns();
+#pragma unroll 1
+  while (true) {
+    seen = comm::load_acquire_sys(flag);
+    if (static_cast<int>(seen - expected) >= 0) return;
+    if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, expected, seen);
   }
 }
 
-// warp: its 32x32 quarter of a 64x64 tile, one kTileK step; acc[mi][ni][4].
-__device__ __forceinline__ void warp_mma_step(const std::uint16_t (*a)[kPadK], const std::uint16_t (*b)[kPadK],
-                                              float (&acc)[2][4][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / 2, wn = warp % 2, g = lane / 4, q = lane % 4;
-  #pragma unroll
-  for (int ks = 0; ks < kTileK; ks += 16) {
-    unsigned af[2][4], bfr[4][2];
-    #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int r = wm * 32 + mi * 16 + g;
-      af[mi][0] = lds32(&a[r][ks + q * 2]);
-      af[mi][1] = lds32(&a[r + 8][ks + q * 2]);
-      af[mi][2] = lds32(&a[r][ks + q * 2 + 8]);
-      af[mi][3] = lds32(&a[r + 8][ks + q * 2 + 8]);
-    }
-    #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) {
-      const int n = wn * 32 + ni * 8 + g;
-      bfr[ni][0] = lds32(&b[n][ks + q * 2]);
-      bfr[ni][1] = lds32(&b[n][ks + q * 2 + 8]);
-    }
-    #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-      #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) mma_16816(acc[mi][ni], af[mi], bfr[ni]);
+// mbarrier phase wait with the same ns budget.
+__device__ __forceinline__ void wait_phase(const FusedArgs& a, uint64_t* bar, uint32_t parity, FusedWaitSite site,
+                                           int index) {
+  if (hopper::mbar_try_wait(bar, parity)) return;
+  const unsigned long long start = comm::global_ns();
+#pragma unroll 1
+  while (!hopper::mbar_try_wait(bar, parity))
+    if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, parity, 0);
+}
+
+// The LSA barrier of comm::lsa_barrier_sync, with this kernel's printf-free wait.
+__device__ __forceinline__ void lsa_barrier(const FusedArgs& a) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> bar(cta, a.dev, ncclTeamTagLsa{}, 0);
+  bar.arrive(cta, cuda::memory_order_release);
+  for (int i = threadIdx.x; i < bar.team.nRanks - 1; i += blockDim.x) {
+    const int peer = i + (bar.team.rank <= i ? 1 : 0);
+    wait_counter(a, bar.ucInbox(bar.team.rank, peer), bar.epoch + 1, FusedWaitSite::lsa_barrier, peer);
   }
+  bar.epoch += 1;
+  __syncthreads();
 }
 
-// Calls f(row, col, acc index) for the accumulator layout of warp_mma_step.
-template <typename F>
-__device__ __forceinline__ void for_each_acc(F&& f) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / 2, wn = warp % 2, g = lane / 4, q = lane % 4;
-  #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-    #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-      #pragma unroll
-      for (int j = 0; j < 4; ++j) f(wm * 32 + mi * 16 + g + (j / 2) * 8, wn * 32 + ni * 8 + q * 2 + (j % 2), mi, ni, j);
-}
+using hopper::mbar_warp_arrive;
+using Ring = hopper::RingPos;
 
-// ---------------------------------------------------------------- phases
+// ---------------------------------------------------------------- phase 1: dispatch
 
 __device__ void dispatch(const FusedArgs& a) {
   const int pairs = a.tokens * a.topk, vec = a.hidden / 8;
@@ -133,147 +155,279 @@ __device__ void dispatch(const FusedArgs& a) {
     const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(t) * a.hidden);
     for (int v = threadIdx.x; v < vec; v += blockDim.x) reinterpret_cast<uint4*>(dst)[v] = src[v];
   }
+  hopper::fence_proxy_async_global();  // the rows are read by TMA on the destination
   __syncthreads();
   if (threadIdx.x == 0) {
     fence_acq_rel_sys();
     for (int i = blockIdx.x; i < pairs; i += gridDim.x) {
       auto* cnt = static_cast<unsigned*>(ncclGetLsaPointer(a.window, 0, a.send_rank[i]));
-      red_add_release_sys(cnt + a.expert[i] % epr, 1u);
+      red_add_relaxed_sys(cnt + a.expert[i] % epr, 1u);
     }
   }
 }
 
-__device__ void l1_tile(const FusedArgs& a, Smem& s, const WorkItem& it) {
-  const int row0 = a.expert_offset[it.expert] + it.m_block * kTileM;
-  const int valid = min(kTileM, a.expert_offset[it.expert + 1] - row0);
-  if (threadIdx.x == 0) {
-    const auto* cnt = static_cast<const unsigned*>(ncclGetLocalPointer(a.window, 0)) + it.expert;
-    comm::wait_geq_acquire(cnt, a.dispatch_expect[it.expert], a.wait, "dispatch rows of an expert");
-  }
-  __syncthreads();
-  const auto* recv = static_cast<const std::uint16_t*>(ncclGetLocalPointer(a.window, a.recv_off));
-  const std::uint16_t* x = recv + static_cast<std::size_t>(row0) * a.hidden;
-  const std::uint16_t* w = a.w1 + static_cast<std::size_t>(it.expert) * 2 * a.inter * a.hidden;
-  const std::uint16_t* wg = w + static_cast<std::size_t>(it.n_block) * kTileN * a.hidden;
-  const std::uint16_t* wu = w + (static_cast<std::size_t>(a.inter) + it.n_block * kTileN) * a.hidden;
-  float g[2][4][4] = {}, u[2][4][4] = {};
-  for (int k = 0; k < a.hidden; k += kTileK) {
-    load_tile(s.a, x + k, a.hidden, valid);
-    load_tile(s.b[0], wg + k, a.hidden, kTileN);
-    load_tile(s.b[1], wu + k, a.hidden, kTileN);
-    __syncthreads();
-    warp_mma_step(s.a, s.b[0], g);
-    warp_mma_step(s.a, s.b[1], u);
-    __syncthreads();
-  }
-  // SwiGLU epilogue: h = silu(gate) * up, staged as bf16, stored 16 B per thread.
-  for_each_acc([&](int r, int c, int mi, int ni, int j) {
-    const float gv = g[mi][ni][j];
-    s.c[r][c] = f2bf(gv / (1.0f + __expf(-gv)) * u[mi][ni][j]);
-  });
-  __syncthreads();
-  constexpr int kChunks = kTileN / 8;
-  for (int i = threadIdx.x; i < valid * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = i % kChunks;
-    *reinterpret_cast<uint4*>(a.h + static_cast<std::size_t>(row0 + r) * a.inter + it.n_block * kTileN + c * 8) =
-        *reinterpret_cast<const uint4*>(&s.c[r][c * 8]);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    fence_acq_rel_sys();
-    red_add_release_sys(a.l1_done + it.expert * a.max_m_blocks + it.m_block, 1u);
+// ---------------------------------------------------------------- phase 2: producer
+
+__device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
+  hopper::tma_prefetch_desc(&a.map_recv);
+  hopper::tma_prefetch_desc(&a.map_h);
+  hopper::tma_prefetch_desc(&a.map_w1);
+  hopper::tma_prefetch_desc(&a.map_w2);
+  const auto* flags = static_cast<const unsigned*>(ncclGetLocalPointer(a.window, 0));
+  const unsigned l1_expect = static_cast<unsigned>(a.l1_n_blocks * Shape::kConsumerWGs);
+  Ring stage, slot;
+#pragma unroll 1
+  while (true) {
+    const int t = static_cast<int>(atomicAdd(a.ticket, 1u));
+    WorkItem it{TileKind::l1, -1, 0, 0};
+    if (t < a.n_items) {
+      it = a.items[t];
+      if (it.kind == TileKind::l1)
+        wait_counter(a, flags + it.expert, a.dispatch_expect[it.expert], FusedWaitSite::dispatch_rows, it.expert);
+      else
+        wait_counter(a, a.l1_done + it.expert * a.max_m_blocks + it.m_block, l1_expect, FusedWaitSite::l1_row_block,
+                     it.expert * a.max_m_blocks + it.m_block);
+      hopper::fence_proxy_async_global();  // generic writes of recv / H before the TMA reads
+    }
+    wait_phase(a, &bar.item_empty[slot.index], slot.phase ^ 1, FusedWaitSite::item_empty, slot.index);
+    bar.item[slot.index] = it;
+    hopper::mbar_arrive(&bar.item_full[slot.index]);
+    slot.advance<Shape::kItemSlots>();
+    if (it.expert < 0) break;
+
+    const TileLoads ld = tile_loads(it, a.expert_offset[it.expert], a.hidden, a.inter);
+    const CUtensorMap* amap = it.kind == TileKind::l1 ? &a.map_recv : &a.map_h;
+    const CUtensorMap* bmap = it.kind == TileKind::l1 ? &a.map_w1 : &a.map_w2;
+#pragma unroll 1
+    for (int k = 0; k < ld.k_steps; ++k) {
+      wait_phase(a, &bar.empty[stage.index], stage.phase ^ 1, FusedWaitSite::stage_empty, stage.index);
+      uint8_t* dst = smem + Shape::kOffStages + stage.index * Shape::kStageBytes;
+      uint64_t* full = &bar.full[stage.index];
+      hopper::mbar_arrive_expect_tx(full, Shape::kStageBytes);
+      hopper::tma_load_2d(amap, full, dst, k * kTileK, ld.a_row);
+      hopper::tma_load_2d(bmap, full, dst + Shape::kBoxBytes, k * kTileK, ld.b0_row);
+      hopper::tma_load_2d(bmap, full, dst + 2 * Shape::kBoxBytes, k * kTileK, ld.b1_row);
+      stage.advance<Shape::kStages>();
+    }
   }
 }
 
-__device__ void l2_tile(const FusedArgs& a, Smem& s, const WorkItem& it) {
-  const int row0 = a.expert_offset[it.expert] + it.m_block * kTileM;
-  const int valid = min(kTileM, a.expert_offset[it.expert + 1] - row0);
-  if (threadIdx.x == 0)
-    comm::wait_geq_acquire(a.l1_done + it.expert * a.max_m_blocks + it.m_block, static_cast<unsigned>(a.l1_n_blocks),
-                           a.wait, "L1 tiles of an expert's row block");
-  __syncthreads();
-  const std::uint16_t* hrow = a.h + static_cast<std::size_t>(row0) * a.inter;
-  const std::uint16_t* w = a.w2 + (static_cast<std::size_t>(it.expert) * a.hidden + it.n_block * kTileN) * a.inter;
-  float y[2][4][4] = {};
-  for (int k = 0; k < a.inter; k += kTileK) {
-    load_tile(s.a, hrow + k, a.inter, valid);
-    load_tile(s.b[0], w + k, a.inter, kTileN);
-    __syncthreads();
-    warp_mma_step(s.a, s.b[0], y);
-    __syncthreads();
+// ---------------------------------------------------------------- phase 2: consumers
+
+// acc0/acc1 (+)= A(64 rows of this warpgroup) x B0/B1 over one 64-wide K stage.
+// All three boxes are K-major, 128-B swizzled: k-step kk is +32 bytes, SBO 1024.
+__device__ __forceinline__ void issue_stage(float (&acc0)[64], float (&acc1)[64], uint32_t stage_addr, int wg,
+                                            bool first) {
+  using namespace hopper;
+  const uint32_t a_addr = stage_addr + wg * 64 * 128;
+  const uint32_t b0_addr = stage_addr + Shape::kBoxBytes, b1_addr = stage_addr + 2 * Shape::kBoxBytes;
+  wgmma::fence_operand(acc0);
+  wgmma::fence_operand(acc1);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+    const uint64_t da = wgmma::make_desc(a_addr + kk * 32, 0, 1024);
+    const int acc = (first && kk == 0) ? 0 : 1;
+    wgmma::mma_ss<128, 0>(acc0, da, wgmma::make_desc(b0_addr + kk * 32, 0, 1024), acc);
+    wgmma::mma_ss<128, 0>(acc1, da, wgmma::make_desc(b1_addr + kk * 32, 0, 1024), acc);
   }
-  for_each_acc([&](int r, int c, int mi, int ni, int j) { s.c[r][c] = f2bf(y[mi][ni][j]); });
-  __syncthreads();
-  // REMOTE STORE (remote_store_combine): each row to its owner's comb[token*k + slot].
-  constexpr int kChunks = kTileN / 8;
-  for (int i = threadIdx.x; i < valid * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = i % kChunks, row = row0 + r;
-    auto* comb = static_cast<std::uint16_t*>(ncclGetLsaPointer(a.window, a.comb_off, a.recv_src_rank[row]));
-    *reinterpret_cast<uint4*>(comb + static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden +
-                              it.n_block * kTileN + c * 8) = *reinterpret_cast<const uint4*>(&s.c[r][c * 8]);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned per_owner[kMaxRanks] = {};
-    for (int r = 0; r < valid; ++r) ++per_owner[a.recv_src_rank[row0 + r]];
-    fence_acq_rel_sys();
-    for (int o = 0; o < a.ranks; ++o)
-      if (per_owner[o]) {
-        auto* cnt = static_cast<unsigned*>(ncclGetLsaPointer(a.window, 0, o)) + kMaxLocalExperts;
-        red_add_release_sys(cnt, per_owner[o]);
+  wgmma::commit();
+}
+
+// Stages 64 columns (chunk C of the 256 held: acc0 = chunks 0-1, acc1 = 2-3) of
+// this warpgroup's 64 rows as bf16. L1 chunks hold silu(gate) * up instead
+// (acc0 = gate, acc1 = up, chunks 0-1 only).
+template <bool kSwiGLU>
+__device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float (&acc1)[64], int c,
+                                            std::uint16_t* staged, int warp, int g, int t) {
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    const int j = 8 * (c % 2) + jj;  // 8-column group in the 128-column accumulator
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kSwiGLU) {
+        const float gv = acc0[4 * j + e];
+        v[e] = gv / (1.0f + __expf(-gv)) * acc1[4 * j + e];
+      } else {
+        v[e] = c < 2 ? acc0[4 * j + e] : acc1[4 * j + e];
       }
+    }
+    const int col = 8 * jj + 2 * t;
+    *reinterpret_cast<uint32_t*>(staged + (warp * 16 + g) * Shape::kStagePitch + col) = pack_bf16x2(v[0], v[1]);
+    *reinterpret_cast<uint32_t*>(staged + (warp * 16 + g + 8) * Shape::kStagePitch + col) = pack_bf16x2(v[2], v[3]);
   }
 }
 
-__device__ void combine(const FusedArgs& a) {
-  if (threadIdx.x == 0) {
+__device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int wg, int tid) {
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const uint32_t stages_addr = hopper::smem_addr(smem + Shape::kOffStages);
+  std::uint16_t* staged =
+      reinterpret_cast<std::uint16_t*>(smem + Shape::kOffStaging + wg * Shape::kStagingBytesPerWG);
+  const int epi_bar = kEpilogueBar0 + wg;
+  Ring stage, slot;
+  float acc0[64], acc1[64];
+#pragma unroll 1
+  while (true) {
+    wait_phase(a, &bar.item_full[slot.index], slot.phase, FusedWaitSite::item_full, slot.index);
+    const WorkItem it = bar.item[slot.index];
+    mbar_warp_arrive(&bar.item_empty[slot.index], lane);
+    slot.advance<Shape::kItemSlots>();
+    if (it.expert < 0) break;
+    const int first = a.expert_offset[it.expert];
+    const TileLoads ld = tile_loads(it, first, a.hidden, a.inter);
+
+    // Mainloop: one wgmma group in flight; a stage is released when its group is done.
+    Ring prev;
+#pragma unroll 1
+    for (int k = 0; k < ld.k_steps; ++k) {
+      wait_phase(a, &bar.full[stage.index], stage.phase, FusedWaitSite::stage_full, stage.index);
+      issue_stage(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes, wg, k == 0);
+      hopper::wgmma::wait<1>();
+      hopper::wgmma::fence_operand(acc0);
+      hopper::wgmma::fence_operand(acc1);
+      if (k > 0) mbar_warp_arrive(&bar.empty[prev.index], lane);
+      prev = stage;
+      stage.advance<Shape::kStages>();
+    }
+    hopper::wgmma::wait<0>();
+    hopper::wgmma::fence_operand(acc0);
+    hopper::wgmma::fence_operand(acc1);
+    mbar_warp_arrive(&bar.empty[prev.index], lane);
+
+    // Epilogue over this warpgroup's rows [row0, row0 + rows).
+    const int row0 = ld.a_row + wg * 64;
+    const int rows = max(0, min(64, a.expert_offset[it.expert + 1] - row0));
+    if (it.kind == TileKind::l1) {
+#pragma unroll
+      for (int c = 0; c < kL1TileN / 64; ++c) {
+        hopper::named_sync(epi_bar, 128);  // the previous chunk's reads of `staged` are done
+        stage_chunk<true>(acc0, acc1, c, staged, warp, g, t);
+        hopper::named_sync(epi_bar, 128);
+        for (int i = tid; i < rows * 8; i += 128) {
+          const int r = i / 8, q = i % 8;
+          *reinterpret_cast<uint4*>(a.h + static_cast<std::size_t>(row0 + r) * a.inter + it.n_block * kL1TileN +
+                                    c * 64 + q * 8) =
+              *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + q * 8);
+        }
+      }
+      hopper::fence_proxy_async_global();  // H is read by TMA (L2 tiles)
+      hopper::named_sync(epi_bar, 128);
+      if (tid == 0) {
+        fence_acq_rel_sys();
+        red_add_relaxed_sys(a.l1_done + it.expert * a.max_m_blocks + it.m_block, 1u);
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < kL2TileN / 64; ++c) {
+        hopper::named_sync(epi_bar, 128);
+        stage_chunk<false>(acc0, acc1, c, staged, warp, g, t);
+        hopper::named_sync(epi_bar, 128);
+        // REMOTE STORE (remote_store_combine): each row to its owner's comb[token*k + slot].
+        for (int i = tid; i < rows * 8; i += 128) {
+          const int r = i / 8, q = i % 8, row = row0 + r;
+          auto* comb = static_cast<std::uint16_t*>(ncclGetLsaPointer(a.window, a.comb_off, a.recv_src_rank[row]));
+          *reinterpret_cast<uint4*>(comb + static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden +
+                                    it.n_block * kL2TileN + c * 64 + q * 8) =
+              *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + q * 8);
+        }
+      }
+      hopper::named_sync(epi_bar, 128);
+      if (warp == 0 && rows > 0) {
+        // Rows per owner by ballot (lane l looks at rows l and l + 32), then lane 0
+        // releases each owner's combine counter by its count.
+        const int own0 = lane < rows ? a.recv_src_rank[row0 + lane] : -1;
+        const int own1 = lane + 32 < rows ? a.recv_src_rank[row0 + lane + 32] : -1;
+        if (lane == 0) fence_acq_rel_sys();
+        __syncwarp();
+#pragma unroll
+        for (int o = 0; o < kMaxRanks; ++o) {
+          const unsigned n = __popc(__ballot_sync(0xffffffffu, own0 == o)) + __popc(__ballot_sync(0xffffffffu, own1 == o));
+          if (lane == 0 && n > 0) {
+            auto* cnt = static_cast<unsigned*>(ncclGetLsaPointer(a.window, 0, o)) + kMaxLocalExperts;
+            red_add_relaxed_sys(cnt, n);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- phase 3: combine
+
+// Consumer threads only (ctid 0..255): 8 columns per thread and step.
+__device__ void combine(const FusedArgs& a, int ctid) {
+  constexpr int kCombineThreads = 128 * Shape::kConsumerWGs;
+  if (ctid == 0) {
     const auto* cnt = static_cast<const unsigned*>(ncclGetLocalPointer(a.window, 0)) + kMaxLocalExperts;
-    comm::wait_geq_acquire(cnt, a.combine_expect, a.wait, "combine rows of this rank's tokens");
+    wait_counter(a, cnt, a.combine_expect, FusedWaitSite::combine_rows, -1);
   }
-  __syncthreads();
+  hopper::named_sync(kConsumersBar, kCombineThreads);
   const auto* comb = static_cast<const std::uint16_t*>(ncclGetLocalPointer(a.window, a.comb_off));
-  for (int t = blockIdx.x; t < a.tokens; t += gridDim.x)
-    for (int c = threadIdx.x; c < a.hidden; c += blockDim.x) {
-      float acc = 0.f;
-      for (int j = 0; j < a.topk; ++j) {
-        const std::size_t slot = static_cast<std::size_t>(t) * a.topk + j;
-        acc = __fadd_rn(acc, __fmul_rn(a.weight[slot], bf2f(comb[slot * a.hidden + c])));
+  const int vec = a.hidden / 8;
+  const long long total = static_cast<long long>(a.tokens) * vec;
+  for (long long i = static_cast<long long>(blockIdx.x) * kCombineThreads + ctid; i < total;
+       i += static_cast<long long>(gridDim.x) * kCombineThreads) {
+    const int tok = static_cast<int>(i / vec), v = static_cast<int>(i % vec);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < a.topk; ++j) {
+      const std::size_t s = static_cast<std::size_t>(tok) * a.topk + j;
+      const float w = a.weight[s];
+      const uint4 raw = *reinterpret_cast<const uint4*>(comb + s * a.hidden + v * 8);
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const std::uint16_t b = static_cast<std::uint16_t>(words[e / 2] >> (16 * (e % 2)));
+        acc[e] = __fadd_rn(acc[e], __fmul_rn(w, bf2f(b)));
       }
-      a.out[static_cast<std::size_t>(t) * a.hidden + c] = f2bf(acc);
     }
+    uint4 o;
+    o.x = pack_bf16x2(acc[0], acc[1]);
+    o.y = pack_bf16x2(acc[2], acc[3]);
+    o.z = pack_bf16x2(acc[4], acc[5]);
+    o.w = pack_bf16x2(acc[6], acc[7]);
+    *reinterpret_cast<uint4*>(a.out + static_cast<std::size_t>(tok) * a.hidden + v * 8) = o;
+  }
 }
 
 // ---------------------------------------------------------------- the kernel
 
-__global__ void __launch_bounds__(kFusedThreads, 1) moe_fused_kernel(const FusedArgs a) {
-  __shared__ Smem s;
+__global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __grid_constant__ FusedArgs a) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  auto& bar = *reinterpret_cast<Barriers*>(smem + Shape::kOffBar);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Shape::kStages; ++s) {
+      hopper::mbar_init(&bar.full[s], 1);
+      hopper::mbar_init(&bar.empty[s], Shape::kConsumerWarps);
+    }
+#pragma unroll
+    for (int s = 0; s < Shape::kItemSlots; ++s) {
+      hopper::mbar_init(&bar.item_full[s], 1);
+      hopper::mbar_init(&bar.item_empty[s], Shape::kConsumerWarps);
+    }
+    hopper::mbar_init_fence();
+  }
   // 0. start: everyone finished the previous launch.
   if (blockIdx.x == 0) {
-    comm::lsa_barrier_sync(a.dev, 0, a.wait);
+    lsa_barrier(a);
     if (threadIdx.x == 0) comm::store_release_sys(a.gate, a.epoch);
   }
-  if (threadIdx.x == 0) comm::wait_geq_acquire(a.gate, a.epoch, a.wait, "start gate (LSA barrier)");
+  if (threadIdx.x == 0) wait_counter(a, a.gate, a.epoch, FusedWaitSite::start_gate, -1);
   __syncthreads();
-  // 1. dispatch
+  // 1. dispatch (all threads)
   dispatch(a);
-  // 2. tiles in the scheduler's order, by ticket
-  while (true) {
-    if (threadIdx.x == 0) {
-      const int t = static_cast<int>(atomicAdd(a.ticket, 1u));
-      s.next = t;
-      if (t < a.n_items) s.item = a.items[t];
-    }
-    __syncthreads();
-    if (s.next >= a.n_items) break;
-    const WorkItem it = s.item;
-    __syncthreads();
-    if (it.kind == TileKind::l1)
-      l1_tile(a, s, it);
-    else
-      l2_tile(a, s, it);
+  // 2. tiles (roles), 3. combine (consumers)
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    hopper::regs_dealloc<Shape::kProducerRegs>();
+    if (threadIdx.x == 0) producer(a, smem, bar);
+  } else {
+    hopper::regs_alloc<Shape::kConsumerRegs>();
+    consumer(a, smem, bar, wg - 1, threadIdx.x - 128 * wg);
+    combine(a, threadIdx.x - 128);
   }
-  // 3. combine
-  combine(a);
 }
 
 }  // namespace xstage::moe::device

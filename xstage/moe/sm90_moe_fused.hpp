@@ -10,12 +10,14 @@
 // (dispatch: sum of this rank's per-expert counts so far; combine: epoch*T*k*hidden/64).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "xstage/comm_device_types.hpp"
@@ -29,13 +31,35 @@ class DeviceComm;
 
 namespace xstage::moe {
 
-inline constexpr int kFusedThreads = 128;        // 4 warps, 2x2 over a 64x64 tile
+inline constexpr int kFusedThreads = FusedKernelShape::kThreads;  // producer + 2 consumer warpgroups
 inline constexpr int kMaxLocalExperts = 512;     // flags area: 4 KiB of counters
 inline constexpr int kMaxRanks = 8;              // one NVLink domain of H200s
 inline constexpr std::size_t kFlagsBytes = 4096;
 
-// Everything the kernel reads; passed by value (field comments give the shape).
+// Where a timed-out device wait reports before it traps (host-mapped, so the
+// host can read it after the trap). The kernel has no printf: a call anywhere in
+// a kernel makes ptxas serialise its wgmma instructions.
+struct FusedWaitReport {
+  int flag;             // 1 once a wait timed out (2 while being written)
+  int rank, block, thread;
+  int site;             // FusedWaitSite
+  int index;            // stage / item slot / expert / row block, -1 if none
+  unsigned expected, seen;  // counter waits: target and last value; mbarriers: parity
+};
+enum class FusedWaitSite : int {
+  start_gate = 1, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters (ns budget)
+  item_full, item_empty, stage_full, stage_empty                            // mbarriers (same budget)
+};
+const char* to_string(FusedWaitSite s);
+
+// Everything the kernel reads; passed by value as a __grid_constant__ (the TMA
+// descriptors must live in parameter space). Field comments give the shapes.
 struct FusedArgs {
+  CUtensorMap map_recv;            // recv [max_rows, hidden] in the window, box 128 x 64, 128-B swizzle
+  CUtensorMap map_h;               // H [max_rows, I]
+  CUtensorMap map_w1;              // W1 as [E/P * 2I, hidden]
+  CUtensorMap map_w2;              // W2 as [E/P * hidden, I]
+  FusedWaitReport* report;         // host-mapped
   ncclWindow_t window;             // symmetric window (flags, recv, comb)
   ncclDevComm dev;                 // LSA barrier at the start of each launch
   std::size_t recv_off, comb_off;  // byte offsets in the window
@@ -55,7 +79,7 @@ struct FusedArgs {
   const WorkItem* items;           // [n_items] the schedule's global order
   int n_items;
   unsigned* ticket;                // next item (zeroed before each launch)
-  unsigned* l1_done;               // [E/P, max_m_blocks] L1 tiles finished (zeroed per launch)
+  unsigned* l1_done;               // [E/P, max_m_blocks] L1 warpgroup halves finished (zeroed per launch)
   int max_m_blocks;
   unsigned* gate;                  // local: block 0 releases the epoch after the LSA barrier
   const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
@@ -83,6 +107,9 @@ class FusedMoe {
   void set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
                   const std::vector<WorkItem>& order);
   void launch();                      // one fused forward on rank.stream()
+  // Waits for the stream; on a device error throws one line that names the
+  // timed-out wait when the kernel reported one.
+  void synchronize();
   std::uint16_t* out() const;         // device [T, hidden]
   int blocks() const { return blocks_; }
 

@@ -1,5 +1,7 @@
-// GPU tests of the fused EP MoE kernel against the host reference (label gpu).
-// Written blind: not yet run on a GPU (docs/xstage-moe.md).
+// GPU tests of the fused EP MoE kernel (TMA + wgmma) against the host reference
+// (label gpu). Shapes keep hidden a multiple of 256 and I of 128 (the tile
+// widths); K steps > pipeline stages so the smem ring wraps; row counts that are
+// not multiples of 128 (partial tiles, a second warpgroup with no rows).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,7 +54,7 @@ void run_case(const Case& c) {
       // Poison: 0xFFFF is a bf16 NaN, so any output the kernel skips fails.
       XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
       fused.launch();
-      XS_CHECK_CUDA(cudaStreamSynchronize(rank.stream()));
+      fused.synchronize();
       std::vector<std::uint16_t> out(std::size_t(c.p.tokens_per_rank) * c.p.hidden);
       XS_CHECK_CUDA(cudaMemcpy(out.data(), fused.out(), out.size() * 2, cudaMemcpyDeviceToHost));
       double scale = 0;
@@ -79,22 +81,32 @@ void run_case(const Case& c) {
 }  // namespace
 
 TEST(MoeFusedGpu, UniformExpertWave) {
-  run_case({{2, 96, 8, 2, 128, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::expert_wave});
+  run_case({{2, 96, 8, 2, 256, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::expert_wave});
 }
 TEST(MoeFusedGpu, UniformInterleaved) {
-  run_case({{2, 96, 8, 2, 128, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::interleaved});
+  run_case({{2, 96, 8, 2, 256, 128}, {.zipf = 0, .seed = 1}, moe::ScheduleKind::interleaved});
+}
+// hidden 512 / I 384: 8 and 6 K steps through the 4-stage ring; several row blocks.
+TEST(MoeFusedGpu, UniformManyRowBlocks) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_case({{2, 512, 8, 2, 512, 384}, {.zipf = 0, .seed = 2}, kind});
 }
 TEST(MoeFusedGpu, SkewedEmptyExpertsSameRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
-    run_case({{2, 200, 16, 4, 192, 128}, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3}, kind});
+    run_case({{2, 300, 16, 4, 512, 256}, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3}, kind});
+}
+// Every token's top-k experts live on one rank (slot 0's rank).
+TEST(MoeFusedGpu, AllTopKOnOneRank) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_case({{2, 160, 16, 4, 256, 256}, {.zipf = 0.5, .empty_experts = 2, .same_rank = 1.0, .seed = 5}, kind});
 }
 TEST(MoeFusedGpu, FourRanks) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
-    run_case({{4, 130, 16, 6, 256, 192}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind});
+    run_case({{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind});
 }
 TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
   const int gpus = comm::visible_gpus();
-  moe::Problem p{gpus + 1, 64, 8 * (gpus + 1), 2, 128, 128};
+  moe::Problem p{gpus + 1, 64, 8 * (gpus + 1), 2, 256, 128};
   try {
     moe::validate(p, gpus);
     ADD_FAILURE() << "no error";

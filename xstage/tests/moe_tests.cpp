@@ -16,7 +16,7 @@ namespace bg = xstage::burstgap;
 
 namespace {
 
-moe::Problem small(int P = 2, int T = 40, int E = 8, int K = 2, int H = 128, int I = 64) {
+moe::Problem small(int P = 2, int T = 40, int E = 8, int K = 2, int H = 256, int I = 128) {
   return {P, T, E, K, H, I};
 }
 
@@ -33,7 +33,9 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
 
 TEST(MoeProblem, RefusesBadShapes) {
   expect_error([] { moe::validate(small(2, 40, 8, 2, 100, 64)); }, "hidden (100) must be a positive multiple");
-  expect_error([] { moe::validate(small(2, 40, 8, 2, 128, 96)); }, "intermediate (96)");
+  expect_error([] { moe::validate(small(2, 40, 8, 2, 256, 96)); }, "intermediate (96)");
+  expect_error([] { moe::validate(small(2, 40, 8, 2, 128, 128)); }, "hidden (128) must be a positive multiple of the L2 tile");
+  expect_error([] { moe::validate(small(2, 40, 8, 2, 256, 64)); }, "intermediate (64)");
   expect_error([] { moe::validate(small(2, 40, 8, 9)); }, "top-k must be in 1..experts");
   expect_error([] { moe::validate(small(3, 40, 8, 2)); }, "divisible by the EP size");
   expect_error([] { moe::validate(small(4), 2); }, "4 ranks need 4 GPUs but only 2 are visible");
@@ -111,7 +113,7 @@ TEST(MoeLayout, InvariantsForEverySize) {
 TEST(MoeLayout, EightRankIndexMapsByHand) {
   // P = 8, E = 16 (2 per rank), k = 2, 1 token per rank: token of rank s goes to
   // experts (2s+2) mod 16 and (2s+3) mod 16, i.e. both on rank s+1.
-  const moe::Problem p{8, 1, 16, 2, 64, 64};
+  const moe::Problem p{8, 1, 16, 2, 256, 128};
   std::vector<moe::Routing> r;
   for (int s = 0; s < 8; ++s) r.push_back({1, 2, {(2 * s + 2) % 16, (2 * s + 3) % 16}, {0.5f, 0.5f}});
   const auto L = moe::build_layout(p, r);
@@ -126,7 +128,7 @@ TEST(MoeLayout, EightRankIndexMapsByHand) {
     EXPECT_EQ(L.ranks[d].recv_from[s], 2);
   }
   // Grouping within an expert: by source rank, then (token, slot).
-  const moe::Problem q{8, 2, 16, 1, 64, 64};
+  const moe::Problem q{8, 2, 16, 1, 256, 128};
   std::vector<moe::Routing> r2;
   for (int s = 0; s < 8; ++s) r2.push_back({2, 1, {0, 0}, {1, 1}});  // everyone -> expert 0 on rank 0
   const auto L2 = moe::build_layout(q, r2);
@@ -286,7 +288,7 @@ TEST(MoeAdvisor, MeasuredH200ParamsGiveAValidChoice) {
 
 TEST(MoeReference, MatchesNaiveBitwise) {
   for (int P : {1, 2, 4}) {
-    const auto p = small(P, 13, 8, 3, 64, 64);
+    const auto p = small(P, 13, 8, 3, 256, 128);
     const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.5, .seed = 8});
     const auto w = moe::random_weights(p, 3);
     const auto x = moe::random_tokens(p, 4);
@@ -300,26 +302,27 @@ TEST(MoeReference, ClosedFormSingleExpert) {
   // One expert, k = 1, weight 1, W1 gate = identity-like, up = 1, W2 picks column:
   // gate_j = x_j (j < I), up_j = sum(x) ... keep it simple: all-zero W2 gives 0,
   // and an x of zeros gives 0 for any weights.
-  const moe::Problem p{1, 3, 1, 1, 64, 64};
+  constexpr int H = 256, I = 128;
+  const moe::Problem p{1, 3, 1, 1, H, I};
   std::vector<moe::Routing> r{{3, 1, {0, 0, 0}, {1, 1, 1}}};
   auto w = moe::random_weights(p, 1);
-  std::vector<std::vector<moe::bf16_bits>> x(1, std::vector<moe::bf16_bits>(3 * 64, 0));
+  std::vector<std::vector<moe::bf16_bits>> x(1, std::vector<moe::bf16_bits>(3 * H, 0));
   const auto out = moe::reference_forward(p, r, moe::build_layout(p, r), w, x);
   for (float v : out[0]) EXPECT_EQ(v, 0.0f);
-  // gate = up = 1 on row 0 of each: h_j = silu(x0) * x0 for W1 rows picking x_0;
-  // W2 = identity on the first 64 columns: y_c = h_c.
+  // gate = up = x_0 for every j: h_j = silu(x_0) * x_0; W2 = identity on the
+  // first I columns: y_c = h_c (c < I), 0 beyond.
   std::fill(w.w1[0].begin(), w.w1[0].end(), 0);
   std::fill(w.w2[0].begin(), w.w2[0].end(), 0);
-  for (int j = 0; j < 64; ++j) {
-    w.w1[0][j * 64 + 0] = moe::to_bf16(1.0f);          // gate_j = x_0
-    w.w1[0][(64 + j) * 64 + 0] = moe::to_bf16(1.0f);   // up_j = x_0
-    w.w2[0][j * 64 + j] = moe::to_bf16(1.0f);          // y_j = h_j
+  for (int j = 0; j < I; ++j) {
+    w.w1[0][j * H + 0] = moe::to_bf16(1.0f);        // gate_j = x_0
+    w.w1[0][(I + j) * H + 0] = moe::to_bf16(1.0f);  // up_j = x_0
+    w.w2[0][j * I + j] = moe::to_bf16(1.0f);        // y_j = h_j
   }
-  for (int t = 0; t < 3; ++t) x[0][t * 64] = moe::to_bf16(0.5f * (t + 1));
+  for (int t = 0; t < 3; ++t) x[0][t * H] = moe::to_bf16(0.5f * (t + 1));
   const auto y = moe::reference_forward(p, r, moe::build_layout(p, r), w, x);
   for (int t = 0; t < 3; ++t) {
     const double g = 0.5 * (t + 1), h = moe::round_bf16(float(g / (1 + std::exp(-g)) * g));
-    for (int c = 0; c < 64; ++c) EXPECT_EQ(y[0][t * 64 + c], moe::round_bf16(float(h))) << t << " " << c;
+    for (int c = 0; c < H; ++c) EXPECT_EQ(y[0][t * H + c], c < I ? moe::round_bf16(float(h)) : 0.0f) << t << " " << c;
   }
 }
 
@@ -335,4 +338,60 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
   EXPECT_EQ(distinct.size(), s.size());
   EXPECT_EQ(moe::bench_sweep("quick").size(), 8u);
   expect_error([] { moe::bench_sweep("huge"); }, "unknown sweep");
+}
+
+TEST(MoeFusedPlan, TensorMapShapes) {
+  const auto p = small(2, 40, 8, 2, 512, 384);
+  const auto m = moe::fused_maps(p, 300);
+  EXPECT_EQ(m.recv.rows, 300);
+  EXPECT_EQ(m.recv.cols, 512);
+  EXPECT_EQ(m.h.rows, 300);
+  EXPECT_EQ(m.h.cols, 384);
+  EXPECT_EQ(m.w1.rows, 4 * 2 * 384);  // E/P experts, gate and up
+  EXPECT_EQ(m.w1.cols, 512);
+  EXPECT_EQ(m.w2.rows, 4 * 512);
+  EXPECT_EQ(m.w2.cols, 384);
+  expect_error([&] { moe::fused_maps(p, 0); }, "max_rows must be >= 1");
+  // The smem plan fits and keeps the swizzle alignment.
+  using K = moe::FusedKernelShape;
+  EXPECT_LE(K::kSmemBytes, 227 * 1024);
+  EXPECT_EQ(K::kOffStaging % 1024, 0);
+  EXPECT_EQ(K::kStageBytes, 3 * 128 * 64 * 2);
+}
+
+// Every tile's TMA boxes lie inside its expert's weights; gate and up of an L1
+// tile are I rows apart; the L2 tiles of an expert cover its W2 rows exactly once;
+// A rows start at the tile's first recv row.
+TEST(MoeFusedPlan, TileLoadsStayInsideTheirExpert) {
+  const auto p = small(2, 300, 8, 3, 512, 384);
+  const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 1, .seed = 5});
+  const auto L = moe::build_layout(p, r);
+  for (const auto& R : L.ranks) {
+    const auto t = moe::build_tiles(p, R);
+    const auto maps = moe::fused_maps(p, L.max_rows());
+    std::vector<int> w2_rows(maps.w2.rows, 0), w1_rows(maps.w1.rows, 0);
+    for (const auto& it : t.l1) {
+      const auto ld = moe::tile_loads(it, R.expert_offset[it.expert], p.hidden, p.intermediate);
+      EXPECT_EQ(ld.a_row, R.expert_offset[it.expert] + it.m_block * moe::kTileM);
+      EXPECT_LT(ld.a_row, R.expert_offset[it.expert + 1]);  // at least one valid row
+      EXPECT_EQ(ld.b1_row - ld.b0_row, p.intermediate);
+      EXPECT_GE(ld.b0_row, it.expert * 2 * p.intermediate);
+      EXPECT_LE(ld.b1_row + moe::kBoxRows, (it.expert + 1) * 2 * p.intermediate);
+      EXPECT_EQ(ld.k_steps * moe::kTileK, p.hidden);
+      if (it.m_block == 0)
+        for (int i = 0; i < moe::kBoxRows; ++i) ++w1_rows[ld.b0_row + i], ++w1_rows[ld.b1_row + i];
+    }
+    for (const auto& it : t.l2) {
+      const auto ld = moe::tile_loads(it, R.expert_offset[it.expert], p.hidden, p.intermediate);
+      EXPECT_EQ(ld.b1_row - ld.b0_row, moe::kBoxRows);
+      EXPECT_EQ(ld.k_steps * moe::kTileK, p.intermediate);
+      if (it.m_block == 0)
+        for (int i = 0; i < moe::kL2TileN; ++i) ++w2_rows[ld.b0_row + i];
+    }
+    for (int e = 0; e < t.experts; ++e) {
+      const int want = t.m_blocks[e] > 0 ? 1 : 0;
+      for (int i = 0; i < 2 * p.intermediate; ++i) EXPECT_EQ(w1_rows[e * 2 * p.intermediate + i], want) << e << " " << i;
+      for (int i = 0; i < p.hidden; ++i) EXPECT_EQ(w2_rows[e * p.hidden + i], want) << e << " " << i;
+    }
+  }
 }

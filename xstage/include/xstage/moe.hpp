@@ -37,12 +37,22 @@ inline float round_bf16(float f) { return from_bf16(to_bf16(f)); }
 // Problem
 // ============================================================================
 
-// Tile of the fused kernel (first version: mma.sync m16n8k16, docs/xstage-moe.md).
-inline constexpr int kTileM = 64;   // token rows per tile
-inline constexpr int kTileN = 64;   // output columns per tile (L1: 64 gate + 64 up)
-inline constexpr int kTileK = 32;   // reduction step
-// hidden and intermediate must be multiples of this (the N tile of L2 / L1).
-inline constexpr int kShapeQuantum = kTileN;
+// Tiles of the fused kernel (TMA + wgmma, docs/xstage-moe.md "The kernel").
+// One CTA tile is kTileM token rows, split over two consumer warpgroups (64 rows
+// each, the wgmma M). Both tile kinds hold 2 x 128 fp32 columns per warpgroup and
+// load three 128 x 64 boxes per K step:
+//   L1: 128 columns of I, gate and up together (A = recv rows, B = 128 gate rows
+//       + 128 up rows of W1), SwiGLU in the epilogue;
+//   L2: 256 columns of hidden (A = H rows, B = two 128-row halves of W2).
+inline constexpr int kTileM = 128;    // token rows per tile
+inline constexpr int kL1TileN = 128;  // L1 output columns (of I) per tile: 128 gate + 128 up
+inline constexpr int kL2TileN = 256;  // L2 output columns (of hidden) per tile
+inline constexpr int kTileK = 64;     // reduction step: one 128-byte swizzle panel of bf16
+inline constexpr int kBoxRows = 128;  // rows of every TMA box (A: tokens, B: weight rows)
+// hidden must be a multiple of the L2 tile, intermediate of the L1 tile (and both
+// of kTileK, which they are).
+inline constexpr int kHiddenQuantum = kL2TileN;
+inline constexpr int kInterQuantum = kL1TileN;
 
 struct Problem {
   int ranks = 2;              // P, one per GPU
@@ -135,7 +145,7 @@ struct WorkItem {
   TileKind kind;
   std::int32_t expert;   // local expert
   std::int32_t m_block;  // kTileM rows of that expert's recv rows
-  std::int32_t n_block;  // kTileN columns of I (L1) or hidden (L2)
+  std::int32_t n_block;  // kL1TileN columns of I (L1) or kL2TileN of hidden (L2)
   friend bool operator==(const WorkItem&, const WorkItem&) = default;
 };
 static_assert(sizeof(WorkItem) == 16);
@@ -144,22 +154,90 @@ static_assert(sizeof(WorkItem) == 16);
 struct TileLists {
   int experts = 0;               // local experts
   std::vector<int> m_blocks;     // [experts] ceil(count / kTileM)
-  int l1_n_blocks = 0;           // I / kTileN
-  int l2_n_blocks = 0;           // hidden / kTileN
+  int l1_n_blocks = 0;           // I / kL1TileN
+  int l2_n_blocks = 0;           // hidden / kL2TileN
   std::vector<WorkItem> l1, l2;  // expert-major, then m, then n
 };
 TileLists build_tiles(const Problem& p, const RankLayout& rank);
 
-// Explicit tile-time estimate (assumed, not measured: the first kernel is
-// mma.sync; replace with measured rates when the GPU session has them).
+// Explicit tile-time estimate (assumed, not measured: replace with the rates the
+// GPU session measures). 4.5 TFLOP/s per SM is ~600 TFLOP/s over 132 SMs, about
+// what a TMA + wgmma mainloop with 128 x 256 tiles sustains on H200.
 struct TileTimeModel {
-  double sm_tflops = 2.5;        // sustained bf16 per SM for the first kernel (~1/3 of wgmma peak)
-  double tile_overhead_ns = 400; // loads, waits, epilogue bookkeeping per tile
+  double sm_tflops = 4.5;        // sustained bf16 per SM of the wgmma mainloop
+  double tile_overhead_ns = 800; // dependency wait, pipeline fill, epilogue per tile
 };
-double l1_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*(2N)*hidden flops
-double l2_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*N*I flops
+double l1_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*(2N1)*hidden flops
+double l2_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*N2*I flops
 // Bytes one L2 tile's epilogue stores to remote owners (bf16).
-inline constexpr std::size_t kL2TileStoreBytes = std::size_t(kTileM) * kTileN * 2;
+inline constexpr std::size_t kL2TileStoreBytes = std::size_t(kTileM) * kL2TileN * 2;
+
+// ============================================================================
+// Fused kernel plan (host-visible so that it is CPU-tested; the kernel uses the
+// same constants and the same tile_loads())
+// ============================================================================
+
+#if defined(__CUDACC__)
+#define XS_MOE_HD __host__ __device__
+#else
+#define XS_MOE_HD
+#endif
+
+// Shared memory, threads and registers of one CTA (one per SM, persistent).
+struct FusedKernelShape {
+  static constexpr int kConsumerWGs = 2;                    // 64 rows each
+  static constexpr int kThreads = 128 * (1 + kConsumerWGs); // warpgroup 0 produces
+  static constexpr int kConsumerWarps = 4 * kConsumerWGs;
+  static constexpr int kProducerRegs = 40;                  // setmaxnreg.dec
+  static constexpr int kConsumerRegs = 232;                 // setmaxnreg.inc: 2 x 128 fp32 accumulators
+  static constexpr int kBoxBytes = kBoxRows * kTileK * 2;   // 16 KiB: one 128 x 64 bf16 box
+  static constexpr int kStageBytes = 3 * kBoxBytes;         // A + B0 + B1
+  static constexpr int kStages = 4;                         // K steps in flight
+  static constexpr int kItemSlots = 2;                      // work items handed producer -> consumers
+  static constexpr int kStagePitch = 64 + 8;                // epilogue staging row (elements): 144 B
+  static constexpr int kStagingBytesPerWG = 64 * kStagePitch * 2;  // 64 rows x 64 columns per chunk
+  static constexpr int kOffStages = 0;
+  static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
+  static constexpr int kOffBar = kOffStaging + kConsumerWGs * kStagingBytesPerWG;
+  static constexpr int kBarBytes = 256;
+  static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + slack to align the base to 1024
+  static_assert(kBoxBytes % 1024 == 0, "boxes keep the 1024-byte swizzle alignment");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
+  static_assert(kTileM == 64 * kConsumerWGs && kL1TileN == kBoxRows && kL2TileN == 2 * kBoxRows, "tile/box shapes");
+};
+
+// The four TMA views, all bf16 2-D [rows, cols] row-major with box kBoxRows x kTileK.
+struct MapShape {
+  const char* name;
+  long long rows, cols;
+};
+struct FusedMaps {
+  MapShape recv, h, w1, w2;  // recv [max_rows, hidden], H [max_rows, I], W1 [E/P*2I, hidden], W2 [E/P*hidden, I]
+};
+// Throws (one line) when a view does not fit TMA's limits (cols*2 a multiple of
+// 16 bytes, dims below 2^31, at least one box of columns).
+FusedMaps fused_maps(const Problem& p, int max_rows);
+
+// Where one work item's TMA boxes start: A row (recv for L1, H for L2), the two B
+// rows (W1 gate/up rows, or the two halves of W2), and how many K steps.
+struct TileLoads {
+  int a_row, b0_row, b1_row, k_steps;
+};
+XS_MOE_HD inline TileLoads tile_loads(const WorkItem& it, int expert_first_row, int hidden, int inter) {
+  TileLoads t{};
+  t.a_row = expert_first_row + it.m_block * kTileM;
+  if (it.kind == TileKind::l1) {
+    t.b0_row = it.expert * 2 * inter + it.n_block * kL1TileN;  // gate rows
+    t.b1_row = t.b0_row + inter;                                // up rows
+    t.k_steps = hidden / kTileK;
+  } else {
+    t.b0_row = it.expert * hidden + it.n_block * kL2TileN;
+    t.b1_row = t.b0_row + kBoxRows;
+    t.k_steps = inter / kTileK;
+  }
+  return t;
+}
 
 enum class ScheduleKind { expert_wave, interleaved };
 const char* to_string(ScheduleKind k);
