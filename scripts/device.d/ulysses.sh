@@ -11,6 +11,10 @@ step ulysses_configure timeout 120 cmake -S "$ROOT" -B "$UB" -G Ninja -DCMAKE_BU
   -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_TORCH_BASELINES=ON ${U_TORCH:+-DCMAKE_PREFIX_PATH="$U_TORCH"}
 step ulysses_build timeout 300 cmake --build "$UB" -j "$(nproc)" --target xstage xstage_ulysses_tests \
   xstage_ulysses_gpu_tests
+cuobjdump --dump-sass "$UB/xstage/ulysses/libxs_ulysses.a" 2>/dev/null | awk '/Function : /{f=($3 ~ /flash_fwd_kernel/) ? $3 : ""}
+  f&&/HGMMA/{h[f]++} f&&/(LDL|STL)/{l[f]++} END{for(k in h) printf "HGMMA=%d LDL/STL=%d %s\n", h[k], l[k]+0, substr(k,1,60)}' \
+  >"$OUT/ulysses_sass_check.log"
+note ulysses_sass "$(awk '{printf "%s %s; ", $1, $2}' "$OUT/ulysses_sass_check.log")"
 step ulysses_cpu_tests timeout 60 "$UB/xstage/tests/xstage_ulysses_tests"
 step ulysses_gpu_tests timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$UB/xstage/tests/xstage_ulysses_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|!= serial|timeout|Expected" "$OUT/ulysses_gpu_tests.log" | head -20
