@@ -153,7 +153,7 @@ std::string describe(const FwdConfig& c) {
       "tiles={} (m_blocks={} heads={} batches={} order={} group_heads={}) grid={} snake={} pingpong={}",
       c.head_dim, c.block_m, c.block_n, c.stages, c.consumer_wgs, c.threads, c.smem_bytes, c.tiles.count(),
       c.tiles.m_blocks, c.tiles.heads, c.tiles.batches,
-      c.tiles.order == TileOrder::head_major ? "head_major" : "longest_first", c.tiles.group_heads, c.grid, c.snake,
+      tile_order_name(c.tiles.order), c.tiles.group_heads, c.grid, c.snake,
       c.pingpong);
 }
 

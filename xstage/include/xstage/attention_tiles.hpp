@@ -35,6 +35,15 @@ enum class TileOrder : int {
   slice_interleaved = 2,
 };
 
+inline const char* tile_order_name(TileOrder o) {
+  switch (o) {
+    case TileOrder::head_major: return "head_major";
+    case TileOrder::longest_first: return "longest_first";
+    case TileOrder::slice_interleaved: return "slice_interleaved";
+  }
+  return "unknown";
+}
+
 struct WorkTile {
   int m_block = 0;
   int head = 0;
