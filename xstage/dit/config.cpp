@@ -1,0 +1,189 @@
+// DiT presets, validation, the token grid, SP shards and rotary tables.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "common/check.hpp"
+#include "xstage/dit.hpp"
+
+namespace xstage::dit {
+
+const char* to_string(Ffn f) { return f == Ffn::gelu_mlp ? "gelu_mlp" : "moe"; }
+
+namespace {
+Config dense(std::string name, int64_t heads, int64_t head_dim, int blocks, int64_t ffn_hidden) {
+  Config c;
+  c.name = std::move(name);
+  c.heads = heads;
+  c.head_dim = head_dim;
+  c.hidden = heads * head_dim;
+  c.blocks = blocks;
+  c.ffn_hidden = ffn_hidden;
+  return c;
+}
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"tiny", "tiny-video", "tiny-moe", "flux-like", "wan-like", "dit-moe"};
+}
+
+Config preset(const std::string& name) {
+  if (name == "tiny") return dense("tiny", 2, 64, 2, 512);  // C 128, MLP ratio 4, 4 channels x 2x2 patches
+  if (name == "tiny-video") {
+    Config c = dense("tiny-video", 2, 64, 2, 512);
+    c.video = true;
+    c.frames = 2;
+    return c;
+  }
+  if (name == "tiny-moe") {
+    Config c = dense("tiny-moe", 2, 64, 2, 0);
+    c.ffn = Ffn::moe;
+    c.experts = 4;
+    c.topk = 2;
+    c.moe_inter = 128;
+    return c;
+  }
+  if (name == "flux-like") {  // Flux's transformer width: 3072 = 24 x 128, 57 blocks, MLP ratio 4 (GELU)
+    Config c = dense("flux-like", 24, 128, 57, 4 * 3072);
+    c.latent_channels = 16;  // 16-channel latents in 2x2 patches: 64 values per token
+    return c;
+  }
+  if (name == "wan-like") {  // Wan 2.1 14B: 5120 = 40 x 128, FFN 13824, 40 blocks; 21 latent frames at 720p
+    Config c = dense("wan-like", 40, 128, 40, 13824);
+    c.latent_channels = 16;
+    c.video = true;
+    c.frames = 21;
+    return c;
+  }
+  if (name == "dit-moe") {  // illustrative (no public model): flux-like width, 28 blocks, 16 experts top-2
+    Config c = dense("dit-moe", 24, 128, 28, 0);
+    c.latent_channels = 16;
+    c.ffn = Ffn::moe;
+    c.experts = 16;
+    c.topk = 2;
+    c.moe_inter = 3072;
+    return c;
+  }
+  XS_FAIL("dit: unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
+}
+
+void validate(const Config& c) {
+  XS_ASSERT(c.heads >= 1 && c.head_dim >= 2 && c.blocks >= 1, "dit: {}: heads {}, head_dim {}, blocks {} must be positive",
+            c.name, c.heads, c.head_dim, c.blocks);
+  XS_ASSERT(c.hidden == c.heads * c.head_dim, "dit: {}: hidden {} != heads {} x head_dim {}", c.name, c.hidden, c.heads,
+            c.head_dim);
+  XS_ASSERT(c.head_dim % 2 == 0, "dit: {}: head_dim {} must be even (RoPE rotates pairs)", c.name, c.head_dim);
+  XS_ASSERT(!c.video || c.head_dim >= 6, "dit: {}: 3D RoPE needs head_dim >= 6 (got {})", c.name, c.head_dim);
+  XS_ASSERT(c.latent_channels >= 1 && c.patch >= 1 && c.patch_t >= 1 && c.frames >= 1 && c.time_freq_dim >= 2 &&
+                c.time_freq_dim % 2 == 0,
+            "dit: {}: latent channels {}, patch {}x{}, frames {}, time features {} must be positive (time features even)",
+            c.name, c.latent_channels, c.patch_t, c.patch, c.frames, c.time_freq_dim);
+  XS_ASSERT(c.video || c.frames == 1, "dit: {}: an image model has frames = 1 (got {})", c.name, c.frames);
+  if (c.ffn == Ffn::gelu_mlp) {
+    XS_ASSERT(c.ffn_hidden >= 1, "dit: {}: ffn_hidden must be positive for the GELU MLP", c.name);
+    XS_ASSERT(c.experts == 0 && c.topk == 0, "dit: {}: experts/topk are set but the FFN is a GELU MLP", c.name);
+  } else {
+    XS_ASSERT(c.experts >= 1 && c.moe_inter >= 1, "dit: {}: the MoE FFN needs experts ({}) and moe_inter ({}) >= 1",
+              c.name, c.experts, c.moe_inter);
+    XS_ASSERT(c.topk >= 1 && c.topk <= c.experts, "dit: {}: topk {} must be in 1 .. experts {}", c.name, c.topk,
+              c.experts);
+  }
+}
+
+int blocks_used(const Config& c, const Run& r) { return r.blocks == 0 ? c.blocks : r.blocks; }
+
+void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
+  validate(c);
+  XS_ASSERT(r.tokens >= 1, "dit: --tokens {} must be positive", r.tokens);
+  XS_ASSERT(r.steps >= 1, "dit: --steps {} must be at least 1", r.steps);
+  XS_ASSERT(r.blocks >= 0 && blocks_used(c, r) <= c.blocks, "dit: --blocks {} is outside 1 .. {} ({} has {} blocks)",
+            r.blocks, c.blocks, c.name, c.blocks);
+  XS_ASSERT(r.ranks >= 1 && r.ranks <= 8, "dit: --gpus {} is outside 1 .. 8", r.ranks);
+  XS_ASSERT(r.tokens % c.frames == 0, "dit: --tokens {} is not a multiple of {}'s {} frames", r.tokens, c.name,
+            c.frames);
+  XS_ASSERT(r.tokens % r.ranks == 0, "dit: --tokens {} do not split over P = {} ranks (tokens % P = {})", r.tokens,
+            r.ranks, r.tokens % r.ranks);
+  XS_ASSERT(c.heads % r.ranks == 0, "dit: {}'s {} heads do not split over P = {} ranks (heads % P = {})", c.name,
+            c.heads, r.ranks, c.heads % r.ranks);
+  XS_ASSERT(c.ffn != Ffn::moe || c.experts % r.ranks == 0,
+            "dit: {}'s {} experts do not split over P = {} ranks (experts % P = {})", c.name, c.experts, r.ranks,
+            c.experts % r.ranks);
+  if (!gpu) return;
+  XS_ASSERT(c.head_dim == 64 || c.head_dim == 128, "dit: {}: head_dim {} is not supported by the attention kernel (64, 128)",
+            c.name, c.head_dim);
+  XS_ASSERT(visible_gpus <= 0 || r.ranks <= visible_gpus, "dit: --gpus {} asks for more ranks than the {} visible GPU(s)",
+            r.ranks, visible_gpus);
+  XS_ASSERT(r.ranks == 1 || (r.tokens / r.ranks) % 128 == 0,
+            "dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
+            "may straddle two ranks' slices)",
+            r.tokens / r.ranks, r.tokens, r.ranks);
+}
+
+Grid token_grid(const Config& c, int64_t tokens) {
+  XS_ASSERT(tokens >= 1 && tokens % c.frames == 0, "dit: {} tokens are not a multiple of {} frames", tokens, c.frames);
+  Grid g;
+  g.t = c.frames;
+  const int64_t plane = tokens / c.frames;
+  g.h = 1;
+  for (int64_t d = 1; d * d <= plane; ++d)
+    if (plane % d == 0) g.h = d;
+  g.w = plane / g.h;
+  return g;
+}
+
+Pos position_of(const Grid& g, int64_t token) {
+  XS_ASSERT(token >= 0 && token < g.tokens(), "dit: token {} is outside the {}x{}x{} grid", token, g.t, g.h, g.w);
+  return {token / (g.h * g.w), (token / g.w) % g.h, token % g.w};
+}
+
+Shard shard_of(const Grid& g, int ranks, int rank) {
+  const int64_t n = g.tokens();
+  XS_ASSERT(ranks >= 1 && rank >= 0 && rank < ranks, "dit: rank {} is outside 0 .. {}", rank, ranks - 1);
+  XS_ASSERT(n % ranks == 0, "dit: {} tokens do not split over P = {} ranks", n, ranks);
+  Shard s;
+  s.rank = rank;
+  s.rows = n / ranks;
+  s.row0 = rank * s.rows;
+  s.pos.reserve(size_t(s.rows));
+  for (int64_t i = 0; i < s.rows; ++i) s.pos.push_back(position_of(g, s.row0 + i));
+  return s;
+}
+
+RopeSplit rope_split(const Config& c) {
+  const int pairs = int(c.head_dim / 2);
+  RopeSplit s;
+  if (c.video) {
+    s.h = s.w = int(c.head_dim / 6);
+    s.t = pairs - 2 * s.h;
+  } else {
+    s.h = int(c.head_dim / 4);
+    s.w = pairs - s.h;
+  }
+  return s;
+}
+
+RopeTable rope_table(const Config& c, const std::vector<Pos>& pos) {
+  const RopeSplit sp = rope_split(c);
+  RopeTable tb;
+  tb.rows = int64_t(pos.size());
+  tb.pairs = c.head_dim / 2;
+  tb.cos.resize(size_t(tb.rows * tb.pairs));
+  tb.sin.resize(tb.cos.size());
+  for (int64_t r = 0; r < tb.rows; ++r) {
+    int64_t j = 0;
+    auto axis = [&](int n, int64_t p) {
+      for (int i = 0; i < n; ++i, ++j) {
+        const double angle = double(p) * std::pow(c.rope_theta, -double(i) / n);
+        tb.cos[size_t(r * tb.pairs + j)] = float(std::cos(angle));
+        tb.sin[size_t(r * tb.pairs + j)] = float(std::sin(angle));
+      }
+    };
+    axis(sp.t, pos[size_t(r)].t);
+    axis(sp.h, pos[size_t(r)].h);
+    axis(sp.w, pos[size_t(r)].w);
+  }
+  return tb;
+}
+
+}  // namespace xstage::dit

@@ -1,0 +1,179 @@
+// DiT denoiser over sequence-parallel ranks: the host-side contract.
+//
+// No CUDA include: presets, validation, the weight schema and random weights,
+// the SP sharding plan, rotary tables, the fp32 CPU reference of the whole
+// denoiser and the flow-matching Euler sampler build and test everywhere. The
+// GPU model is in xstage/dit_cuda.hpp; safetensors I/O in xstage/dit_safetensors.hpp;
+// the block structure with shapes in docs/xstage-dit.md.
+//
+// The denoiser works on patch tokens: a latent of T frames x Hl x Wl pixels and
+// c channels is patchified outside (a reshape) into N = T/pt * Hl/ps * Wl/ps
+// tokens of in_dim = c * pt * ps * ps values, raster order (frame, row, column).
+// One forward, all shapes per rank r of P (L = N/P tokens, C hidden, H x D heads):
+//   latent   [L, in_dim]  --patch embed-->  x [L, C]   (fp32 residual stream)
+//   t        scalar       --sinusoid(256) + MLP-->  c [C]
+//   N blocks, each:
+//     mod    = Linear(SiLU(c)) [6C] = shift1, scale1, gate1, shift2, scale2, gate2
+//     h      = LN(x) * (1 + scale1) + shift1                 [L, C]
+//     q,k,v  = h Wqkvᵀ + b                                   [L, H, D] each
+//     q,k    = RMSNorm over D (weight [D]) then RoPE at the tokens' global positions
+//     a      = Ulysses attention (non-causal, scale 1/sqrt(D)) [L, H, D]
+//     x     += gate1 * (a Woᵀ + bo)
+//     h      = LN(x) * (1 + scale2) + shift2
+//     x     += gate2 * FFN(h)     FFN: GELU(tanh) MLP C -> F -> C, or an MoE layer
+//                                 (router C -> E, top-k softmax, SwiGLU experts C -> I -> C)
+//   final: mod_f = Linear(SiLU(c)) [2C]; v = (LN(x) * (1 + scale) + shift) Woutᵀ + b  [L, in_dim]
+// LN has no affine parameters (eps 1e-6); RMSNorm eps 1e-6.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace xstage::dit {
+
+enum class Ffn { gelu_mlp, moe };
+const char* to_string(Ffn f);
+
+struct Config {
+  std::string name;
+  int64_t hidden = 128;        // C = heads * head_dim
+  int64_t heads = 2;           // H
+  int64_t head_dim = 64;       // D
+  int blocks = 2;              // transformer blocks
+  Ffn ffn = Ffn::gelu_mlp;
+  int64_t ffn_hidden = 512;    // F of the GELU MLP
+  int experts = 0;             // MoE: E (global), top-k, expert intermediate I
+  int topk = 0;
+  int64_t moe_inter = 0;
+  int64_t latent_channels = 4; // c
+  int patch = 2;               // ps (spatial)
+  int patch_t = 1;             // pt (temporal)
+  bool video = false;          // 3D RoPE (t, h, w) instead of 2D (h, w)
+  int frames = 1;              // latent frames after temporal patching: the token grid's T
+  int64_t time_freq_dim = 256; // sinusoidal timestep features
+  double rope_theta = 10000.0;
+
+  int64_t in_dim() const { return latent_channels * patch * patch * patch_t; }
+};
+
+// Presets: "tiny" (2D RoPE), "tiny-video" (3D), "tiny-moe" (MoE FFN), "flux-like",
+// "wan-like", "dit-moe". Throws naming the known presets.
+Config preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+// The model's own rules (throws one line naming the field): hidden = heads x
+// head_dim, head_dim even and splittable by the RoPE axes, positive sizes, MoE
+// fields set exactly when ffn == moe (topk <= experts).
+void validate(const Config& c);
+
+// A run: tokens, ranks, steps. Rules (one line each): tokens % frames == 0,
+// tokens % P == 0, heads % P == 0, experts % P == 0 (MoE), 1 <= blocks_used <=
+// blocks, steps >= 1. gpu adds what the kernels need: head_dim in {64, 128}, and
+// for P > 1 the Ulysses rule (tokens/P) % 128 == 0, P <= visible_gpus (when > 0).
+struct Run {
+  int64_t tokens = 256;
+  int ranks = 1;
+  int steps = 1;
+  int blocks = 0;  // blocks used (0: all of the preset)
+};
+void validate(const Config& c, const Run& r, bool gpu, int visible_gpus = 0);
+int blocks_used(const Config& c, const Run& r);
+
+// ---- token grid, SP sharding, rotary embedding --------------------------------
+struct Grid {
+  int64_t t = 1, h = 1, w = 1;
+  int64_t tokens() const { return t * h * w; }
+};
+// T = frames; H x W = tokens / frames split as squarely as possible (H <= W, H the
+// largest divisor of tokens/frames not above its square root).
+Grid token_grid(const Config& c, int64_t tokens);
+
+struct Pos {
+  int64_t t = 0, h = 0, w = 0;
+  friend bool operator==(const Pos&, const Pos&) = default;
+};
+Pos position_of(const Grid& g, int64_t token);  // raster order: token = (t * H + h) * W + w
+
+// Rank r holds tokens row0 .. row0 + rows - 1 (contiguous, as the Ulysses layer
+// expects) and its RoPE positions are those of these global tokens.
+struct Shard {
+  int rank = 0;
+  int64_t row0 = 0, rows = 0;
+  std::vector<Pos> pos;  // [rows]
+};
+Shard shard_of(const Grid& g, int ranks, int rank);
+
+// Rotary split of the D/2 pairs of a head (documented in docs/xstage-dit.md):
+//   2D: h gets the first floor(D/4) pairs, w the rest;
+//   3D: h and w get floor(D/6) pairs each, t the first D/2 - 2 floor(D/6).
+// Order inside a head: t pairs, then h, then w; pair i of an axis with n pairs
+// turns by angle pos_axis * theta^(-i/n). Pair j rotates elements (2j, 2j+1).
+struct RopeSplit {
+  int t = 0, h = 0, w = 0;  // pairs per axis
+};
+RopeSplit rope_split(const Config& c);
+// cos and sin per (local token, pair): [rows, D/2] each, fp32.
+struct RopeTable {
+  int64_t rows = 0, pairs = 0;
+  std::vector<float> cos, sin;
+};
+RopeTable rope_table(const Config& c, const std::vector<Pos>& pos);
+
+// ---- weights ----------------------------------------------------------------
+// Names and shapes of every parameter, in a fixed order (linear weights are
+// [out, in], as torch stores them). Initialisation: linear weights N(0, 1/in),
+// biases N(0, 0.02²), norm weights 1 + N(0, 0.1²); adaLN-Zero's gates are NOT
+// zero here, so that every path of the block changes the output.
+enum class Init { linear, bias, norm };
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init = Init::linear;
+  int64_t numel() const;
+  float stddev() const;  // of the random initialisation
+};
+std::vector<ParamSpec> param_specs(const Config& c, int blocks);
+std::string block_param(int block, const char* name);  // "blocks.3.attn.qkv.weight"
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+using Weights = std::map<std::string, Tensor>;
+
+// Deterministic in (config, blocks, seed); each tensor has its own stream
+// (seed mixed with the parameter's name), so a tensor does not depend on the others.
+Weights random_weights(const Config& c, int blocks, uint64_t seed);
+std::vector<float> random_values(const ParamSpec& s, uint64_t seed);  // one tensor of random_weights
+uint64_t param_seed(uint64_t seed, const std::string& name);
+// Every spec present with its shape, nothing else (one line naming the first problem).
+void check_weights(const Config& c, int blocks, const Weights& w);
+
+// Gaussian noise x_1 of the sampler: [tokens, in_dim], deterministic in seed.
+std::vector<float> random_latent(const Config& c, int64_t tokens, uint64_t seed);
+
+// ---- CPU reference (fp32) ---------------------------------------------------
+// The whole denoiser on the host for one rank holding all tokens (P = 1):
+// latent [tokens, in_dim] -> velocity [tokens, in_dim]. Only sensible for the
+// tiny presets (naive loops).
+std::vector<float> timestep_features(const Config& c, float t);  // [time_freq_dim]: cos half, then sin half of (1000 t)
+std::vector<float> reference_forward(const Config& c, int blocks, const Weights& w, const Grid& g,
+                                     const std::vector<float>& latent, float t);
+
+// ---- flow-matching Euler sampler --------------------------------------------
+// t runs from 1 (noise) to 0 (data) over `steps` equal steps: t_k = 1 - k/steps,
+// dt = -1/steps, x_{k+1} = x_k + dt * v(x_k, t_k).
+std::vector<float> euler_times(int steps);  // t_0 .. t_steps
+// Runs steps calls of step(k, t_k, dt) with a progress bar (label; hidden when !progress).
+void euler_loop(int steps, const std::string& label, bool progress,
+                const std::function<void(int k, float t, float dt)>& step);
+// x += dt * v (host).
+void euler_update(std::vector<float>& x, const std::vector<float>& v, float dt);
+// The whole sampler on the CPU reference.
+std::vector<float> reference_sample(const Config& c, int blocks, const Weights& w, const Grid& g,
+                                    std::vector<float> x, int steps, bool progress = false);
+
+}  // namespace xstage::dit
