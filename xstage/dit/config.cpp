@@ -100,6 +100,8 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   XS_ASSERT(r.blocks >= 0 && blocks_used(c, r) <= c.blocks, "dit: --blocks {} is outside 1 .. {} ({} has {} blocks)",
             r.blocks, c.blocks, c.name, c.blocks);
   XS_ASSERT(r.ranks >= 1 && r.ranks <= 8, "dit: --gpus {} is outside 1 .. 8", r.ranks);
+  XS_ASSERT(!gpu || visible_gpus <= 0 || r.ranks <= visible_gpus,
+            "dit: --gpus {} asks for more ranks than the {} visible GPU(s)", r.ranks, visible_gpus);
   XS_ASSERT(r.tokens % c.frames == 0, "dit: --tokens {} is not a multiple of {}'s {} frames", r.tokens, c.name,
             c.frames);
   XS_ASSERT(r.tokens % r.ranks == 0, "dit: --tokens {} do not split over P = {} ranks (tokens % P = {})", r.tokens,
@@ -112,8 +114,6 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   if (!gpu) return;
   XS_ASSERT(c.head_dim == 64 || c.head_dim == 128, "dit: {}: head_dim {} is not supported by the attention kernel (64, 128)",
             c.name, c.head_dim);
-  XS_ASSERT(visible_gpus <= 0 || r.ranks <= visible_gpus, "dit: --gpus {} asks for more ranks than the {} visible GPU(s)",
-            r.ranks, visible_gpus);
   XS_ASSERT(r.ranks == 1 || (r.tokens / r.ranks) % 128 == 0,
             "dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
             "may straddle two ranks' slices)",

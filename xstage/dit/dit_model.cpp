@@ -1,0 +1,237 @@
+// One rank's DiT denoiser on the GPU: weights, activations, cuBLAS GEMMs, the
+// small kernels of dit_kernels.cu and attention (flash_fwd, or the Ulysses layer).
+//
+// Order of one forward on the rank's stream (shapes in xstage/dit.hpp):
+//   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C], final mod [2C]
+//   x = patch_embed(latent)
+//   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
+//              -> ln_modulate -> fc1 GEMM -> bias + GELU -> fc2 GEMM -> gated residual
+//   v = final.proj(ln_modulate(x))
+// Everything is enqueued; nothing synchronises the host (latent()/velocity() do).
+#include <cublas_v2.h>
+
+#include <map>
+
+#include "common/check.hpp"
+#include "xstage/attention_cuda.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/dit_cuda.hpp"
+#include "xstage/ulysses_cuda.hpp"
+
+namespace xstage::dit {
+
+const char* to_string(AttnPath p) {
+  switch (p) {
+    case AttnPath::single: return "single";
+    case AttnPath::serial: return "serial";
+    case AttnPath::fused: return "fused";
+  }
+  return "?";
+}
+
+namespace {
+void check_cublas(cublasStatus_t st, const char* what) {
+  XS_ASSERT(st == CUBLAS_STATUS_SUCCESS, "dit: cuBLAS {} failed: {}", what, cublasGetStatusString(st));
+}
+
+bool is_matrix(const ParamSpec& s) { return s.init == Init::linear; }
+
+// Device copy of one parameter: matrices bf16, vectors fp32.
+struct DevParam {
+  DeviceBuffer<std::uint16_t> bf16;
+  DeviceBuffer<float> f32;
+};
+}  // namespace
+
+struct RankModel::Impl {
+  Config c;
+  int blocks;
+  int ranks, rank;
+  cudaStream_t stream;
+  ulysses::Layer* layer;
+  Shard shard;
+  int64_t L, C, H, D, F, in;
+  cublasHandle_t blas = nullptr;
+  std::vector<ParamSpec> specs;
+  std::map<std::string, DevParam> w;
+  DeviceBuffer<float> lat, vel, x, qkv, proj, f1, cos, sin, c1, cond, mods, fmod;
+  DeviceBuffer<std::uint16_t> lat_bf, h, q, k, v, o, g, tfeat, c1_bf, cond_bf;
+  std::vector<std::uint16_t> tfeat_host;
+  bool loaded = false;
+
+  Impl(const Config& cfg, int nblocks, const Grid& grid, int P, int r, cudaStream_t s, ulysses::Layer* l)
+      : c(cfg), blocks(nblocks), ranks(P), rank(r), stream(s), layer(l), shard(shard_of(grid, P, r)) {
+    validate(c);
+    XS_ASSERT(c.ffn == Ffn::gelu_mlp, "dit: {} has an MoE FFN; the GPU path has only the GELU MLP so far", c.name);
+    XS_ASSERT((P > 1) == (layer != nullptr), "dit: P = {} needs {} Ulysses layer", P, P > 1 ? "a" : "no");
+    L = shard.rows, C = c.hidden, H = c.heads, D = c.head_dim, F = c.ffn_hidden, in = c.in_dim();
+    check_cublas(cublasCreate(&blas), "create");
+    check_cublas(cublasSetStream(blas, stream), "set stream");
+    specs = param_specs(c, blocks);
+    for (const auto& sp : specs) {
+      DevParam p;
+      if (is_matrix(sp)) p.bf16 = DeviceBuffer<std::uint16_t>(size_t(sp.numel()));
+      else p.f32 = DeviceBuffer<float>(size_t(sp.numel()));
+      w.emplace(sp.name, std::move(p));
+    }
+    auto f = [](int64_t n) { return DeviceBuffer<float>(size_t(n)); };
+    auto b = [](int64_t n) { return DeviceBuffer<std::uint16_t>(size_t(n)); };
+    lat = f(L * in), vel = f(L * in), x = f(L * C), qkv = f(L * 3 * C), proj = f(L * C), f1 = f(L * F);
+    cos = f(L * D / 2), sin = f(L * D / 2), c1 = f(C), cond = f(C), mods = f(int64_t(blocks) * 6 * C), fmod = f(2 * C);
+    lat_bf = b(L * in), h = b(L * C), q = b(L * C), k = b(L * C), v = b(L * C), o = b(L * C), g = b(L * F);
+    tfeat = b(c.time_freq_dim), c1_bf = b(C), cond_bf = b(C);
+    const RopeTable rt = rope_table(c, shard.pos);
+    XS_CHECK_CUDA(cudaMemcpy(cos.get(), rt.cos.data(), rt.cos.size() * 4, cudaMemcpyHostToDevice));
+    XS_CHECK_CUDA(cudaMemcpy(sin.get(), rt.sin.data(), rt.sin.size() * 4, cudaMemcpyHostToDevice));
+    if (layer) layer->set_inputs(q.get(), k.get(), v.get());
+  }
+  ~Impl() {
+    if (blas) cublasDestroy(blas);
+  }
+
+  const std::uint16_t* mat(const std::string& name) const { return w.at(name).bf16.get(); }
+  const float* vec(const std::string& name) const { return w.at(name).f32.get(); }
+
+  // Y [M, N] fp32 = X [M, K] bf16 · W [N, K]ᵀ (row-major; cuBLAS sees the transposes).
+  void gemm(const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K) {
+    const float one = 1.f, zero = 0.f;
+    check_cublas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, W, CUDA_R_16BF, int(K), X,
+                              CUDA_R_16BF, int(K), &zero, Y, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT),
+                 "GemmEx");
+  }
+  void linear(const std::uint16_t* X, const std::string& name, float* Y, int64_t M, int64_t N, int64_t K) {
+    gemm(X, mat(name + ".weight"), Y, M, N, K);
+  }
+
+  // This rank's tokens, all heads, after attention: [L, H, D] bf16.
+  const std::uint16_t* attention(AttnPath path) {
+    if (path == AttnPath::single) {
+      using namespace attention;
+      FwdArgs a;
+      a.q = Tensor4::bshd(q.get(), 1, L, H, D);
+      a.k = Tensor4::bshd(k.get(), 1, L, H, D);
+      a.v = Tensor4::bshd(v.get(), 1, L, H, D);
+      a.o = Tensor4::bshd(o.get(), 1, L, H, D);
+      flash_fwd(a, stream);
+      return o.get();
+    }
+    layer->pre_attention();  // [L, H, D] -> [N, H/P, D]
+    if (path == AttnPath::serial) {
+      layer->serial();  // attention, then NCCL back
+      return layer->serial_out();
+    }
+    layer->fused(ulysses::Completion::receiver_complete);  // attention storing to the owners
+    return layer->fused_out();
+  }
+
+  void forward(float t, AttnPath path) {
+    XS_ASSERT(loaded, "dit: rank {}: forward before load() or randomize()", rank);
+    XS_ASSERT((path == AttnPath::single) == (layer == nullptr), "dit: the {} path needs {}", to_string(path),
+              path == AttnPath::single ? "P = 1" : "P > 1 (a Ulysses layer)");
+    using kernels::Act;
+    // Conditioning (a few GEMVs).
+    const auto feat = timestep_features(c, t);
+    tfeat_host.resize(feat.size());
+    for (size_t i = 0; i < feat.size(); ++i) tfeat_host[i] = attention::float_to_bf16_bits(feat[i]);
+    XS_CHECK_CUDA(cudaMemcpyAsync(tfeat.get(), tfeat_host.data(), tfeat_host.size() * 2, cudaMemcpyHostToDevice,
+                                  stream));
+    linear(tfeat.get(), "time_embed.fc1", c1.get(), 1, C, c.time_freq_dim);
+    kernels::bias_act(c1.get(), c1_bf.get(), vec("time_embed.fc1.bias"), 1, C, Act::silu, stream);
+    linear(c1_bf.get(), "time_embed.fc2", cond.get(), 1, C, C);
+    kernels::bias_act(cond.get(), cond_bf.get(), vec("time_embed.fc2.bias"), 1, C, Act::silu, stream);
+    for (int b = 0; b < blocks; ++b) {
+      float* m = mods.get() + int64_t(b) * 6 * C;
+      linear(cond_bf.get(), block_param(b, "mod"), m, 1, 6 * C, C);
+      kernels::bias_act(m, nullptr, vec(block_param(b, "mod.bias")), 1, 6 * C, Act::none, stream);
+    }
+    linear(cond_bf.get(), "final.mod", fmod.get(), 1, 2 * C, C);
+    kernels::bias_act(fmod.get(), nullptr, vec("final.mod.bias"), 1, 2 * C, Act::none, stream);
+
+    // Patch embedding.
+    kernels::to_bf16(lat_bf.get(), lat.get(), L * in, stream);
+    linear(lat_bf.get(), "patch_embed", x.get(), L, C, in);
+    kernels::bias_act(x.get(), nullptr, vec("patch_embed.bias"), L, C, Act::none, stream);
+
+    for (int b = 0; b < blocks; ++b) {
+      const float* m = mods.get() + int64_t(b) * 6 * C;  // shift1 scale1 gate1 shift2 scale2 gate2
+      kernels::ln_modulate(h.get(), x.get(), m, m + C, L, C, stream);
+      linear(h.get(), block_param(b, "attn.qkv"), qkv.get(), L, 3 * C, C);
+      kernels::qk_norm_rope(q.get(), k.get(), v.get(), qkv.get(), vec(block_param(b, "attn.qkv.bias")),
+                            vec(block_param(b, "attn.q_norm.weight")), vec(block_param(b, "attn.k_norm.weight")),
+                            cos.get(), sin.get(), L, H, D, stream);
+      const std::uint16_t* a = attention(path);
+      linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
+      kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C, L, C, stream);
+      kernels::ln_modulate(h.get(), x.get(), m + 3 * C, m + 4 * C, L, C, stream);
+      linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
+      kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
+      linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
+      kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C, L, C, stream);
+    }
+    kernels::ln_modulate(h.get(), x.get(), fmod.get(), fmod.get() + C, L, C, stream);
+    linear(h.get(), "final.proj", vel.get(), L, in, C);
+    kernels::bias_act(vel.get(), nullptr, vec("final.proj.bias"), L, in, Act::none, stream);
+  }
+};
+
+RankModel::RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
+                     ulysses::Layer* layer)
+    : impl_(std::make_unique<Impl>(c, blocks, g, ranks, rank, stream, layer)) {}
+RankModel::~RankModel() = default;
+
+void RankModel::load(const Weights& wts) {
+  auto& m = *impl_;
+  check_weights(m.c, m.blocks, wts);
+  for (const auto& sp : m.specs) {
+    const auto& src = wts.at(sp.name).data;
+    auto& dst = m.w.at(sp.name);
+    if (is_matrix(sp)) {
+      std::vector<std::uint16_t> bits(src.size());
+      for (size_t i = 0; i < src.size(); ++i) bits[i] = attention::float_to_bf16_bits(src[i]);
+      XS_CHECK_CUDA(cudaMemcpy(dst.bf16.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    } else {
+      XS_CHECK_CUDA(cudaMemcpy(dst.f32.get(), src.data(), src.size() * 4, cudaMemcpyHostToDevice));
+    }
+  }
+  m.loaded = true;
+}
+
+void RankModel::randomize(uint64_t seed) {
+  auto& m = *impl_;
+  for (const auto& sp : m.specs) {
+    auto& dst = m.w.at(sp.name);
+    if (is_matrix(sp)) {
+      attention::fill_random_bf16(dst.bf16.get(), sp.numel(), param_seed(seed, sp.name), sp.stddev(), m.stream);
+    } else {
+      const auto vals = random_values(sp, seed);
+      XS_CHECK_CUDA(cudaMemcpy(dst.f32.get(), vals.data(), vals.size() * 4, cudaMemcpyHostToDevice));
+    }
+  }
+  XS_CHECK_CUDA(cudaStreamSynchronize(m.stream));
+  m.loaded = true;
+}
+
+void RankModel::set_latent(const std::vector<float>& local) {
+  auto& m = *impl_;
+  XS_ASSERT(int64_t(local.size()) == m.L * m.in, "dit: rank {}: latent of {} values, expected {} x {}", m.rank,
+            local.size(), m.L, m.in);
+  XS_CHECK_CUDA(cudaMemcpy(m.lat.get(), local.data(), local.size() * 4, cudaMemcpyHostToDevice));
+}
+
+std::vector<float> RankModel::latent() const {
+  XS_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+  return impl_->lat.to_host(impl_->lat.size());
+}
+std::vector<float> RankModel::velocity() const {
+  XS_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+  return impl_->vel.to_host(impl_->vel.size());
+}
+void RankModel::forward(float t, AttnPath path) { impl_->forward(t, path); }
+void RankModel::euler(float dt) {
+  kernels::axpy(impl_->lat.get(), impl_->vel.get(), dt, impl_->L * impl_->in, impl_->stream);
+}
+int64_t RankModel::local_tokens() const { return impl_->L; }
+
+}  // namespace xstage::dit

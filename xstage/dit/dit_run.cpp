@@ -1,0 +1,101 @@
+// The Euler sampler over P GPUs: one thread per rank (comm::run_ranks), each
+// with its RankModel and, for P > 1, its Ulysses layer; then the per-step timing.
+//
+// Timing: every rank runs the same fixed number of steps (warm-up, then
+// `samples` steps each between two CUDA events on its stream), because a step
+// holds collectives: a rank that ran one step more than another would wait for
+// ever. (The adaptive policy of bench_timing.hpp decides the count from each
+// rank's own measurements, so it is not used here; its median is.) The figure is
+// the median step of the slowest rank. Timed steps use dt = 0: the same work,
+// and the sampled latent stays as it was.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+#include "common/check.hpp"
+#include "xstage/bench_timing.hpp"
+#include "xstage/burstgap.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/dit_cuda.hpp"
+#include "xstage/ulysses_cuda.hpp"
+
+namespace xstage::dit {
+
+namespace {
+std::string default_params_path() {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  return (std::filesystem::path(src ? src : ".") / "xstage/data/h200_params.json").string();
+}
+
+double median_step_ms(RankModel& m, cudaStream_t s, AttnPath path, int warmup, int samples) {
+  for (int i = 0; i < warmup; ++i) m.forward(1.0f, path), m.euler(0.0f);
+  cudaEvent_t e0, e1;
+  XS_CHECK_CUDA(cudaEventCreate(&e0));
+  XS_CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  for (int i = 0; i < samples; ++i) {
+    XS_CHECK_CUDA(cudaEventRecord(e0, s));
+    m.forward(1.0f, path);
+    m.euler(0.0f);
+    XS_CHECK_CUDA(cudaEventRecord(e1, s));
+    XS_CHECK_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return median_of_sorted(ms);
+}
+}  // namespace
+
+GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptions& opt) {
+  const int gpus = comm::visible_gpus();
+  XS_ASSERT(gpus > 0, "dit: no CUDA GPU is visible (the CPU reference runs with --preset tiny --cpu)");
+  validate(c, run, true, gpus);
+  XS_ASSERT(c.ffn == Ffn::gelu_mlp, "dit: {} has an MoE FFN; the GPU path has only the GELU MLP so far", c.name);
+  const int P = run.ranks;
+  XS_ASSERT((P == 1) == (path == AttnPath::single), "dit: the {} path is for {}", to_string(path),
+            path == AttnPath::single ? "P = 1" : "P > 1");
+  XS_ASSERT(opt.samples >= 1 && opt.warmup >= 0, "dit: timing needs samples >= 1 and warmup >= 0");
+  const int blocks = blocks_used(c, run);
+  if (opt.weights) check_weights(c, blocks, *opt.weights);
+  const Grid grid = token_grid(c, run.tokens);
+  const std::vector<float> latent = random_latent(c, run.tokens, opt.latent_seed);
+  burstgap::ModelParams peer;
+  if (P > 1) peer = burstgap::read_params(opt.params.empty() ? default_params_path() : opt.params).find("peer", "st16");
+
+  const int64_t in = c.in_dim(), L = run.tokens / P;
+  GpuResult res;
+  res.first_velocity.resize(latent.size());
+  res.latent.resize(latent.size());
+  std::mutex mu;
+  comm::run_ranks(P, comm::Launch::threads, [&](comm::Rank& rank) {
+    const int r = rank.rank();
+    std::unique_ptr<ulysses::Layer> layer;
+    if (P > 1) layer = std::make_unique<ulysses::Layer>(rank, ulysses::Problem{P, 1, run.tokens, c.heads, c.head_dim, false}, peer);
+    RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get());
+    if (opt.weights) m.load(*opt.weights);
+    else m.randomize(opt.weight_seed);
+    m.set_latent({latent.begin() + r * L * in, latent.begin() + (r + 1) * L * in});
+    std::vector<float> v0;
+    euler_loop(run.steps, "dit " + std::string(to_string(path)), opt.progress && r == 0, [&](int k, float t, float dt) {
+      m.forward(t, path);
+      if (k == 0) v0 = m.velocity();
+      m.euler(dt);
+    });
+    const std::vector<float> x = m.latent();
+    const double ms = opt.time ? median_step_ms(m, rank.stream(), path, opt.warmup, opt.samples) : 0.0;
+    std::lock_guard lock(mu);
+    std::copy(v0.begin(), v0.end(), res.first_velocity.begin() + r * L * in);
+    std::copy(x.begin(), x.end(), res.latent.begin() + r * L * in);
+    res.step_ms = std::max(res.step_ms, ms);
+  });
+  return res;
+}
+
+}  // namespace xstage::dit

@@ -1,0 +1,102 @@
+// The DiT denoiser on GPUs (CUDA builds): small kernels, one rank's model, and
+// the sampler over P ranks.
+//
+// Numerics: weights bf16 (matrices) and fp32 (biases, norm weights); the
+// residual stream x and the latent are fp32; GEMM inputs bf16 with fp32
+// accumulation and fp32 outputs (cublasGemmEx); attention bf16 through our
+// sm_90a kernel (P = 1: flash_fwd; P > 1: the Ulysses layer, serial or fused).
+//
+// A rank holds tokens [r·N/P, (r+1)·N/P) (dit::shard_of) and replicated weights.
+// Per block, attention needs all tokens: the Ulysses layer's pre-attention
+// All-to-All gives each rank H/P heads of all N tokens, and the post-attention
+// All-to-All (serial: NCCL after the kernel; fused: stores from the attention
+// epilogue) returns [L, H, D] of the rank's own tokens.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xstage/dit.hpp"
+
+namespace xstage::comm {
+class Rank;
+}
+namespace xstage::ulysses {
+class Layer;
+}
+
+namespace xstage::dit {
+
+// ---- kernels (dit_kernels.cu); bf16 as uint16_t bits; all on `s` ------------------
+namespace kernels {
+enum class Act { none, silu, gelu_tanh };
+// y[r, j] = act(y[r, j] + b[j]) in place (fp32); also to out_bf16 when non-null. b may be null.
+void bias_act(float* y, std::uint16_t* out_bf16, const float* b, int64_t rows, int64_t n, Act act, cudaStream_t s);
+// h[r, :] = bf16(LN(x[r, :]) * (1 + scale) + shift), LN without affine, eps 1e-6.
+void ln_modulate(std::uint16_t* h, const float* x, const float* shift, const float* scale, int64_t rows, int64_t C,
+                 cudaStream_t s);
+// From qkv [rows, 3C] fp32 (+ bias [3C]): q, k = RoPE(RMSNorm(. ) * weight), v; each [rows, H, D] bf16.
+// cos, sin: [rows, D/2]. D in {64, 128}.
+void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const float* qkv, const float* bias,
+                  const float* q_norm, const float* k_norm, const float* cos, const float* sin, int64_t rows,
+                  int64_t heads, int64_t head_dim, cudaStream_t s);
+// x[r, j] += gate[j] * (y[r, j] + b[j]).
+void gated_residual(float* x, const float* y, const float* b, const float* gate, int64_t rows, int64_t C,
+                    cudaStream_t s);
+void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s);
+// x += dt * v.
+void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
+}  // namespace kernels
+
+enum class AttnPath { single, serial, fused };
+const char* to_string(AttnPath p);
+
+// One rank's denoiser: weights, activations and the cuBLAS handle on the current
+// device. `layer` (P > 1) is the Ulysses layer of this rank, built by the caller
+// for Problem{P, 1, tokens, heads, head_dim}; with P = 1 it is null.
+class RankModel {
+ public:
+  RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
+            ulysses::Layer* layer);
+  ~RankModel();
+  RankModel(const RankModel&) = delete;
+  RankModel& operator=(const RankModel&) = delete;
+
+  void load(const Weights& w);       // host weights (every rank loads the same)
+  void randomize(uint64_t seed);     // matrices drawn on the device, the rest on the host: same on every rank
+  void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim]
+  std::vector<float> latent() const;                 // synchronises
+  std::vector<float> velocity() const;               // of the last forward (bias included); synchronises
+
+  void forward(float t, AttnPath path);              // v = model(x, t), enqueued on the stream
+  void euler(float dt);                              // x += dt * v
+  int64_t local_tokens() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- the sampler over P GPUs ----------------------------------------------------
+struct GpuOptions {
+  uint64_t weight_seed = 1, latent_seed = 2;
+  const Weights* weights = nullptr;  // host weights (tiny presets, safetensors); else random on the device
+  std::string params;                // Burst-Gap parameters for the Ulysses layer (default: xstage/data/h200_params.json)
+  int warmup = 2, samples = 5;       // timing: per rank, the same count on every rank
+  bool time = true;
+  bool progress = false;
+};
+struct GpuResult {
+  std::vector<float> first_velocity;  // v(x_1, t = 1), all tokens [N, in_dim]
+  std::vector<float> latent;          // after run.steps Euler steps, all tokens
+  double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
+};
+// Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
+// needs path == single; P > 1 serial or fused. Throws (one line) on bad input.
+GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptions& opt);
+
+}  // namespace xstage::dit
