@@ -29,5 +29,7 @@ void add_attention_commands(CLI::App& app);
 void add_moe_commands(CLI::App& app);
 // bench ulysses (xstage/cli/ulysses_commands.cpp); explains itself without CUDA.
 void add_ulysses_commands(CLI::App& app);
+// dit (xstage/cli/dit_commands.cpp); the CPU reference (--cpu) runs without CUDA.
+void add_dit_commands(CLI::App& app);
 
 }  // namespace xstage::cli

@@ -60,5 +60,6 @@ int main(int argc, char** argv) {
   xstage::cli::add_attention_commands(app);
   xstage::cli::add_moe_commands(app);
   xstage::cli::add_ulysses_commands(app);
+  xstage::cli::add_dit_commands(app);
   return common::run_cli(app, argc, argv, "xstage");
 }

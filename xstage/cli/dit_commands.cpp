@@ -1,0 +1,234 @@
+// `xstage dit`: the DiT denoiser's Euler sampler on P GPUs (Ulysses SP), serial
+// and fused post-attention All-to-All, per-step latency, speedup and the
+// difference to the single-GPU result; or the fp32 CPU reference (--cpu, tiny
+// presets). JSON rows in the docs/results/dit.json format (appended to an
+// existing file; a row with the same preset, tokens, P, blocks and steps is replaced).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common/check.hpp"
+#include "common/files.hpp"
+#include "xstage/dit.hpp"
+#include "xstage/dit_safetensors.hpp"
+
+#ifdef XSTAGE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/dit_cuda.hpp"
+#endif
+
+namespace xstage::cli {
+
+namespace {
+
+struct DitCli {
+  std::string preset = "tiny";
+  int64_t tokens = 256;
+  int steps = 4;
+  int gpus = 1;
+  int blocks = 0;
+  bool serial_only = false;
+  bool cpu = false;
+  uint64_t seed = 1;
+  std::string weights, save_weights, save_dtype = "f32";
+  std::string json;
+  std::string params;
+  int warmup = 2, samples = 5;
+  bool quiet = false;
+};
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  XS_ASSERT(a.size() == b.size(), "dit: comparing {} with {} values", a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return m;
+}
+nlohmann::json num_or_null(double v, bool ok) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// Appends rows to `path` (created when missing); same-key rows are replaced.
+void write_rows(const std::string& path, const nlohmann::json& head, const nlohmann::json& rows) {
+  namespace fs = std::filesystem;
+  nlohmann::json out = head;
+  out["rows"] = nlohmann::json::array();
+  if (fs::exists(path)) {
+    nlohmann::json old;
+    try {
+      old = nlohmann::json::parse(common::read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      XS_FAIL("dit: {} exists but is not JSON ({}); remove it or pick another --json", path, e.what());
+    }
+    XS_ASSERT(old.is_object() && old.contains("rows") && old["rows"].is_array(),
+              "dit: {} exists but has no \"rows\" array; remove it or pick another --json", path);
+    auto key = [](const nlohmann::json& r) {
+      return fmt::format("{}/{}/{}/{}/{}", r.value("preset", ""), r.value("tokens", 0), r.value("P", 0),
+                         r.value("blocks", 0), r.value("steps", 0));
+    };
+    for (const auto& r : old["rows"]) {
+      bool replaced = false;
+      for (const auto& n : rows) replaced = replaced || key(r) == key(n);
+      if (!replaced) out["rows"].push_back(r);
+    }
+  }
+  for (const auto& r : rows) out["rows"].push_back(r);
+  common::write_file_atomic(path, out.dump(2) + "\n");
+  std::printf("wrote %s (%zu rows)\n", path.c_str(), out["rows"].size());
+}
+
+dit::Weights host_weights(const DitCli& o, const dit::Config& c, int blocks) {
+  dit::Weights w = o.weights.empty() ? dit::random_weights(c, blocks, o.seed) : dit::load_weights(o.weights, c, blocks);
+  if (!o.save_weights.empty()) {
+    XS_ASSERT(o.save_dtype == "f32" || o.save_dtype == "bf16", "dit: --save-dtype {} (f32 or bf16)", o.save_dtype);
+    dit::save_weights(o.save_weights, c, blocks, w, o.save_dtype == "f32" ? dit::StDType::f32 : dit::StDType::bf16);
+    std::printf("wrote %s\n", o.save_weights.c_str());
+  }
+  return w;
+}
+
+void run_cpu(const DitCli& o, const dit::Config& c, const dit::Run& run) {
+  XS_ASSERT(c.name.rfind("tiny", 0) == 0, "dit: --cpu runs the naive fp32 reference, meant for the tiny presets "
+            "(got {}; use a GPU for it)", c.name);
+  XS_ASSERT(run.ranks == 1, "dit: --cpu runs one rank (got --gpus {})", run.ranks);
+  dit::validate(c, run, false);
+  const int blocks = dit::blocks_used(c, run);
+  const dit::Weights w = host_weights(o, c, blocks);
+  const dit::Grid g = dit::token_grid(c, run.tokens);
+  const auto x0 = dit::random_latent(c, run.tokens, o.seed + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto x = dit::reference_sample(c, blocks, w, g, x0, run.steps, !o.quiet);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("dit cpu: %s tokens %ld (%ldx%ldx%ld) blocks %d steps %d: %.1f ms per step; max |x| %.4f -> %.4f\n",
+              c.name.c_str(), long(run.tokens), long(g.t), long(g.h), long(g.w), blocks, run.steps, ms / run.steps,
+              max_abs(x0), max_abs(x));
+  if (!o.json.empty()) {
+    nlohmann::json row = {{"preset", c.name}, {"tokens", run.tokens}, {"P", 1},          {"blocks", blocks},
+                          {"steps", run.steps}, {"path", "cpu"},      {"cpu_step_ms", ms / run.steps},
+                          {"latent_max_abs", max_abs(x)}};
+    write_rows(o.json, {{"card", "cpu"}, {"gpus", 0}, {"date", today_utc()}, {"command", command_line()}},
+               nlohmann::json::array({row}));
+  }
+}
+
+#ifdef XSTAGE_HAVE_CUDA
+void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
+  const int gpus = comm::visible_gpus();
+  XS_ASSERT(gpus > 0, "dit: no CUDA GPU is visible; the CPU reference runs with --preset tiny --cpu");
+  dit::validate(c, run, true, gpus);
+  const int blocks = dit::blocks_used(c, run);
+  dit::Weights w;
+  dit::GpuOptions opt;
+  opt.weight_seed = o.seed;
+  opt.latent_seed = o.seed + 1;
+  opt.params = o.params;
+  opt.warmup = o.warmup;
+  opt.samples = o.samples;
+  opt.progress = !o.quiet;
+  if (!o.weights.empty() || !o.save_weights.empty()) {
+    w = host_weights(o, c, blocks);
+    opt.weights = &w;
+  }
+  cudaDeviceProp prop{};
+  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const dit::Grid g = dit::token_grid(c, run.tokens);
+  std::printf("dit: %s, %ld tokens (%ldx%ldx%ld), %d of %d blocks, %d steps, P = %d on %s\n", c.name.c_str(),
+              long(run.tokens), long(g.t), long(g.h), long(g.w), blocks, c.blocks, run.steps, run.ranks, prop.name);
+
+  dit::Run one = run;
+  one.ranks = 1;
+  const dit::GpuResult single = dit::run_gpu(c, one, dit::AttnPath::single, opt);
+  auto row = [&](int P) {
+    return nlohmann::json{{"preset", c.name}, {"tokens", run.tokens}, {"P", P}, {"blocks", blocks},
+                          {"steps", run.steps}, {"single_step_ms", single.step_ms}};
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json r1 = row(1);
+  r1.update({{"serial_step_ms", nullptr}, {"fused_step_ms", nullptr}, {"speedup", nullptr},
+             {"max_abs_diff_vs_single_gpu", 0.0}, {"latent_max_abs", max_abs(single.latent)}});
+  rows.push_back(r1);
+  std::printf("%-10s %6s %2s %6s | %9s %9s %9s | %7s | %10s %10s\n", "preset", "tokens", "P", "blocks", "single ms",
+              "serial ms", "fused ms", "speedup", "diff ser", "diff fus");
+  std::printf("%-10s %6ld %2d %6d | %9.3f %9s %9s | %7s | %10s %10s\n", c.name.c_str(), long(run.tokens), 1, blocks,
+              single.step_ms, "-", "-", "-", "-", "-");
+  if (run.ranks > 1) {
+    const dit::GpuResult serial = dit::run_gpu(c, run, dit::AttnPath::serial, opt);
+    dit::GpuResult fused;
+    if (!o.serial_only) fused = dit::run_gpu(c, run, dit::AttnPath::fused, opt);
+    const double ds = max_abs_diff(serial.latent, single.latent);
+    const double df = o.serial_only ? NAN : max_abs_diff(fused.latent, single.latent);
+    const double speedup = o.serial_only ? NAN : serial.step_ms / fused.step_ms;
+    nlohmann::json r = row(run.ranks);
+    r.update({{"serial_step_ms", serial.step_ms},
+              {"fused_step_ms", num_or_null(fused.step_ms, !o.serial_only)},
+              {"speedup", num_or_null(speedup, !o.serial_only)},
+              {"max_abs_diff_vs_single_gpu", o.serial_only ? ds : df},
+              {"max_abs_diff_serial_vs_single_gpu", ds},
+              {"latent_max_abs", max_abs(single.latent)}});
+    rows.push_back(r);
+    std::printf("%-10s %6ld %2d %6d | %9.3f %9.3f %9.3f | %7.3f | %10.3e %10.3e\n", c.name.c_str(), long(run.tokens),
+                run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
+  }
+  std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
+              "final latent (max |x_1| %.3f)\n",
+              o.samples, o.warmup, max_abs(single.latent));
+  if (!o.json.empty()) {
+    write_rows(o.json,
+               {{"card", prop.name}, {"gpus", gpus}, {"date", today_utc()}, {"command", command_line()},
+                {"timed", "one Euler step (conditioning, all blocks, final layer, update) per rank, CUDA events; "
+                          "median of the slowest rank; serial/fused: the Ulysses layer's post-attention All-to-All"}},
+               rows);
+  }
+}
+#endif
+
+void run(const DitCli& o) {
+  const dit::Config c = dit::preset(o.preset);
+  const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks};
+  if (o.cpu) return run_cpu(o, c, run);
+#ifdef XSTAGE_HAVE_CUDA
+  run_gpus(o, c, run);
+#else
+  XS_FAIL("dit: this xstage was built without CUDA; the CPU reference runs with --preset tiny --cpu");
+#endif
+}
+
+}  // namespace
+
+void add_dit_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("dit", "DiT denoiser over Ulysses SP GPUs: per-step latency of the serial and "
+                                        "fused post-attention All-to-All, speedup, difference to one GPU");
+  auto o = std::make_shared<DitCli>();
+  cmd->add_option("--preset", o->preset, "tiny, tiny-video, tiny-moe, flux-like, wan-like, dit-moe")
+      ->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Latent tokens N (a multiple of the preset's frames)")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Euler steps of the sampler")->capture_default_str();
+  cmd->add_option("--gpus", o->gpus, "Ranks P (one per GPU); P > 1 also runs P = 1 for the difference")
+      ->capture_default_str();
+  cmd->add_option("--blocks", o->blocks, "Blocks used (0: all of the preset)")->capture_default_str();
+  cmd->add_flag("--serial", o->serial_only, "Serial post-attention All-to-All only (no fused run, no speedup)");
+  cmd->add_flag("--cpu", o->cpu, "The fp32 CPU reference instead (tiny presets, one rank)");
+  cmd->add_option("--seed", o->seed, "Weights seed (the latent uses seed + 1)")->capture_default_str();
+  cmd->add_option("--weights", o->weights, "Load weights from a safetensors file instead of random ones");
+  cmd->add_option("--save-weights", o->save_weights, "Write the weights used to a safetensors file");
+  cmd->add_option("--save-dtype", o->save_dtype, "f32 or bf16")->capture_default_str();
+  cmd->add_option("--params", o->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+  cmd->add_option("--warmup", o->warmup, "Warm-up steps before timing")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "Timed steps (median)")->capture_default_str();
+  cmd->add_option("--json", o->json, "Append rows to this results file (docs/results/dit.json format)");
+  cmd->add_flag("--quiet", o->quiet, "No progress bar");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace xstage::cli
