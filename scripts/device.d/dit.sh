@@ -1,0 +1,52 @@
+# Stage `dit` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT, $FINAL_OUT):
+# the DiT denoiser (issue 8) on this machine's GPUs, within DIT_BUDGET_S seconds
+# of wall time (default 360).
+#   RUN_NAME=dit ./run device dit
+# 1. own build (build-dit, -j nproc): the xstage CLI and the DiT tests;
+# 2. CPU tests, then GPU tests (single GPU vs the CPU reference; P = 2 serial and
+#    fused vs P = 1, skipped on one GPU);
+# 3. `xstage dit` at tiny and flux-like (DIT_FLUX_BLOCKS blocks, default 4) with
+#    P = 2 when two GPUs are visible (each run also does P = 1), rows into $OUT/dit.json;
+# 4. a short table of the rows.
+DIT_T0=$(date +%s)
+DIT_BUDGET=${DIT_BUDGET_S:-360}
+dit_left() { echo $((DIT_BUDGET - ($(date +%s) - DIT_T0))); }
+DB=${DIT_BUILD_DIR:-$ROOT/build-dit}
+DT="$DB/xstage/tests"
+DX="$DB/xstage/cli/xstage"
+DIT_P=$([ "${NGPU:-1}" -ge 2 ] && echo 2 || echo 1)
+
+step dit_configure timeout 90 cmake -S "$ROOT" -B "$DB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+  -DXSTAGE_BUILD_GAIT=OFF
+step dit_build timeout $(( $(dit_left) > 270 ? 240 : $(dit_left) - 30 )) \
+  cmake --build "$DB" -j "$(nproc)" --target xstage xstage_dit_tests xstage_dit_gpu_tests
+step dit_cpu_tests timeout 30 "$DT/xstage_dit_tests"
+step dit_gpu_tests timeout 90 env XSTAGE_SOURCE_DIR="$ROOT" "$DT/xstage_dit_gpu_tests"
+grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|velocity vs|vs P=1|timed out" "$OUT/dit_gpu_tests.log" 2>/dev/null | head -20
+
+rm -f "$OUT/dit.json"
+dit_run() { # name, timeout, xstage dit arguments...
+  local name=$1 limit=$2; shift 2
+  local left=$(dit_left)
+  if [ ! -x "$DX" ] || [ "$left" -lt 25 ]; then note "$name" "skipped ($left s left, or no xstage binary)"; return; fi
+  [ "$limit" -gt $((left - 15)) ] && limit=$((left - 15))
+  step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
+}
+dit_run dit_tiny 45 --preset tiny --tokens 512 --steps 4 --gpus "$DIT_P"
+dit_run dit_flux 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$DIT_P"
+[ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"
+if [ -f "$OUT/dit.json" ]; then
+  echo "---- xstage dit (ms per Euler step; speedup = serial / fused; diff = max |x_P - x_1|) ----"
+  python3 - "$OUT/dit.json" <<'PY' | tee "$OUT/dit_table.txt"
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = lambda v, s="{:.3f}": "-" if v is None else s.format(v)
+print(f"{'preset':<10} {'tokens':>6} {'P':>2} {'blocks':>6} | {'single':>8} {'serial':>8} {'fused':>8} | {'speedup':>7} | {'diff':>9}")
+for r in d["rows"]:
+    print(f"{r['preset']:<10} {r['tokens']:>6} {r['P']:>2} {r['blocks']:>6} | {f(r.get('single_step_ms')):>8} "
+          f"{f(r.get('serial_step_ms')):>8} {f(r.get('fused_step_ms')):>8} | {f(r.get('speedup')):>7} | "
+          f"{f(r.get('max_abs_diff_vs_single_gpu'), '{:.2e}'):>9}")
+PY
+  note dit_result "$(awk 'NR>1 && $3>1 {printf "%s P%s speedup %s diff %s; ", $1, $3, $10, $12}' "$OUT/dit_table.txt")"
+fi
+note dit_stage "$(( $(date +%s) - DIT_T0 )) s of $DIT_BUDGET"
