@@ -64,13 +64,14 @@ std::vector<int> sample_clip(std::size_t frames, int length, ClipMode mode, Rng&
   return out;
 }
 
-Batch make_batch(std::span<const CachedSequence* const> seqs, std::span<const std::vector<int>> clips) {
+Batch make_batch(std::span<const CachedSequence* const> seqs, std::span<const std::vector<int>> clips,
+                 bool silhouettes) {
   XS_ASSERT(seqs.size() == clips.size(), "{} sequences but {} clips", seqs.size(), clips.size());
   Batch b;
   b.n = static_cast<int>(seqs.size());
   b.t = b.n ? static_cast<int>(clips[0].size()) : 0;
   const bool pose = b.n && std::all_of(seqs.begin(), seqs.end(), [](const CachedSequence* s) { return !s->pose.empty(); });
-  b.sil.resize(static_cast<std::size_t>(b.n) * b.t * kSilPixels);
+  if (silhouettes) b.sil.resize(static_cast<std::size_t>(b.n) * b.t * kSilPixels);
   if (pose) b.pose.resize(static_cast<std::size_t>(b.n) * b.t * kCocoJoints * 3);
   for (int i = 0; i < b.n; ++i) {
     XS_ASSERT(static_cast<int>(clips[i].size()) == b.t, "clips differ in length");
@@ -79,9 +80,11 @@ Batch make_batch(std::span<const CachedSequence* const> seqs, std::span<const st
     for (int t = 0; t < b.t; ++t) {
       const int f = clips[i][t];
       XS_ASSERT(f >= 0 && static_cast<std::size_t>(f) < s.sil.frames(), "{}: frame {} out of range", sequence_id(s.key), f);
-      const std::uint8_t* src = s.sil.frame(f);
-      float* dst = b.sil.data() + (static_cast<std::size_t>(i) * b.t + t) * kSilPixels;
-      for (std::size_t p = 0; p < kSilPixels; ++p) dst[p] = src[p] * (1.0f / 255.0f);
+      if (silhouettes) {
+        const std::uint8_t* src = s.sil.frame(f);
+        float* dst = b.sil.data() + (static_cast<std::size_t>(i) * b.t + t) * kSilPixels;
+        for (std::size_t p = 0; p < kSilPixels; ++p) dst[p] = src[p] * (1.0f / 255.0f);
+      }
       if (pose) {
         float* pd = b.pose.data() + (static_cast<std::size_t>(i) * b.t + t) * kCocoJoints * 3;
         for (int j = 0; j < kCocoJoints; ++j) {

@@ -29,7 +29,7 @@ namespace {
 struct Common {
   std::string ckpt, data, pose, cache, device = "auto";
   int threads = -1;  // -1: the model config's trainer.threads
-  bool no_progress = false;
+  bool no_progress = false, cache_only = false;
 };
 
 void add_common(CLI::App* c, Common& a, bool ckpt_required) {
@@ -39,6 +39,7 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--data", a.data, "dataset root (default: the checkpoint's data.root)");
   c->add_option("--pose", a.pose, "pose CSV file or folder for a CASIA-B root");
   c->add_option("--cache", a.cache, "preprocessed cache folder (default ROOT/cache)");
+  c->add_flag("--cache-only", a.cache_only, "read the preprocessed cache without listing the dataset (data.cache_only)");
   c->add_option("--device", a.device, "auto, cpu or cuda");
   c->add_option("--threads", a.threads, "CPU threads (0 = all; default: the config's trainer.threads)");
   c->add_flag("--no-progress", a.no_progress, "no progress bar");
@@ -56,7 +57,9 @@ train::DataConfig data_config(const eval::Embedder& e, const Common& a) {
     d.root = a.data;
     d.cache.clear();  // a different dataset: its own cache, unless given
     d.pose.clear();
+    d.cache_only = false;  // and listed, unless --cache-only
   }
+  if (a.cache_only) d.cache_only = true;
   if (!a.pose.empty()) d.pose = a.pose;
   if (!a.cache.empty()) d.cache = a.cache;
   return d;

@@ -22,7 +22,9 @@
 #include "gait/pose.hpp"
 #include "gait/preprocess.hpp"
 #include "gait/train/augment.hpp"
+#include "gait/seq_cache.hpp"
 #include "gait/train/config.hpp"
+#include "gait/train/data_source.hpp"
 #include "gait/train/schedule.hpp"
 
 namespace gait {
@@ -73,6 +75,11 @@ TEST(Config, WrongTypesAndValuesAreErrors) {
   EXPECT_NE(e4.find("batch_k"), std::string::npos) << e4;
   EXPECT_NE(error_of([] { train::parse_config(json::parse(R"({"model": 3})"), "c"); }).find("expected an object"),
             std::string::npos);
+  const std::string e5 = error_of([] { train::parse_config(json::parse(R"({"trainer": {"max_minutes": -1}})"), "c"); });
+  EXPECT_NE(e5.find("trainer.max_minutes must be >= 0"), std::string::npos) << e5;
+  const std::string e6 =
+      error_of([] { train::parse_config(json::parse(R"({"trainer": {"fit_schedule_to_time": true}})"), "c"); });
+  EXPECT_NE(e6.find("needs trainer.max_minutes > 0"), std::string::npos) << e6;
 }
 
 TEST(Config, BaseFilesMergeAndStayStrict) {
@@ -105,6 +112,46 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(nat.model.gcn.op, train::GraphOperator::Natural);
   EXPECT_EQ(nat.model.mode, train::ModelMode::Skeleton);
   EXPECT_EQ(nat.trainer.iterations, 80000);  // from the base
+  // The GPU-budget variants: the ablation's model settings, a time-bounded cosine run.
+  const train::Config fc = train::load_config(fs::path(src) / "gait/configs/gpu-budget/skeleton_only_fc_stcatt.json");
+  EXPECT_EQ(fc.model.mode, train::ModelMode::Skeleton);
+  EXPECT_EQ(fc.model.gcn.op, train::GraphOperator::FullyConnected);
+  EXPECT_TRUE(fc.model.gcn.stc_att);
+  EXPECT_EQ(fc.model.gcn.channels, (std::vector<int>{64, 64, 128, 128}));
+  EXPECT_GT(fc.trainer.max_minutes, 0);
+  EXPECT_TRUE(fc.trainer.fit_schedule_to_time);
+  EXPECT_EQ(fc.scheduler.type, train::ScheduleType::Cosine);
+  const train::Config two = train::load_config(fs::path(src) / "gait/configs/gpu-budget/two_branch.json");
+  EXPECT_EQ(two.model, train::load_config(fs::path(src) / "gait/configs/ablation/two_branch.json").model);
+}
+
+// data.cache_only: the cache alone is the dataset (no listing of ROOT); an empty or
+// missing cache is an error that says to run gait preprocess.
+TEST(DataSource, CacheOnlyReadsTheCacheWithoutTheDataset) {
+  const fs::path d = temp_dir("cacheonly");
+  train::DataConfig cfg;
+  cfg.root = (d / "no-such-dataset").string();
+  cfg.cache = (d / "cache").string();
+  cfg.cache_only = true;
+  const std::string e1 = error_of([&] { train::open_data_source(cfg, false); });
+  EXPECT_NE(e1.find("run gait preprocess"), std::string::npos) << e1;
+  fs::create_directories(d / "cache");
+  const std::string e2 = error_of([&] { train::open_data_source(cfg, false); });
+  EXPECT_NE(e2.find("holds no usable sequence"), std::string::npos) << e2;
+  for (int subject : {1, 2, 3, 8}) {
+    CachedSequence s;
+    s.key = {subject, Condition::NM, 1, 90};
+    for (int t = 0; t < 5; ++t) s.sil.frame_ids.push_back(t);
+    s.sil.pixels.assign(5 * kSilPixels, 255);
+    s.pose.resize(5);
+    write_cached_sequence(cache_path(d / "cache", s.key), s);
+  }
+  const train::DataSource src = train::open_data_source(cfg, false);
+  EXPECT_EQ(src.entries.size(), 4u);
+  EXPECT_EQ(src.max_subject, 8);
+  EXPECT_TRUE(src.has_pose);
+  EXPECT_EQ(src.protocol.train_last_subject, protocol_for_subjects(8).train_last_subject);
+  fs::remove_all(d);
 }
 
 // ------------------------------------------------------------------------- evaluator
@@ -323,6 +370,16 @@ TEST(Schedule, StepCosineWarmup) {
   EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 10, 110), 1.0);
   EXPECT_NEAR(train::learning_rate(s, 1.0, 60, 110), 0.55, 1e-12);
   EXPECT_NEAR(train::learning_rate(s, 1.0, 110, 110), 0.1, 1e-12);
+}
+
+TEST(Schedule, IterationsForATimeBudget) {
+  // 100 steps in 10 s (0.1 s each) measured from iteration 10 at 2 s; at 12 s of a 60 s
+  // budget: 48 s left, 97 % of it is 46.56 s = 465 more steps -> 110 + 465.
+  EXPECT_EQ(train::iterations_for_budget(110, 12.0, 10, 2.0, 60.0, 100000), 575);
+  EXPECT_EQ(train::iterations_for_budget(110, 12.0, 10, 2.0, 60.0, 300), 300);  // never beyond the ceiling
+  EXPECT_EQ(train::iterations_for_budget(110, 70.0, 10, 2.0, 60.0, 300), 111);  // out of time: one more step
+  EXPECT_EQ(train::iterations_for_budget(10, 12.0, 10, 2.0, 60.0, 300), 300);   // nothing measured
+  EXPECT_EQ(train::iterations_for_budget(300, 12.0, 10, 2.0, 60.0, 300), 300);
 }
 
 }  // namespace

@@ -102,6 +102,11 @@ TEST(Batch, FloatConversionAndShapes) {
   EXPECT_FLOAT_EQ(b.sil[kSilPixels], 1.0f);
   EXPECT_FLOAT_EQ(b.pose[2], 0.5f);
   EXPECT_EQ(b.labels, (std::vector<int>{5, 5}));
+  // A skeleton-only model's batch: no silhouettes, the same pose.
+  const Batch p = make_batch(seqs, clips, /*silhouettes=*/false);
+  EXPECT_TRUE(p.sil.empty());
+  EXPECT_EQ(p.pose, b.pose);
+  EXPECT_EQ(p.labels, b.labels);
 }
 
 }  // namespace

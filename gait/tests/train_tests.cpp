@@ -181,5 +181,45 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
   fs::remove_all(d);
 }
 
+TEST(Trainer, TimeLimitStopsTheRunAndSavesWhereItStopped) {
+  const fs::path d = temp_dir("timelimit");
+  Config cfg = tiny_config(d);
+  cfg.trainer.iterations = 100000;
+  cfg.trainer.save_every = 50000;
+  cfg.trainer.log_every = 50000;
+  cfg.trainer.max_minutes = 1e-6;  // 60 us: over after the first step
+  Trainer t(cfg, toy_train_set(), torch::kCPU);
+  const RunSummary sum = t.run(/*progress=*/false);
+  EXPECT_TRUE(sum.stopped_by_time);
+  EXPECT_EQ(sum.iterations, 1);
+  EXPECT_EQ(sum.planned_iterations, 100000);
+  EXPECT_EQ(read_checkpoint_meta(d / "latest.gckpt").iteration, 1);
+  EXPECT_TRUE(fs::exists(d / "checkpoints" / "iter-0000001.gckpt"));
+  const auto j = nlohmann::json::parse(common::read_file(d / "train_summary.json"));
+  EXPECT_EQ(j["iterations"], 1);
+  EXPECT_EQ(j["stopped_by_time"], true);
+  const std::string log = common::read_file(d / "train_log.csv");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2);  // header + the row of the stopping step
+
+  // fit_schedule_to_time with a generous budget: the count is fitted below the ceiling,
+  // and the run ends on that count (not by the clock), its last step at the cosine's end.
+  const fs::path d2 = temp_dir("timefit");
+  Config fit = tiny_config(d2);
+  fit.trainer.iterations = 1000000;
+  fit.trainer.save_every = 1000000;
+  fit.trainer.log_every = 1000000;
+  fit.trainer.max_minutes = 0.05;  // 3 s
+  fit.trainer.fit_schedule_to_time = true;
+  Trainer f(fit, toy_train_set(), torch::kCPU);
+  const RunSummary sum2 = f.run(/*progress=*/false);
+  EXPECT_LT(sum2.planned_iterations, 1000000);
+  EXPECT_GT(sum2.iterations, 10);
+  EXPECT_LE(sum2.run_seconds, 3.0 + 1.0);
+  if (!sum2.stopped_by_time) EXPECT_EQ(sum2.iterations, sum2.planned_iterations);
+  EXPECT_EQ(read_checkpoint_meta(d2 / "latest.gckpt").config["trainer"]["iterations"], sum2.planned_iterations);
+  fs::remove_all(d);
+  fs::remove_all(d2);
+}
+
 }  // namespace
 }  // namespace gait::train

@@ -1,5 +1,7 @@
 #include "gait/train/checkpoint.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>  // at::detail::getDefaultCPUGenerator (1.13 and 2.x)
+
 #include <fmt/format.h>
 
 #include <cstring>

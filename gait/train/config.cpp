@@ -78,6 +78,7 @@ void visit_fields(V& v, DataConfig& c) {
   v("clip_length", c.clip_length);
   v("train_last_subject", c.train_last_subject);
   v("loader_threads", c.loader_threads);
+  v("cache_only", c.cache_only);
 }
 template <class V>
 void visit_fields(V& v, CnnConfig& c) {
@@ -151,6 +152,8 @@ void visit_fields(V& v, TrainerConfig& c) {
   v("save_every", c.save_every);
   v("log_every", c.log_every);
   v("out_dir", c.out_dir);
+  v("max_minutes", c.max_minutes);
+  v("fit_schedule_to_time", c.fit_schedule_to_time);
   v("augment", c.augment);
 }
 template <class V>
@@ -321,6 +324,8 @@ void validate(const Config& c, const std::string& src) {
   need(t.device == "auto" || t.device == "cpu" || t.device == "cuda", "trainer.device must be auto, cpu or cuda");
   need(t.threads >= 0, "trainer.threads must be >= 0");
   need(t.save_every >= 1 && t.log_every >= 1, "trainer.save_every and trainer.log_every must be >= 1");
+  need(t.max_minutes >= 0, "trainer.max_minutes must be >= 0 (0: no time limit)");
+  need(!t.fit_schedule_to_time || t.max_minutes > 0, "trainer.fit_schedule_to_time needs trainer.max_minutes > 0");
   const auto& a = t.augment;
   for (double p : {a.sil_erase_p, a.pose_mirror_p, a.pose_time_flip_p})
     need(p >= 0 && p <= 1, "trainer.augment probabilities must be in [0, 1]");

@@ -13,11 +13,34 @@ namespace gait::train {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Subject range, pose availability and the protocol, from the entries.
+void finish_data_source(DataSource& src, const DataConfig& cfg) {
+  for (const auto& e : src.entries) src.max_subject = std::max(src.max_subject, e.key.subject);
+  src.has_pose = std::all_of(src.entries.begin(), src.entries.end(), [](const CacheEntry& e) { return e.has_pose; });
+  src.protocol = protocol_for_subjects(src.max_subject);
+  if (cfg.train_last_subject > 0) src.protocol.train_last_subject = cfg.train_last_subject;
+}
+
+}  // namespace
+
 DataSource open_data_source(const DataConfig& cfg, bool progress) {
   XS_ASSERT(!cfg.root.empty(), "data.root is empty: give the dataset folder in the config or with --data");
   DataSource src;
   const fs::path root = cfg.root;
   src.cache_dir = cfg.cache.empty() ? root / "cache" : fs::path(cfg.cache);
+  std::vector<std::string> problems;
+  if (cfg.cache_only) {
+    std::error_code ec;
+    XS_ASSERT(fs::is_directory(src.cache_dir, ec), "data.cache_only: no cache folder {} (run gait preprocess {} --cache {})",
+              src.cache_dir.string(), root.string(), src.cache_dir.string());
+    src.entries = scan_cache(src.cache_dir, problems);
+    XS_ASSERT(!src.entries.empty(), "data.cache_only: {} holds no usable sequence (run gait preprocess first)",
+              src.cache_dir.string());
+    finish_data_source(src, cfg);
+    return src;
+  }
   std::optional<fs::path> pose;
   if (!cfg.pose.empty()) pose = fs::path(cfg.pose);
   const DatasetIndex index = scan_dataset(resolve_dataset(root, pose));
@@ -27,7 +50,6 @@ DataSource open_data_source(const DataConfig& cfg, bool progress) {
   if (rep.written > 0 && progress)
     fmt::print(stderr, "cache: {} sequences written, {} reused, {} skipped, in {}\n", rep.written, rep.reused,
                rep.skipped_too_short + rep.skipped_no_pose + rep.skipped_no_silhouettes, src.cache_dir.string());
-  std::vector<std::string> problems;
   src.entries = scan_cache(src.cache_dir, problems);
   // Keep only what the index still lists (a cache may hold sequences of an older dataset).
   std::vector<SequenceKey> keys;
@@ -36,10 +58,7 @@ DataSource open_data_source(const DataConfig& cfg, bool progress) {
   std::erase_if(src.entries, [&](const CacheEntry& e) { return !std::binary_search(keys.begin(), keys.end(), e.key); });
   if (src.entries.empty())
     throw common::Error(fmt::format("{}: no usable sequence (cache {})", root.string(), src.cache_dir.string()));
-  for (const auto& e : src.entries) src.max_subject = std::max(src.max_subject, e.key.subject);
-  src.has_pose = std::all_of(src.entries.begin(), src.entries.end(), [](const CacheEntry& e) { return e.has_pose; });
-  src.protocol = protocol_for_subjects(src.max_subject);
-  if (cfg.train_last_subject > 0) src.protocol.train_last_subject = cfg.train_last_subject;
+  finish_data_source(src, cfg);
   return src;
 }
 

@@ -24,4 +24,13 @@ double learning_rate(const SchedulerConfig& s, double base_lr, int it, int total
   return base_lr;
 }
 
+int iterations_for_budget(int done, double elapsed_s, int calib_iteration, double calib_s, double budget_s, int ceiling) {
+  const int steps = done - calib_iteration;
+  const double secs = elapsed_s - calib_s;
+  if (steps <= 0 || secs <= 0) return ceiling;
+  const double more = std::floor(0.97 * std::max(0.0, budget_s - elapsed_s) * steps / secs);
+  if (done >= ceiling) return ceiling;
+  return static_cast<int>(std::min<double>(ceiling, done + std::max(1.0, more)));
+}
+
 }  // namespace gait::train

@@ -19,7 +19,8 @@ namespace {
 struct TrainArgs {
   std::string config, data, pose, cache, out, device, resume_from;
   int iterations = 0, threads = -1;
-  bool resume = false, no_progress = false;
+  double max_minutes = -1;  // -1: the config's trainer.max_minutes
+  bool resume = false, no_progress = false, cache_only = false;
 };
 
 std::int64_t count_parameters(torch::nn::Module& m) {
@@ -37,6 +38,8 @@ void run_train(const TrainArgs& a) {
   if (!a.device.empty()) cfg.trainer.device = a.device;
   if (a.iterations > 0) cfg.trainer.iterations = a.iterations;
   if (a.threads >= 0) cfg.trainer.threads = a.threads;
+  if (a.max_minutes >= 0) cfg.trainer.max_minutes = a.max_minutes;
+  if (a.cache_only) cfg.data.cache_only = true;
   cfg = train::parse_config(train::to_json(cfg), a.config);  // re-validate the overrides
   const bool progress = !a.no_progress;
 
@@ -61,7 +64,10 @@ void run_train(const TrainArgs& a) {
     fmt::print("resumed from {} at iteration {}\n", ckpt.string(), trainer.iteration());
   }
   const double before = trainer.train_seconds();
-  trainer.run(progress);
+  const train::RunSummary sum = trainer.run(progress);
+  if (sum.stopped_by_time)
+    fmt::print("trainer.max_minutes = {}: stopped at the time limit after iteration {} of {}\n", cfg.trainer.max_minutes,
+               sum.iterations, sum.planned_iterations);
   fmt::print("trained to iteration {} in {:.1f} s ({:.1f} s this run); checkpoint {}/latest{}\n", trainer.iteration(),
              trainer.train_seconds(), trainer.train_seconds() - before, cfg.trainer.out_dir, train::kCheckpointExtension);
 }
@@ -75,10 +81,12 @@ void add_train_command(CLI::App& app) {
   c->add_option("--data", args->data, "dataset root (overrides data.root)");
   c->add_option("--pose", args->pose, "pose CSV file or folder (overrides data.pose)");
   c->add_option("--cache", args->cache, "preprocessed cache folder (overrides data.cache)");
+  c->add_flag("--cache-only", args->cache_only, "read the cache that gait preprocess built, without listing the dataset");
   c->add_option("--out", args->out, "output folder (overrides trainer.out_dir)");
   c->add_option("--iterations", args->iterations, "iterations (overrides trainer.iterations)");
   c->add_option("--device", args->device, "auto, cpu or cuda (overrides trainer.device)");
   c->add_option("--threads", args->threads, "CPU threads, 0 = all (overrides trainer.threads)");
+  c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)");
   c->add_flag("--resume", args->resume, "continue from OUT/latest.gckpt");
   c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")->check(CLI::ExistingFile);
   c->add_flag("--no-progress", args->no_progress, "no progress bar");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "common/check.hpp"
@@ -59,6 +60,8 @@ Trainer::Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device de
             "trainer.batch_p = {} identities per batch, but the training split has only {}", cfg_.trainer.batch_p,
             classes_.size());
   torch::manual_seed(cfg_.trainer.seed);
+  // Training clips have one shape (P*K x clip_length), so cuDNN's autotuning pays off.
+  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   model_ = nets::GaitNet(cfg_.model, static_cast<int>(classes_.size()));
   model_->to(device_);
   optimizer_ = make_optimizer(cfg_.optimizer, model_);
@@ -89,7 +92,7 @@ StepStats Trainer::step() {
     clips.push_back(sample_clip(train_[i].sil.frames(), cfg_.data.clip_length, ClipMode::RandomContiguous, rng));
     labels.push_back(class_of_seq_[i]);
   }
-  Batch b = make_batch(seqs, clips);
+  Batch b = make_batch(seqs, clips, model_->uses_silhouettes());
   augment_batch(b, cfg_.trainer.augment, rng);
 
   torch::Tensor sil, pose;
@@ -155,7 +158,9 @@ void Trainer::resume(const fs::path& checkpoint) {
   for (int i = 0; i < iteration_; ++i) sampler_->next_batch();
 }
 
-void Trainer::run(bool progress) {
+RunSummary Trainer::run(bool progress) {
+  const auto run_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
   const fs::path out = cfg_.trainer.out_dir;
   fs::create_directories(out / "checkpoints");
   common::write_file_atomic(out / "config.json", to_json(cfg_).dump(2) + "\n");
@@ -165,11 +170,18 @@ void Trainer::run(bool progress) {
   XS_ASSERT(log, "{}: cannot write", log_path.string());
   if (new_log) log << "iteration,loss,triplet,ce,accuracy,active,lr,seq_per_s,train_seconds\n";
 
-  const int total = cfg_.trainer.iterations;
+  RunSummary sum;
+  sum.start_iteration = iteration_;
+  const double budget = cfg_.trainer.max_minutes * 60.0;
+  // fit_schedule_to_time: the step time is measured from the 5th step of this run (the
+  // first ones include cuDNN autotuning and allocator warm-up) to a tenth of the budget.
+  bool fit_pending = budget > 0 && cfg_.trainer.fit_schedule_to_time;
+  int calib_it = -1;
+  double calib_s = 0;
   const double batch = static_cast<double>(cfg_.trainer.batch_p) * cfg_.trainer.batch_k;
-  common::ProgressBar bar("train", static_cast<std::size_t>(std::max(0, total - iteration_)), progress);
+  common::ProgressBar bar("train", static_cast<std::size_t>(std::max(0, cfg_.trainer.iterations - iteration_)), progress);
   double ema_loss = -1, ema_rate = -1;
-  while (iteration_ < total) {
+  while (iteration_ < cfg_.trainer.iterations) {
     const StepStats st = step();
     const double rate = batch / std::max(st.seconds, 1e-9);
     ema_loss = ema_loss < 0 ? st.loss : 0.9 * ema_loss + 0.1 * st.loss;
@@ -178,17 +190,54 @@ void Trainer::run(bool progress) {
     bar.set_status(fmt::format("loss {:.3f} (tri {:.3f} ce {:.3f}) acc {:.2f} lr {:.1e} {:.1f} seq/s", ema_loss,
                                st.triplet, st.ce, st.accuracy, st.lr, ema_rate));
     bar.tick();
-    if (st.iteration % cfg_.trainer.log_every == 0 || st.iteration == total) {
+    const double now = elapsed();
+    if (fit_pending) {
+      if (calib_it < 0 && st.iteration - sum.start_iteration >= 5) {
+        calib_it = st.iteration;
+        calib_s = now;
+      } else if (calib_it >= 0 && now >= 0.1 * budget && st.iteration - calib_it >= 5) {
+        const int fitted = iterations_for_budget(st.iteration, now, calib_it, calib_s, budget, cfg_.trainer.iterations);
+        fmt::print("trainer.fit_schedule_to_time: {:.2f} s per step over iterations {}..{}: {} iterations fit the "
+                   "{:.2f} min budget (ceiling {})\n",
+                   (now - calib_s) / (st.iteration - calib_it), calib_it, st.iteration, fitted,
+                   cfg_.trainer.max_minutes, cfg_.trainer.iterations);
+        std::fflush(stdout);
+        cfg_.trainer.iterations = fitted;  // the learning-rate schedule now ends here
+        fit_pending = false;
+      }
+    }
+    const int total = cfg_.trainer.iterations;
+    const bool out_of_time = budget > 0 && now >= budget && st.iteration < total;
+    if (st.iteration % cfg_.trainer.log_every == 0 || st.iteration == total || out_of_time) {
       log << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.4f},{:.4f},{:.6g},{:.2f},{:.1f}\n", st.iteration, st.loss,
                          st.triplet, st.ce, st.accuracy, st.active, st.lr, rate, train_seconds_);
       log.flush();
     }
-    if (st.iteration % cfg_.trainer.save_every == 0 || st.iteration == total) {
+    if (st.iteration % cfg_.trainer.save_every == 0 || st.iteration == total || out_of_time) {
       save(out / "checkpoints" / fmt::format("iter-{:07d}{}", st.iteration, kCheckpointExtension));
       save(out / fmt::format("latest{}", kCheckpointExtension));
     }
+    if (out_of_time) {
+      sum.stopped_by_time = true;
+      break;
+    }
   }
   bar.finish();
+  sum.iterations = iteration_;
+  sum.planned_iterations = cfg_.trainer.iterations;
+  sum.run_seconds = elapsed();
+  sum.train_seconds = train_seconds_;
+  const nlohmann::json j = {{"start_iteration", sum.start_iteration},
+                            {"iterations", sum.iterations},
+                            {"planned_iterations", sum.planned_iterations},
+                            {"stopped_by_time", sum.stopped_by_time},
+                            {"max_minutes", cfg_.trainer.max_minutes},
+                            {"run_seconds", std::round(sum.run_seconds * 10) / 10},
+                            {"train_seconds", std::round(sum.train_seconds * 10) / 10},
+                            {"mode", to_string(cfg_.model.mode)},
+                            {"device", device_.str()}};
+  common::write_file_atomic(out / "train_summary.json", j.dump(2) + "\n");
+  return sum;
 }
 
 }  // namespace gait::train

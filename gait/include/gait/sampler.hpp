@@ -47,7 +47,9 @@ struct Batch {
   std::vector<float> pose;  // [n, t, 17, 3]; empty when the sequences have no pose
   std::vector<int> labels;  // subject ids
 };
-// clips[i] indexes frames of seqs[i]; all clips have the same length.
-Batch make_batch(std::span<const CachedSequence* const> seqs, std::span<const std::vector<int>> clips);
+// clips[i] indexes frames of seqs[i]; all clips have the same length. Without
+// `silhouettes` (a skeleton-only model) `sil` stays empty.
+Batch make_batch(std::span<const CachedSequence* const> seqs, std::span<const std::vector<int>> clips,
+                 bool silhouettes = true);
 
 }  // namespace gait

@@ -40,6 +40,10 @@ struct DataConfig {
   int clip_length = 30;     // frames per training clip
   int train_last_subject = 0;  // 0: the protocol's split for the dataset's subject count
   int loader_threads = 0;   // threads reading the cache (0: all hardware threads)
+  // Read the sequences from the cache alone, without listing the dataset (which reads
+  // every pose CSV: ~20 s for the full synthetic set). For a cache that `gait preprocess`
+  // has completed; a cache without sequences is an error.
+  bool cache_only = false;
   bool operator==(const DataConfig&) const = default;
 };
 
@@ -124,6 +128,14 @@ struct TrainerConfig {
   int save_every = 5000;    // iterations between checkpoints (the last one is always saved)
   int log_every = 100;      // iterations between rows of train_log.csv
   std::string out_dir = "out/gait/run";
+  // Wall-clock budget of one `gait train` run in minutes (0: none). The run stops after
+  // the step that reaches it, saves its checkpoint and records the iterations done
+  // (OUT/train_summary.json); trainer.iterations is then a ceiling.
+  double max_minutes = 0;
+  // With max_minutes: after the first tenth of the budget, measure the step rate and
+  // shorten trainer.iterations to the steps that fit (the schedule, e.g. cosine, then
+  // ends at the budget instead of being cut). Never lengthens the run.
+  bool fit_schedule_to_time = false;
   AugmentConfig augment;
   bool operator==(const TrainerConfig&) const = default;
 };

@@ -29,6 +29,16 @@ struct StepStats {
   double loss = 0, triplet = 0, ce = 0, accuracy = 0, active = 0, lr = 0, seconds = 0;
 };
 
+// What one run() did (also written to out_dir/train_summary.json).
+struct RunSummary {
+  int start_iteration = 0;      // where this run began (> 0 after a resume)
+  int iterations = 0;           // iteration reached
+  int planned_iterations = 0;   // trainer.iterations at the end (after fit_schedule_to_time)
+  bool stopped_by_time = false; // trainer.max_minutes ended the run
+  double run_seconds = 0;       // wall time of this run (steps, logs, checkpoints)
+  double train_seconds = 0;     // the checkpoint's cumulative time in steps
+};
+
 class Trainer {
  public:
   // `train`: the training sequences (the protocol's training identities). Throws when the
@@ -46,7 +56,10 @@ class Trainer {
   // Steps to trainer.iterations with a progress bar (loss, throughput), appends rows to
   // out_dir/train_log.csv and writes checkpoints every trainer.save_every iterations and
   // at the end: out_dir/checkpoints/iter-NNNNNNN.gckpt and out_dir/latest.gckpt.
-  void run(bool progress);
+  // With trainer.max_minutes the run also ends after the step that reaches the time
+  // limit (checkpoint and log row written there); with fit_schedule_to_time the
+  // iteration count is first shortened to what fits (schedule.hpp, iterations_for_budget).
+  RunSummary run(bool progress);
 
   int iteration() const { return iteration_; }
   double train_seconds() const { return train_seconds_; }
