@@ -31,6 +31,18 @@ if(NOT GAIT_TORCH STREQUAL "OFF")
     set(GAIT_HAVE_TORCH ON)
     add_library(gait_torch INTERFACE)
     target_link_libraries(gait_torch INTERFACE ${TORCH_LIBRARIES})
+    # PyTorch wheels ship their own {fmt} headers (v12 in 2.11) among Torch's
+    # include directories, which come before the system's: code that sees both
+    # compiles against the wheel's fmt but would link the system libfmt (9.x on
+    # Ubuntu 24.04) and fail with undefined fmt::v12 symbols. Use the wheel's fmt
+    # header-only there (its namespace differs, so it coexists with libfmt).
+    foreach(_gait_torch_inc IN LISTS TORCH_INCLUDE_DIRS)
+      if(EXISTS "${_gait_torch_inc}/fmt/format-inl.h")
+        target_compile_definitions(gait_torch INTERFACE FMT_HEADER_ONLY=1)
+        message(STATUS "gait: LibTorch bundles {fmt} (${_gait_torch_inc}/fmt): header-only there")
+        break()
+      endif()
+    endforeach()
     message(STATUS "gait: LibTorch ${Torch_VERSION} at ${Torch_DIR}")
   elseif(GAIT_TORCH STREQUAL "ON")
     message(FATAL_ERROR "GAIT_TORCH=ON but LibTorch was not found: install libtorch-dev "

@@ -188,7 +188,7 @@ void add_ulysses_commands(CLI::App& app) {
   auto* cmd = bench->add_subcommand("ulysses", "Ulysses SP attention: fused post-attention All-to-All vs serial, "
                                                "coarse overlap and PyTorch-like serial");
   auto c = std::make_shared<UlyssesCli>();
-  cmd->add_option("--ranks", c->ranks, "P values (those above the visible GPUs are skipped with a note)")
+  cmd->add_option("--ranks", c->ranks, "P values, comma-separated (those above the visible GPUs are skipped with a note)")->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--min-seq", c->min_seq, "Smallest S of the sweep (4096 .. 131072, powers of two)")
       ->capture_default_str();
