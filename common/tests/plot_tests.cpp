@@ -142,3 +142,12 @@ TEST(Plot, WritesAPngThatReadsBack) {
   EXPECT_EQ(back.height, 420);
   fs::remove_all(dir);
 }
+
+TEST(Plot, HorizontalLineIsDashedWithoutMarkers) {
+  const plot::Series s = plot::horizontal_line("1x", 1.0, 2.0, 8.0);
+  EXPECT_EQ(s.label, "1x");
+  EXPECT_EQ(s.x, (std::vector<double>{2.0, 8.0}));
+  EXPECT_EQ(s.y, (std::vector<double>{1.0, 1.0}));
+  EXPECT_EQ(s.line, plot::LineStyle::dashed);
+  EXPECT_EQ(s.marker, plot::Marker::none);
+}

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "common/check.hpp"
@@ -212,6 +213,12 @@ Params params_from_json(const std::string& text, const std::string& source_name)
   r.no_unknown_keys();
   for (std::size_t i = 0; i < groups.size(); ++i) p.groups.push_back(group_from_json(groups[i], i, source_name));
   return p;
+}
+
+std::filesystem::path params_path_or_default(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  return std::filesystem::path(src ? src : ".") / "xstage/data/h200_params.json";
 }
 
 Params read_params(const std::filesystem::path& path) {

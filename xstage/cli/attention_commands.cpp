@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/files.hpp"
 
 #ifdef XSTAGE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -212,11 +213,7 @@ void run_bench(const BenchCli& c) {
         {"baselines", torch_baselines ? "PyTorch SDPA (flash, cuDNN) through LibTorch " + torch_version
                                       : (c.baselines_json.empty() ? "none" : "from " + c.baselines_json)},
         {"rows", rows}};
-    const std::filesystem::path path(c.json);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    std::ofstream f(path);
-    XS_ASSERT(f.good(), "cannot write {}", c.json);
-    f << out.dump(2) << "\n";
+    common::write_file_atomic(c.json, out.dump(2) + "\n");
   };
   for (auto S : seqs)
     for (auto H : heads)

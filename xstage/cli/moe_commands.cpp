@@ -11,12 +11,12 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "common/plot.hpp"
 #include "xstage/burstgap.hpp"
 
@@ -47,13 +47,7 @@ bool keep(const std::vector<int>& allowed, int v) {
 
 #ifdef XSTAGE_HAVE_CUDA
 void run(const MoeCli& c) {
-  namespace fs = std::filesystem;
-  std::string params_path = c.params;
-  if (params_path.empty()) {
-    const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-    params_path = (fs::path(src ? src : ".") / "xstage/data/h200_params.json").string();
-  }
-  const auto params = burstgap::read_params(params_path);
+  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
   auto configs = moe::bench_sweep(c.sweep);
   if (c.only >= 0) {
     XS_ASSERT(c.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", c.only, configs.size());
@@ -85,8 +79,7 @@ void run(const MoeCli& c) {
                           {"all_correct", bool(all_ok)}, {"rows_planned", configs.size()},
                           {"complete", final_write && done == configs.size()}, {"rows", rows}};
     if (c.json.empty()) return;
-    fs::create_directories(fs::path(c.json).parent_path().empty() ? fs::path(".") : fs::path(c.json).parent_path());
-    std::ofstream(c.json) << out.dump(2) << "\n";
+    common::write_file_atomic(c.json, out.dump(2) + "\n");
   };
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const auto& b = configs[i];
@@ -132,8 +125,7 @@ void run(const MoeCli& c) {
     chart.y.label = "speedup";
     chart.series.push_back({.label = "Interleaved / Expert-Wave", .x = xs, .y = speedups,
                             .line = common::plot::LineStyle::none});
-    chart.series.push_back({.label = "1x", .x = {xs.front(), xs.back()}, .y = {1.0, 1.0},
-                            .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none});
+    chart.series.push_back(common::plot::horizontal_line("1x", 1.0, xs.front(), xs.back()));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());
   }

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "common/plot.hpp"
 #include "common/progress.hpp"
 #include "xstage/burstgap.hpp"
@@ -77,13 +77,7 @@ double sdpa_best_ms(const ulysses::Problem& p, const std::string& mode) {
 }
 
 void run(const UlyssesCli& c) {
-  namespace fs = std::filesystem;
-  std::string params_path = c.params;
-  if (params_path.empty()) {
-    const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-    params_path = (fs::path(src ? src : ".") / "xstage/data/h200_params.json").string();
-  }
-  const auto params = burstgap::read_params(params_path);
+  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
   const auto& peer = params.find("peer", "st16");
   const int gpus = comm::visible_gpus();
   std::vector<int> ranks;
@@ -156,9 +150,7 @@ void run(const UlyssesCli& c) {
                         {"all_fused_bitwise_equal", all_equal},
                         {"rows", rows}};
   if (!c.json.empty()) {
-    const fs::path dir = fs::path(c.json).parent_path();
-    if (!dir.empty()) fs::create_directories(dir);
-    std::ofstream(c.json) << out.dump(2) << "\n";
+    common::write_file_atomic(c.json, out.dump(2) + "\n");
     std::printf("wrote %s\n", c.json.c_str());
   }
   if (!c.png.empty()) {
@@ -173,8 +165,7 @@ void run(const UlyssesCli& c) {
       x0 = std::min(x0, xy.first.front());
       x1 = std::max(x1, xy.first.back());
     }
-    chart.series.push_back({.label = "1x", .x = {x0, x1}, .y = {1.0, 1.0}, .line = common::plot::LineStyle::dashed,
-                            .marker = common::plot::Marker::none});
+    chart.series.push_back(common::plot::horizontal_line("1x", 1.0, x0, x1));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());
   }

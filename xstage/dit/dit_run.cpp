@@ -25,11 +25,6 @@
 namespace xstage::dit {
 
 namespace {
-std::string default_params_path() {
-  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-  return (std::filesystem::path(src ? src : ".") / "xstage/data/h200_params.json").string();
-}
-
 double median_step_ms(RankModel& m, cudaStream_t s, AttnPath path, int warmup, int samples) {
   for (int i = 0; i < warmup; ++i) m.forward(1.0f, path), m.euler(0.0f);
   cudaEvent_t e0, e1;
@@ -67,7 +62,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   const Grid grid = token_grid(c, run.tokens);
   const std::vector<float> latent = random_latent(c, run.tokens, opt.latent_seed);
   burstgap::ModelParams peer;
-  if (P > 1) peer = burstgap::read_params(opt.params.empty() ? default_params_path() : opt.params).find("peer", "st16");
+  if (P > 1) peer = burstgap::read_params(burstgap::params_path_or_default(opt.params)).find("peer", "st16");
 
   const int64_t in = c.in_dim(), L = run.tokens / P;
   GpuResult res;

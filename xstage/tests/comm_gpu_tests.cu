@@ -2,8 +2,6 @@
 // barriers with timeouts, release/acquire flags; threads and processes; and a
 // device wait that must time out with a message instead of hanging.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -11,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/test_child.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/comm_device.cuh"
@@ -115,13 +114,7 @@ TEST(CommGpu, TooManyRanksIsAClearError) {
 // The process-mode run and the timeout run need a process that has not touched
 // CUDA before fork(): the test re-executes this binary with --child=NAME.
 std::pair<int, std::string> run_child(const std::string& name) {
-  const std::string cmd = "XSTAGE_WAIT_TIMEOUT_MS=300 /proc/" + std::to_string(::getpid()) + "/exe --child=" + name + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  const int st = p ? ::pclose(p) : -1;
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128, out};
+  return common::run_self_as_child(name, "XSTAGE_WAIT_TIMEOUT_MS=300");
 }
 
 int child_main(const std::string& name) {
@@ -161,11 +154,4 @@ TEST(CommGpu, DeviceWaitTimesOutWithAMessage) {
   EXPECT_NE(out.find("saw 0"), std::string::npos) << out;
 }
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--child=", 0) == 0) return child_main(a.substr(8));
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }

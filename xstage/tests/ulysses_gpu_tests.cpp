@@ -5,8 +5,6 @@
 // delays the receiver, an absent one makes it time out with a message naming
 // the rank and the flag (in a child process: the trap ends its CUDA context).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "common/test_child.hpp"
 #include "xstage/attention.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
@@ -188,14 +187,7 @@ TEST(UlyssesGpu, TooManyRanksIsAClearError) {
 
 // The child re-executes this binary; rank 1 never launches its fused kernel.
 std::pair<int, std::string> run_child(const std::string& name) {
-  const std::string cmd =
-      "XSTAGE_WAIT_TIMEOUT_MS=300 /proc/" + std::to_string(::getpid()) + "/exe --child=" + name + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  const int st = f ? ::pclose(f) : -1;
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128, out};
+  return common::run_self_as_child(name, "XSTAGE_WAIT_TIMEOUT_MS=300");
 }
 
 int child_main(const std::string& name) {
@@ -236,11 +228,4 @@ TEST(UlyssesGpu, AbsentPeerTimesOutNamingRankAndFlag) {
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
 }
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--child=", 0) == 0) return child_main(a.substr(8));
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }

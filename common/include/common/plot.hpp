@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/png.hpp"
@@ -76,6 +77,11 @@ struct Frame {
   double px(double x) const;
   double py(double y) const;
 };
+
+// A dashed horizontal reference line at y over [x0, x1] (e.g. "1x" on speedup charts).
+inline Series horizontal_line(std::string label, double y, double x0, double x1) {
+  return {.label = std::move(label), .x = {x0, x1}, .y = {y, y}, .line = LineStyle::dashed, .marker = Marker::none};
+}
 
 // Validates the chart and computes its frame (throws on bad data).
 Frame layout(const Chart& chart);
