@@ -1,6 +1,8 @@
 #include "gait/eval/embedder.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 
 #include "common/check.hpp"
 #include "common/progress.hpp"
@@ -24,44 +26,88 @@ Embedder::Embedder(nets::GaitNet model, train::Config cfg, torch::Device device)
   model_->eval();
 }
 
-std::vector<float> Embedder::embed(const CachedSequence& seq) {
-  const int64_t t = static_cast<int64_t>(std::min<std::size_t>(seq.sil.frames(), cfg_.evaluator.max_frames));
+int64_t Embedder::frames_used(const CachedSequence& seq) const {
+  const auto t = static_cast<int64_t>(std::min<std::size_t>(seq.sil.frames(), cfg_.evaluator.max_frames));
   XS_ASSERT(t >= 3, "{}: {} frames; at least 3 are needed", sequence_id(seq.key), t);
+  return t;
+}
+
+torch::Tensor Embedder::forward_batch(std::span<const CachedSequence* const> batch, int64_t t) {
+  const auto b = static_cast<int64_t>(batch.size());
   torch::NoGradGuard no_grad;
   model_->eval();
   torch::Tensor sil, pose;
   if (model_->uses_silhouettes()) {
-    sil = torch::from_blob(const_cast<std::uint8_t*>(seq.sil.pixels.data()), {1, t, kSilHeight, kSilWidth}, torch::kUInt8)
-              .to(device_)
-              .to(torch::kFloat)
-              .div_(255.0);
+    const int64_t frame = int64_t{kSilHeight} * kSilWidth;
+    torch::Tensor host = torch::empty({b, t, kSilHeight, kSilWidth}, torch::kUInt8);
+    for (int64_t i = 0; i < b; ++i)
+      std::memcpy(host.data_ptr<std::uint8_t>() + i * t * frame, batch[i]->sil.pixels.data(), t * frame);
+    sil = host.to(device_).to(torch::kFloat).div_(255.0);
   }
   if (model_->uses_pose()) {
-    XS_ASSERT(!seq.pose.empty(), "{}: the model reads skeletons but the sequence has no pose rows", sequence_id(seq.key));
     static_assert(sizeof(PoseFrame) == sizeof(float) * kCocoJoints * 3, "PoseFrame must be packed floats");
-    pose = torch::from_blob(const_cast<PoseFrame*>(seq.pose.data()), {1, t, kCocoJoints, 3}, torch::kFloat).to(device_);
-    if (device_.is_cpu()) pose = pose.clone();
+    pose = torch::empty({b, t, kCocoJoints, 3}, torch::kFloat);
+    for (int64_t i = 0; i < b; ++i) {
+      XS_ASSERT(batch[i]->pose.size() >= static_cast<std::size_t>(t),
+                "{}: the model reads skeletons but the sequence has {} pose rows for {} frames",
+                sequence_id(batch[i]->key), batch[i]->pose.size(), t);
+      std::memcpy(pose.data_ptr<float>() + i * t * kCocoJoints * 3, batch[i]->pose.data(), t * sizeof(PoseFrame));
+    }
+    pose = pose.to(device_);
   }
   nets::GaitNetImpl::Output out;
   {
     train::AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
     out = model_->forward(sil, pose);
   }
-  const torch::Tensor f =
-      (cfg_.evaluator.feature == train::EvalFeature::BnFeature ? out.bn : out.embed).to(torch::kFloat).cpu().contiguous();
+  return (cfg_.evaluator.feature == train::EvalFeature::BnFeature ? out.bn : out.embed)
+      .to(torch::kFloat)
+      .reshape({b, -1})
+      .cpu()
+      .contiguous();
+}
+
+std::vector<float> Embedder::embed(const CachedSequence& seq) {
+  const CachedSequence* one[] = {&seq};
+  const torch::Tensor f = forward_batch(one, frames_used(seq));
   return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
 }
 
 EmbeddingSet Embedder::embed_all(const std::vector<CachedSequence>& seqs, bool progress) {
+  // Sequences of equal length (after the max_frames cap) go through the model together,
+  // up to evaluator.batch_frames frames per pass. In eval mode every layer treats the
+  // samples of a batch independently (BatchNorm uses its running statistics; pooling is
+  // per sample), so the embeddings equal one-at-a-time ones up to float rounding.
+  std::vector<int64_t> len(seqs.size());
+  std::vector<std::size_t> order(seqs.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    len[i] = frames_used(seqs[i]);
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return len[a] < len[b]; });
+  const std::size_t row = static_cast<std::size_t>(channels()) * parts();
+  std::vector<float> rows(seqs.size() * row);
+  common::ProgressBar bar("embed", seqs.size(), progress);
+  std::vector<const CachedSequence*> batch;
+  for (std::size_t at = 0; at < order.size();) {
+    const int64_t t = len[order[at]];
+    const auto cap = static_cast<std::size_t>(std::max<int64_t>(1, cfg_.evaluator.batch_frames / t));
+    std::size_t end = at;
+    batch.clear();
+    while (end < order.size() && len[order[end]] == t && batch.size() < cap) batch.push_back(&seqs[order[end++]]);
+    const torch::Tensor f = forward_batch(batch, t);
+    XS_ASSERT(static_cast<std::size_t>(f.size(1)) == row, "embedding has {} values, expected {} x {}", f.size(1),
+              channels(), parts());
+    for (std::size_t i = at; i < end; ++i)
+      std::memcpy(rows.data() + order[i] * row, f.data_ptr<float>() + (i - at) * row, row * sizeof(float));
+    bar.tick(end - at);
+    at = end;
+  }
+  bar.finish();
   EmbeddingSet set;
   set.channels = channels();
   set.parts = parts();
-  common::ProgressBar bar("embed", seqs.size(), progress);
-  for (const auto& s : seqs) {
-    set.add(s.key, embed(s));
-    bar.tick();
-  }
-  bar.finish();
+  for (std::size_t i = 0; i < seqs.size(); ++i) set.add(seqs[i].key, std::span<const float>(rows.data() + i * row, row));
   return set;
 }
 

@@ -93,8 +93,11 @@ StcAttentionImpl::Gates StcAttentionImpl::gates(const torch::Tensor& x) {
 }
 
 torch::Tensor StcAttentionImpl::forward(const torch::Tensor& x) {
+  // Residual gating: x (1 + a_t a_v a_c). A bare product of three sigmoids starts near 1/8
+  // and shrinks every block's output before the residual sum; with the identity kept the
+  // attention re-weights (1x to 2x) and cannot switch a joint, frame or channel off.
   const Gates g = gates(x);
-  return x * g.t * g.v * g.c;
+  return x * (1.0 + g.t * g.v * g.c);
 }
 
 // ------------------------------------------------------------------------- block, branch

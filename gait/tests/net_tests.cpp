@@ -132,10 +132,12 @@ TEST(StcAttention, ShapeAndPositiveGates) {
     EXPECT_GT(a.min().item<float>(), 0.0f);
     EXPECT_LT(a.max().item<float>(), 1.0f);
   }
-  // Applied multiplicatively with gates in (0, 1): same signs, never larger.
+  // Applied multiplicatively as x (1 + a_t a_v a_c) with gates in (0, 1): same signs,
+  // magnitudes between |x| and 2|x|.
   EXPECT_TRUE(torch::equal(torch::sign(y), torch::sign(x)));
-  EXPECT_TRUE((y.abs() <= x.abs()).all().item<bool>());
-  EXPECT_TRUE(torch::allclose(y, x * g.t * g.v * g.c));
+  EXPECT_TRUE((y.abs() >= x.abs()).all().item<bool>());
+  EXPECT_TRUE((y.abs() <= 2 * x.abs()).all().item<bool>());
+  EXPECT_TRUE(torch::allclose(y, x + x * g.t * g.v * g.c));
   // The gates depend on the frame and the joint (attention, not a constant).
   EXPECT_GT(g.t.std().item<float>(), 0.0f);
   EXPECT_GT(g.v.std().item<float>(), 0.0f);

@@ -178,6 +178,23 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
   for (double m : r.mean) EXPECT_TRUE(m >= 0 && m <= 100) << m;
   // Embedding is deterministic in eval mode.
   EXPECT_EQ(emb.embed(test[0]), emb.embed(test[0]));
+  // embed_all batches equal-length sequences; mixed lengths, and a batch cap that splits
+  // a length group, give the one-at-a-time embeddings in the input order.
+  std::vector<CachedSequence> mixed = {toy_sequence(5, Condition::NM, 2, 0, 12), test[0], test[1],
+                                       toy_sequence(6, Condition::CL, 2, 90, 7), test[2], toy_sequence(5, Condition::BG, 2, 0, 12)};
+  for (int batch_frames : {2048, 20}) {
+    Config ecfg = emb.config();
+    ecfg.evaluator.batch_frames = batch_frames;
+    eval::Embedder batched(emb.model(), ecfg, torch::kCPU);
+    const eval::EmbeddingSet ms = batched.embed_all(mixed, false);
+    ASSERT_EQ(ms.size(), mixed.size());
+    for (std::size_t i = 0; i < mixed.size(); ++i) {
+      EXPECT_EQ(ms.keys[i], mixed[i].key);
+      const std::vector<float> one = emb.embed(mixed[i]);
+      for (std::size_t j = 0; j < one.size(); ++j)
+        ASSERT_NEAR(ms.data[i * ms.row_size() + j], one[j], 1e-4f * (1.0f + std::abs(one[j]))) << i << "," << j;
+    }
+  }
   fs::remove_all(d);
 }
 

@@ -4,7 +4,7 @@
 #
 # In one bounded call: build the gait CLI against python3's LibTorch (CUDA), generate
 # the 124-subject procedural dataset and preprocess it, train the five variants of
-# gait/configs/gpu-budget/ at the same time on the one GPU (each process time-limited
+# gait/configs/gpu-budget/ at the same time, spread over the visible GPUs (each process time-limited
 # with --max-minutes and its cosine schedule fitted to that time), evaluate each
 # (CASIA-B rank-1 NM/BG/CL), evaluate two_branch also on a `--motion cmu` set of
 # captured walkers it never saw, and write the new results file $OUT/gait.json (to
@@ -126,9 +126,21 @@ gait_config() { # variant -> config path (smoke: tiny widths over the budget con
 EOF
   echo "$GD/configs/$v.json"
 }
+# Variants in order of cost, spread round-robin over the visible GPUs (x2: two_branch,
+# fc_stcatt, natural on GPU 0; silhouette_only, fc on GPU 1); each process sees one GPU.
+GAIT_BY_COST=(two_branch silhouette_only skeleton_only_fc_stcatt skeleton_only_fc skeleton_only_natural)
+GAIT_NGPU=1
+[ "$GAIT_SMOKE" != 1 ] && GAIT_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
+[ "${GAIT_NGPU:-0}" -ge 1 ] 2>/dev/null || GAIT_NGPU=1
+gait_gpu_of() { # variant -> GPU index
+  local i
+  for i in "${!GAIT_BY_COST[@]}"; do [ "${GAIT_BY_COST[$i]}" = "$1" ] && { echo $((i % GAIT_NGPU)); return; }; done
+  echo 0
+}
 gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also on the cmu set)
   local v=$1 minutes=$2 run=$GD/runs/$1 threads=2 dev=cuda  # cuda: fail loudly rather than train on the CPU
   [ "$GAIT_SMOKE" = 1 ] && threads=1 dev=cpu
+  [ "$GAIT_SMOKE" != 1 ] && export CUDA_VISIBLE_DEVICES=$(gait_gpu_of "$v")
   rm -rf "$run"; mkdir -p "$GO/$v"
   gait_job "${v}_train" $(($(gait_left) - 20)) "$GAIT_BIN" train --config "$(gait_config "$v")" --data "$GD/full" \
     --out "$run" --max-minutes "$minutes" --cache-only --threads "$threads" --device "$dev"
@@ -158,7 +170,7 @@ if [ $GAIT_OK = 1 ]; then
   GAIT_TRAIN_S=$(($(gait_left) - GAIT_RESERVE - 20))
   [ "$GAIT_TRAIN_S" -lt 30 ] && GAIT_TRAIN_S=30
   GAIT_MINUTES=$(awk -v s="$GAIT_TRAIN_S" 'BEGIN { printf "%.2f", s / 60 }')
-  note gait_train_budget "${GAIT_MINUTES} min per variant, 5 processes on one GPU ($GAIT_CORES cores, torch $GAIT_TORCH_VERSION)"
+  note gait_train_budget "${GAIT_MINUTES} min per variant, 5 processes on $GAIT_NGPU GPU(s) ($GAIT_CORES cores, torch $GAIT_TORCH_VERSION)"
   echo "gait: training ${GAIT_VARIANTS[*]} for ${GAIT_MINUTES} min each, concurrently"
   GAIT_MON=
   if [ "$GAIT_SMOKE" != 1 ] && command -v nvidia-smi >/dev/null; then
@@ -191,9 +203,8 @@ fi
 if [ "$GAIT_SMOKE" = 1 ]; then
   GAIT_CARD="CPU smoke test of the stage (not a result): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $GAIT_CORES cores"
 else
-  GAIT_CARD="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES:-0}" 2>/dev/null |
-    head -1 | grep . ||
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); LibTorch $GAIT_TORCH_VERSION; bf16 autocast; 5 variants trained concurrently on this one GPU, $GAIT_CORES CPU cores"
+  GAIT_PLACES=$(for v in "${GAIT_BY_COST[@]}"; do printf '%s ' "$v:GPU$(gait_gpu_of "$v")"; done)
+  GAIT_CARD="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); LibTorch $GAIT_TORCH_VERSION; bf16 autocast; 5 variants trained concurrently on $GAIT_NGPU GPU(s), one GPU per process (${GAIT_PLACES% }), $GAIT_CORES CPU cores"
 fi
 GAIT_DS="gait synth ${GAIT_FULL_ARGS[*]} (seed 1), gait preprocess; the CASIA-B protocol scaled to the subject count (124 subjects: train 1-74, test 75-124)"
 GAIT_CMU_DS="gait synth ${GAIT_CMU_ARGS[*]}: walkers driven by the captured CMU people, never seen in training; every subject a test identity (gait eval --test-all)"

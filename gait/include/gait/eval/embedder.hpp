@@ -1,12 +1,14 @@
 // Sequence -> embedding with a trained model (LibTorch).
 //
 // A sequence is embedded whole, as OpenGait tests: its frames in order (the first
-// evaluator.max_frames of them), batch 1, model in eval mode (BatchNorm running
-// statistics), no augmentation. The embedding is the model's `bn` or `embed` output
+// evaluator.max_frames of them), model in eval mode (BatchNorm running statistics), no
+// augmentation. embed_all batches sequences of equal length (evaluator.batch_frames
+// frames per pass); the result equals one-at-a-time embedding up to float rounding. The embedding is the model's `bn` or `embed` output
 // (evaluator.feature), [c, p] floats.
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "gait/eval/embeddings.hpp"
@@ -25,6 +27,7 @@ class Embedder {
   Embedder(nets::GaitNet model, train::Config cfg, torch::Device device);
 
   std::vector<float> embed(const CachedSequence& seq);  // [c * p]
+  // All sequences, in their order; same-length sequences share forward passes.
   EmbeddingSet embed_all(const std::vector<CachedSequence>& seqs, bool progress);
 
   const train::Config& config() const { return cfg_; }
@@ -35,6 +38,10 @@ class Embedder {
   bool needs_pose() const { return model_->uses_pose(); }
 
  private:
+  int64_t frames_used(const CachedSequence& seq) const;
+  // batch: sequences with at least t frames (and pose rows when the model reads them) -> [b, c * p] float, CPU
+  torch::Tensor forward_batch(std::span<const CachedSequence* const> batch, int64_t t);
+
   train::Config cfg_;
   train::CheckpointMeta meta_;
   torch::Device device_;
