@@ -343,9 +343,22 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
       if (row_a < p.mask.Sq) Epilogue::store_lse(p.epilogue, slice, row_a - r0, lse[0]);
       if (row_b < p.mask.Sq) Epilogue::store_lse(p.epilogue, slice, row_b - r0, lse[1]);
     }
-    if constexpr (Epilogue::kSignalsCompletion) {
+    if constexpr (Epilogue::kSignal == Signal::per_slice) {
       named_sync(epi_bar, 128);
       Epilogue::slice_done(p.epilogue, slice, tid);
+    } else if constexpr (Epilogue::kSignal == Signal::at_exit) {
+      // After this warpgroup's last slice, inside the loop: the same code after
+      // the loop made ptxas spill the D = 128 consumer (440 bytes), even when
+      // nothing there needed a value from before the loop.
+      if (!p.scheduler.next_work(w, gridDim.x).valid) {
+        named_sync(epi_bar, 128);  // every thread's stores of every slice are issued
+        Epilogue::worker_done(p.epilogue, tid, [&](auto&& f) {
+#pragma unroll 1
+          for (WorkTile x = p.scheduler.initial_work(blockIdx.x, gridDim.x); x.valid;
+               x = p.scheduler.next_work(x, gridDim.x))
+            f(OutputSlice{x.batch, x.head, x.m_block * T::kBlockM + wg * 64, 0});
+        });
+      }
     }
   }
 }

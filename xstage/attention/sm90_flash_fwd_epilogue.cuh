@@ -7,12 +7,18 @@
 // hands the slice to the policy. A policy is a type with:
 //
 //   struct Params;                                  // by value inside the kernel parameters
-//   static constexpr bool kSignalsCompletion;      // true: slice_done() runs after a warpgroup barrier
+//   static constexpr Signal kSignal;               // when the policy's completion hooks run
 //   static StoreTarget target(const Params&, const OutputSlice&);
 //       where row r of the slice goes: base pointer and row stride (elements)
 //   static void store_lse(const Params&, const OutputSlice&, int r, float lse);
 //   static void slice_done(const Params&, const OutputSlice&, int tid);
-//       completion hook, all 128 threads, after every store of the slice was issued
+//       Signal::per_slice: all 128 threads, after a warpgroup barrier that follows
+//       every store of the slice
+//   template <class ForEachSlice> static void worker_done(const Params&, int tid, ForEachSlice&&);
+//       Signal::at_exit: all 128 threads of a consumer warpgroup, once, after its
+//       last slice and a warpgroup barrier; for_each(f) calls f(OutputSlice) for
+//       every slice this warpgroup stored (the static schedule walked again, so
+//       nothing is kept in registers through the mainloop; rows is left 0)
 //
 // LocalStoreEpilogue writes into this GPU's O. The Ulysses remote store
 // (issue 6) is the same copy with a peer's base pointer from target() and a
@@ -24,6 +30,9 @@
 #include <cstdint>
 
 namespace xstage::attention::sm90 {
+
+// When an epilogue policy signals completion (see the interface above).
+enum class Signal { none, per_slice, at_exit };
 
 // One consumer warpgroup's share of a finished CTA tile.
 struct OutputSlice {
@@ -61,7 +70,7 @@ struct LocalStoreEpilogue {
     float* lse;                              // nullptr: no LSE output
     int64_t lse_stride_b, lse_stride_h;      // element strides of the LSE (row stride 1)
   };
-  static constexpr bool kSignalsCompletion = false;
+  static constexpr Signal kSignal = Signal::none;
 
   __device__ __forceinline__ static StoreTarget target(const Params& p, const OutputSlice& s) {
     return {p.o + s.batch * p.stride_b + s.head * p.stride_h + static_cast<int64_t>(s.row0) * p.stride_s, p.stride_s};

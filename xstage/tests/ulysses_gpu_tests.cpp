@@ -98,23 +98,30 @@ void run_case(const Problem& p, int slow_rank = -1) {
     sync_or_throw(st, r);
     const auto want = download(layer.serial_out(), n);
     std::vector<std::string> bad;
-    for (Completion c : {Completion::receiver_complete, Completion::sender_visible}) {
+    // Both signal modes, each twice receiver-complete: a miscount in one forward would
+    // let the next one's wait pass before its slices are in (caught by the poison).
+    const std::pair<Completion, FusedSignal> runs[] = {
+        {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::receiver_complete, FusedSignal::per_slice},
+        {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::sender_visible, FusedSignal::per_cta},
+        {Completion::receiver_complete, FusedSignal::per_slice}, {Completion::sender_visible, FusedSignal::per_slice}};
+    for (const auto& [c, sig] : runs) {
+      const std::string what = std::string(to_string(c)) + ", " + to_string(sig);
       XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.fused_out()), 0xFF, n * 2));
       XS_CHECK_CUDA(cudaDeviceSynchronize());
       rank.host_barrier();
       if (r == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      layer.fused(c);
+      layer.fused(c, sig);
       sync_or_throw(st, r);
       if (c == Completion::receiver_complete) {
         // Complete before any peer-side synchronisation: the wait is what guarantees it.
         const auto got = download(layer.fused_out(), n);
         if (std::memcmp(got.data(), want.data(), n * 2) != 0)
-          bad.push_back("rank " + std::to_string(r) + ": fused (receiver_complete) != serial");
+          bad.push_back("rank " + std::to_string(r) + ": fused (" + what + ", before the barrier) != serial");
       }
       rank.host_barrier();
       const auto got = download(layer.fused_out(), n);
       if (std::memcmp(got.data(), want.data(), n * 2) != 0)
-        bad.push_back("rank " + std::to_string(r) + ": fused (" + to_string(c) + ") != serial");
+        bad.push_back("rank " + std::to_string(r) + ": fused (" + what + ") != serial");
       if (c == Completion::receiver_complete) {
         std::lock_guard lock(mu);
         fused[r] = got;

@@ -251,6 +251,42 @@ TEST(UlyssesSchedule, AdvisorChoosesInterleavedLocalLast) {
   }
 }
 
+// The per-CTA completion signal (FusedSignal::per_cta): each consumer warpgroup walks
+// its CTA's static schedule again after its last slice and adds, per owner, the
+// slices it stored there. Walked here the same way for every CTA, the adds must
+// come to exactly what each owner's receiver-complete wait expects per source,
+// B x (S/P)/64 x H/P, for every order the advisor may choose, grids that do and do
+// not divide the tile count, and P up to 8.
+TEST(UlyssesSchedule, PerCtaSignalCountsAreWhatTheReceiverWaitsFor) {
+  const auto params = h200_like();
+  for (const Problem p : {Problem{2, 1, 4096, 24, 128}, Problem{4, 2, 8192, 8, 64}, Problem{8, 1, 16384, 40, 128},
+                          Problem{8, 3, 2048, 8, 64}}) {
+    SCOPED_TRACE(describe(p));
+    const uint32_t per_source = uint32_t(p.batch * (p.rows_per_rank() / 64) * p.heads_per_rank());
+    for (int r = 0; r < p.ranks; ++r) {
+      const FusedGeometry g = fused_geometry(p, r);
+      ASSERT_EQ(g.ranks, p.ranks);
+      for (int grid : {132, 7}) {
+        attention::TileSpace orders[] = {choose_schedule(p, r, grid, params).tiles, {}};
+        orders[1] = orders[0];
+        orders[1].order = attention::TileOrder::head_major;
+        for (const attention::TileSpace& tiles : orders) {
+          const attention::StaticPersistentScheduler sched{tiles, false};
+          std::vector<uint32_t> added(p.ranks, 0);
+          for (int cta = 0; cta < grid; ++cta)
+            for (int wg = 0; wg < 2; ++wg)
+              for (int owner = 0; owner < g.ranks; ++owner)
+                for (attention::WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid))
+                  added[owner] += slice_owner(g, w.m_block * kTileRows + wg * 64) == owner ? 1 : 0;
+          for (int owner = 0; owner < p.ranks; ++owner)
+            EXPECT_EQ(added[owner], per_source) << "rank " << r << " grid " << grid << " owner " << owner << " order "
+                                                << attention::tile_order_name(tiles.order);
+        }
+      }
+    }
+  }
+}
+
 TEST(UlyssesSchedule, SlowDrainPredictsAStallAndTheLeastOneWins) {
   auto params = h200_like();
   params.drain_GBps = 2;  // a starved X-Stage: 132 SMs x 32 KiB per tile overflow it

@@ -117,6 +117,7 @@ FusedGeometry fused_geometry(const Problem& p, int rank) {
   const RankLayout l = rank_layout(p, rank);
   FusedGeometry g;
   g.rows_per_rank = static_cast<int>(p.rows_per_rank());
+  g.ranks = p.ranks;
   g.head0 = static_cast<int>(l.head0);
   g.stride_s = p.heads * p.head_dim;
   g.stride_b = p.rows_per_rank() * g.stride_s;

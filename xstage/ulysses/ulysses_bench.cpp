@@ -51,7 +51,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<std::array<double, 6>> ms(p.ranks);
+  std::vector<std::array<double, 7>> ms(p.ranks);
   std::vector<int> fused_ok(p.ranks, 0), coarse_ok(p.ranks, 0);
   double stall_ns = 0;
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
@@ -87,13 +87,14 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
       std::sort(s.begin(), s.end());
       return median_of_sorted(s);
     };
-    std::array<double, 6> t{};
+    std::array<double, 7> t{};
     t[0] = median_ms([&] { layer.pre_attention(); });
     t[1] = median_ms([&] { layer.attention_only(); });
     t[2] = median_ms([&] { layer.serial(); });
     t[3] = median_ms([&] { layer.coarse(); });
     t[4] = median_ms([&] { layer.fused(Completion::sender_visible); });
     t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
+    t[6] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); });
 
     // Bitwise checks: serial is the reference; the fused output is poisoned
     // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
@@ -102,11 +103,14 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     XS_CHECK_CUDA(cudaStreamSynchronize(st));
     const auto want = to_host(layer.serial_out(), n_out);
     bool ok = true;
-    for (Completion cmp : {Completion::sender_visible, Completion::receiver_complete}) {
+    const std::pair<Completion, FusedSignal> checks[] = {{Completion::sender_visible, FusedSignal::per_cta},
+                                                         {Completion::receiver_complete, FusedSignal::per_cta},
+                                                         {Completion::receiver_complete, FusedSignal::per_slice}};
+    for (const auto& [cmp, sig] : checks) {
       XS_CHECK_CUDA(cudaMemsetAsync(const_cast<std::uint16_t*>(layer.fused_out()), 0xFF, n_out * 2, st));
       XS_CHECK_CUDA(cudaStreamSynchronize(st));
       rank.host_barrier();
-      layer.fused(cmp);
+      layer.fused(cmp, sig);
       XS_CHECK_CUDA(cudaStreamSynchronize(st));
       rank.host_barrier();  // sender-visible: the peers' kernels have ended too
       ok = ok && same(to_host(layer.fused_out(), n_out), want);
@@ -137,6 +141,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   row.coarse_ms = slowest(3);
   row.fused_sender_ms = slowest(4);
   row.fused_receiver_ms = slowest(5);
+  row.fused_per_slice_ms = slowest(6);
   row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
   row.predicted_stall_us = stall_ns * 1e-3;
   row.measured_stall_us = (row.fused_sender_ms - row.attention_ms) * 1e3;

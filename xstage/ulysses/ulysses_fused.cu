@@ -42,13 +42,19 @@ __global__ void lsa_pointers_kernel(ncclWindow_t window, std::size_t offset, int
 void launch_fused_attention(const attention::FwdArgs& args, const attention::FwdConfig& cfg, const FusedTargets& t,
                             cudaStream_t stream) {
   const attention::Problem prob = attention::validate(args);
-  sm90::RemoteStoreEpilogue::Params epi{};
+  XS_CHECK_MSG(t.geo.ranks >= 1 && t.geo.ranks <= kMaxRanks,
+               "ulysses fused: the geometry's rank count must be 1..8 (fused_geometry sets it)");
+  sm90::RemoteStoreParams epi{};
   for (int r = 0; r < kMaxRanks; ++r) {
     epi.out[r] = static_cast<__nv_bfloat16*>(t.out[r]);
     epi.counter[r] = t.counter[r];
   }
   epi.geo = t.geo;
-  attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue>(args, prob, cfg, epi, stream);
+  using attention::sm90::Signal;
+  if (t.signal == FusedSignal::per_slice)
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream);
+  else
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::at_exit>>(args, prob, cfg, epi, stream);
 }
 
 void launch_wait_sources(const uint32_t* counters, int ranks, uint32_t expected, comm::WaitBudget budget,

@@ -18,6 +18,7 @@ struct FusedTargets {
   void* out[kMaxRanks] = {};           // each owner's output (LSA pointers into the window)
   uint32_t* counter[kMaxRanks] = {};   // each owner's counter for this rank (LSA pointers)
   FusedGeometry geo;
+  FusedSignal signal = FusedSignal::per_cta;
 };
 
 // The attention kernel with the remote-store epilogue; args.o is unused (the

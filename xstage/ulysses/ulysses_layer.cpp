@@ -198,11 +198,13 @@ void Layer::coarse() {
   m.run_plan(m.post, {nullptr, m.send.get(), m.recv.get(), m.attn_out.get(), m.coarse_out.get()}, st, false);
 }
 
-void Layer::fused(Completion c) {
+void Layer::fused(Completion c, FusedSignal signal) {
   Impl& m = *impl_;
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   ++m.epoch;
-  launch_fused_attention(m.args(nullptr), m.fused_cfg, m.targets, m.rank.stream());
+  FusedTargets t = m.targets;
+  t.signal = signal;
+  launch_fused_attention(m.args(nullptr), m.fused_cfg, t, m.rank.stream());
   if (c == Completion::receiver_complete) {
     // Every source sends B x (S/P)/64 x H/P slices of this rank's rows per forward.
     const uint32_t per_source = static_cast<uint32_t>(m.p.batch * (m.p.rows_per_rank() / 64) * m.p.heads_per_rank());

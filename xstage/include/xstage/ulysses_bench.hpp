@@ -15,13 +15,14 @@ struct BenchRow {
   double attention_ms = 0;       // attention alone, no exchange
   double serial_ms = 0;          // attention, then ncclSend/Recv back and unpack
   double coarse_ms = 0;          // attention per owner slice, each slice's exchange on a second stream
-  double fused_sender_ms = 0;    // fused kernel (sends issued)
+  double fused_sender_ms = 0;    // fused kernel (sends issued), per-CTA completion signal (the default)
+  double fused_per_slice_ms = 0; // the same with a fence + counter add after every slice (sender-visible)
   double fused_receiver_ms = 0;  // fused kernel + wait until every source's slices arrived
   double speedup_vs_serial = 0;  // serial / fused sender-visible
   double predicted_stall_us = 0; // the Burst-Gap model, per SM, for the chosen order
   double measured_stall_us = 0;  // fused sender-visible - attention alone
   double nvlink_GBps = 0;        // bytes this rank stores to peers / fused sender-visible time
-  bool fused_equal = false;      // fused output == serial output bitwise, every rank, both completions
+  bool fused_equal = false;      // fused output == serial output bitwise, every rank, both completions, both signals
   bool coarse_equal = false;     // coarse output == serial output bitwise, every rank
   std::string order;             // the chosen tile order and the advisor's reasoning (rank 0)
 };

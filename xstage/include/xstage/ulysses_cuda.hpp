@@ -50,7 +50,8 @@ class Layer {
   void attention_only();
   void serial();
   void coarse();  // B = 1 only
-  void fused(Completion c);
+  // signal: per_cta (default) or per_slice completion counting (FusedSignal); same stores.
+  void fused(Completion c, FusedSignal signal = FusedSignal::per_cta);
   void forward(Completion c) {
     pre_attention();
     fused(c);

@@ -19,19 +19,28 @@ constexpr int kMaxRanks = 8;
 
 struct FusedGeometry {
   int rows_per_rank = 0;  // S/P
+  int ranks = 0;          // P
   int head0 = 0;          // r·H/P
   int64_t stride_b = 0;   // output element strides: (S/P)·H·D, H·D
   int64_t stride_s = 0;
   int head_dim = 0;
 };
 
+// How the fused epilogue signals that its stores have landed (sm90_ulysses_epilogue.cuh):
+// per_cta: one system fence and one counter add per owner when a consumer warpgroup
+// has stored its last slice; per_slice: a fence and an add after every slice.
+enum class FusedSignal { per_cta, per_slice };
+inline const char* to_string(FusedSignal s) { return s == FusedSignal::per_cta ? "per_cta" : "per_slice"; }
+
 struct FusedTarget {
   int owner;
   int64_t offset;  // element offset of the slice's first row in the owner's output
 };
 
+XS_HD int slice_owner(const FusedGeometry& g, int row0) { return row0 / g.rows_per_rank; }
+
 XS_HD FusedTarget fused_target(const FusedGeometry& g, int batch, int head, int row0) {
-  const int owner = row0 / g.rows_per_rank;
+  const int owner = slice_owner(g, row0);
   const int64_t local_row = row0 - static_cast<int64_t>(owner) * g.rows_per_rank;
   return {owner, batch * g.stride_b + local_row * g.stride_s + static_cast<int64_t>(g.head0 + head) * g.head_dim};
 }
