@@ -43,6 +43,8 @@ struct Layer::Impl {
   std::vector<cudaEvent_t> chunk_done;
   cudaEvent_t side_done = nullptr;
   const std::uint16_t *q = nullptr, *k = nullptr, *v = nullptr;
+  std::unique_ptr<DeviceBuffer<std::uint16_t>> loop_out;  // fused_loopback scratch, made on first use
+  std::unique_ptr<DeviceBuffer<uint32_t>> loop_counter;
   uint32_t epoch = 0;
 
   Impl(comm::Rank& r, const Problem& prob, const burstgap::ModelParams& params)
@@ -211,6 +213,21 @@ void Layer::fused(Completion c, FusedSignal signal) {
     launch_wait_sources(static_cast<const uint32_t*>(m.window.local()), m.p.ranks, m.epoch * per_source,
                         {comm::wait_timeout_ns(), m.rank.rank()}, m.rank.stream());
   }
+}
+
+void Layer::fused_loopback() {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  if (!m.loop_out) {
+    m.loop_out = std::make_unique<DeviceBuffer<std::uint16_t>>(m.out_elems());
+    m.loop_counter = std::make_unique<DeviceBuffer<uint32_t>>(kMaxRanks);
+  }
+  FusedTargets t = m.targets;
+  for (int j = 0; j < m.p.ranks; ++j) {
+    t.out[j] = m.loop_out->get();
+    t.counter[j] = m.loop_counter->get() + j;
+  }
+  launch_fused_attention(m.args(nullptr), m.fused_cfg, t, m.rank.stream());
 }
 
 const std::uint16_t* Layer::serial_out() const { return impl_->serial_out.get(); }

@@ -17,6 +17,7 @@ struct BenchRow {
   double coarse_ms = 0;          // attention per owner slice, each slice's exchange on a second stream
   double fused_sender_ms = 0;    // fused kernel (sends issued), per-CTA completion signal (the default)
   double fused_per_slice_ms = 0; // the same with a fence + counter add after every slice (sender-visible)
+  double fused_loopback_ms = 0;  // the fused kernel with all targets local (no NVLink): its own cost
   double fused_receiver_ms = 0;  // fused kernel + wait until every source's slices arrived
   double speedup_vs_serial = 0;  // serial / fused sender-visible
   double predicted_stall_us = 0; // the Burst-Gap model, per SM, for the chosen order

@@ -52,6 +52,11 @@ class Layer {
   void coarse();  // B = 1 only
   // signal: per_cta (default) or per_slice completion counting (FusedSignal); same stores.
   void fused(Completion c, FusedSignal signal = FusedSignal::per_cta);
+  // Diagnostic (bench): the fused kernel, same order and code, with every owner's
+  // pointer and counter replaced by local scratch, so no byte crosses NVLink. Its
+  // time minus attention_only() is the kernel's own cost (order, epilogue code);
+  // fused() minus it is what the remote stores cost. Output is meaningless.
+  void fused_loopback();
   void forward(Completion c) {
     pre_attention();
     fused(c);
