@@ -1,15 +1,18 @@
 # Stage `dit` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT, $FINAL_OUT):
 # the DiT denoiser (issue 8) on this machine's GPUs, within DIT_BUDGET_S seconds
-# of wall time (default 360).
+# of wall time (default 480).
 #   RUN_NAME=dit ./run device dit
 # 1. own build (build-dit, -j nproc): the xstage CLI and the DiT tests;
-# 2. CPU tests, then GPU tests (single GPU vs the CPU reference; P = 2 serial and
-#    fused vs P = 1, skipped on one GPU);
-# 3. `xstage dit` at tiny and flux-like (DIT_FLUX_BLOCKS blocks, default 4) with
-#    P = 2 when two GPUs are visible (each run also does P = 1), rows into $OUT/dit.json;
+# 2. CPU tests, then GPU tests (single GPU vs the CPU reference, GELU MLP and MoE
+#    FFN; P = 2 serial and fused vs P = 1, skipped on one GPU);
+# 3. `xstage dit` with P = 2 when two GPUs are visible (each run also does P = 1),
+#    rows into $OUT/dit.json: tiny and tiny-moe (correctness: diff vs one GPU),
+#    then the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4) and
+#    dit-moe (DIT_MOE_BLOCKS blocks, default 4; the fused MoE kernel as FFN);
+#    a row that no longer fits the budget is skipped with a note;
 # 4. a short table of the rows.
 DIT_T0=$(date +%s)
-DIT_BUDGET=${DIT_BUDGET_S:-360}
+DIT_BUDGET=${DIT_BUDGET_S:-480}
 dit_left() { echo $((DIT_BUDGET - ($(date +%s) - DIT_T0))); }
 DB=${DIT_BUILD_DIR:-$ROOT/build-dit}
 DT="$DB/xstage/tests"
@@ -21,8 +24,8 @@ step dit_configure timeout 90 cmake -S "$ROOT" -B "$DB" -G Ninja -DCMAKE_BUILD_T
 step dit_build timeout $(( $(dit_left) > 270 ? 240 : $(dit_left) - 30 )) \
   cmake --build "$DB" -j "$(nproc)" --target xstage xstage_dit_tests xstage_dit_gpu_tests
 step dit_cpu_tests timeout 30 "$DT/xstage_dit_tests"
-step dit_gpu_tests timeout 90 env XSTAGE_SOURCE_DIR="$ROOT" "$DT/xstage_dit_gpu_tests"
-grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|velocity vs|vs P=1|timed out" "$OUT/dit_gpu_tests.log" 2>/dev/null | head -20
+step dit_gpu_tests timeout 150 env XSTAGE_SOURCE_DIR="$ROOT" "$DT/xstage_dit_gpu_tests"
+grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|velocity vs|vs P=1|timed out" "$OUT/dit_gpu_tests.log" 2>/dev/null | head -24
 
 rm -f "$OUT/dit.json"
 dit_run() { # name, timeout, xstage dit arguments...
@@ -33,7 +36,9 @@ dit_run() { # name, timeout, xstage dit arguments...
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
 }
 dit_run dit_tiny 45 --preset tiny --tokens 512 --steps 4 --gpus "$DIT_P"
+dit_run dit_tiny_moe 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$DIT_P"
 dit_run dit_flux 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$DIT_P"
+dit_run dit_moe 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$DIT_P"
 [ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"
 if [ -f "$OUT/dit.json" ]; then
   echo "---- xstage dit (ms per Euler step; speedup = serial / fused; diff = max |x_P - x_1|) ----"

@@ -36,8 +36,8 @@ Config preset(const std::string& name) {
     c.frames = 2;
     return c;
   }
-  if (name == "tiny-moe") {
-    Config c = dense("tiny-moe", 2, 64, 2, 0);
+  if (name == "tiny-moe") {  // C 256 = 4 x 64: the fused MoE kernel's L2 tiles are 256 columns of hidden wide
+    Config c = dense("tiny-moe", 4, 64, 2, 0);
     c.ffn = Ffn::moe;
     c.experts = 4;
     c.topk = 2;
@@ -118,6 +118,15 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
             "dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
             "may straddle two ranks' slices)",
             r.tokens / r.ranks, r.tokens, r.ranks);
+  if (c.ffn == Ffn::moe) {
+    XS_ASSERT(c.hidden % moe::kHiddenQuantum == 0,
+              "dit: {}: hidden {} is not a multiple of {} (the fused MoE kernel's L2 tile width)", c.name, c.hidden,
+              moe::kHiddenQuantum);
+    XS_ASSERT(c.moe_inter % moe::kInterQuantum == 0,
+              "dit: {}: moe_inter {} is not a multiple of {} (the fused MoE kernel's L1 tile width)", c.name,
+              c.moe_inter, moe::kInterQuantum);
+    moe::validate(moe_problem(c, r.tokens, r.ranks));
+  }
 }
 
 Grid token_grid(const Config& c, int64_t tokens) {

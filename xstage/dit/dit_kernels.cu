@@ -1,6 +1,7 @@
 // Small elementwise and row kernels of the DiT block (simple and correct; the
 // GEMM-epilogue fusions of issue 8 come later): bias + activation, LayerNorm +
-// adaLN modulation, RMSNorm + RoPE of Q and K, gated residual, conversions.
+// adaLN modulation, RMSNorm + RoPE of Q and K, gated residual (fp32 or bf16
+// branch), conversions.
 #include <cuda_bf16.h>
 
 #include "xstage/check_cuda.hpp"
@@ -117,6 +118,13 @@ __global__ void gated_residual_kernel(float* x, const float* y, const float* b, 
   }
 }
 
+__global__ void gated_residual_bf16_kernel(float* x, const __nv_bfloat16* y, const float* gate, int64_t rows,
+                                           int64_t C) {
+  const int64_t total = rows * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] += gate[i % C] * __bfloat162float(y[i]);
+}
+
 __global__ void to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = __float2bfloat16_rn(src[i]);
@@ -158,6 +166,13 @@ void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const fl
 void gated_residual(float* x, const float* y, const float* b, const float* gate, int64_t rows, int64_t C,
                     cudaStream_t s) {
   gated_residual_kernel<<<grid_for(rows * C), kThreads, 0, s>>>(x, y, b, gate, rows, C);
+  XS_CHECK_LAUNCH();
+}
+
+void gated_residual_bf16(float* x, const std::uint16_t* y, const float* gate, int64_t rows, int64_t C,
+                         cudaStream_t s) {
+  gated_residual_bf16_kernel<<<grid_for(rows * C), kThreads, 0, s>>>(
+      x, reinterpret_cast<const __nv_bfloat16*>(y), gate, rows, C);
   XS_CHECK_LAUNCH();
 }
 

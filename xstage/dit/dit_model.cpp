@@ -1,18 +1,26 @@
 // One rank's DiT denoiser on the GPU: weights, activations, cuBLAS GEMMs, the
-// small kernels of dit_kernels.cu and attention (flash_fwd, or the Ulysses layer).
+// small kernels of dit_kernels.cu, attention (flash_fwd, or the Ulysses layer)
+// and the MoE FFN (dit_moe_ffn.hpp: the fused EP MoE kernel).
 //
 // Order of one forward on the rank's stream (shapes in xstage/dit.hpp):
 //   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C], final mod [2C]
 //   x = patch_embed(latent)
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
-//              -> ln_modulate -> fc1 GEMM -> bias + GELU -> fc2 GEMM -> gated residual
+//              -> ln_modulate -> FFN -> gated residual, the FFN being
+//                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM
+//                 MoE:      router GEMM -> logits to the host, routing -> fused MoE kernel (bf16 out)
 //   v = final.proj(ln_modulate(x))
-// Everything is enqueued; nothing synchronises the host (latent()/velocity() do).
+// Everything is enqueued; nothing synchronises the host (latent()/velocity() do),
+// except the MoE FFN, which waits for each block's router logits (dit_moe_ffn.hpp).
+// Expert weights (moe.w1, moe.w2) are sharded: this rank holds experts
+// [r·E/P, (r+1)·E/P) of each block; every other parameter is replicated.
 #include <cublas_v2.h>
+#include <fmt/format.h>
 
 #include <map>
 
 #include "common/check.hpp"
+#include "dit_moe_ffn.hpp"
 #include "xstage/attention_cuda.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/device_buffer.hpp"
@@ -37,6 +45,9 @@ void check_cublas(cublasStatus_t st, const char* what) {
 
 bool is_matrix(const ParamSpec& s) { return s.init == Init::linear; }
 
+// Values of `s` this rank holds: all, or its E/P experts of an expert tensor.
+int64_t local_numel(const ParamSpec& s, int ranks) { return is_expert_param(s.name) ? s.numel() / ranks : s.numel(); }
+
 // Device copy of one parameter: matrices bf16, vectors fp32.
 struct DevParam {
   DeviceBuffer<std::uint16_t> bf16;
@@ -50,6 +61,7 @@ struct RankModel::Impl {
   int ranks, rank;
   cudaStream_t stream;
   ulysses::Layer* layer;
+  std::unique_ptr<MoeFfn> moe;  // c.ffn == moe
   Shard shard;
   int64_t L, C, H, D, F, in;
   cublasHandle_t blas = nullptr;
@@ -60,18 +72,24 @@ struct RankModel::Impl {
   std::vector<std::uint16_t> tfeat_host;
   bool loaded = false;
 
-  Impl(const Config& cfg, int nblocks, const Grid& grid, int P, int r, cudaStream_t s, ulysses::Layer* l)
+  Impl(const Config& cfg, int nblocks, const Grid& grid, int P, int r, cudaStream_t s, ulysses::Layer* l,
+       comm::Rank* comm, const burstgap::ModelParams* moe_params)
       : c(cfg), blocks(nblocks), ranks(P), rank(r), stream(s), layer(l), shard(shard_of(grid, P, r)) {
     validate(c);
-    XS_ASSERT(c.ffn == Ffn::gelu_mlp, "dit: {} has an MoE FFN; the GPU path has only the GELU MLP so far", c.name);
     XS_ASSERT((P > 1) == (layer != nullptr), "dit: P = {} needs {} Ulysses layer", P, P > 1 ? "a" : "no");
+    if (c.ffn == Ffn::moe) {
+      XS_ASSERT(comm && moe_params && comm->nranks() == P && comm->rank() == r && comm->stream() == s,
+                "dit: {}'s MoE FFN needs rank {}'s communicator (P = {}, the model's stream) and Burst-Gap parameters",
+                c.name, r, P);
+      moe = std::make_unique<MoeFfn>(*comm, c, grid.tokens(), *moe_params);  // collective
+    }
     L = shard.rows, C = c.hidden, H = c.heads, D = c.head_dim, F = c.ffn_hidden, in = c.in_dim();
     check_cublas(cublasCreate(&blas), "create");
     check_cublas(cublasSetStream(blas, stream), "set stream");
     specs = param_specs(c, blocks);
     for (const auto& sp : specs) {
       DevParam p;
-      if (is_matrix(sp)) p.bf16 = DeviceBuffer<std::uint16_t>(size_t(sp.numel()));
+      if (is_matrix(sp)) p.bf16 = DeviceBuffer<std::uint16_t>(size_t(local_numel(sp, ranks)));
       else p.f32 = DeviceBuffer<float>(size_t(sp.numel()));
       w.emplace(sp.name, std::move(p));
     }
@@ -165,10 +183,16 @@ struct RankModel::Impl {
       linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
       kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C, L, C, stream);
       kernels::ln_modulate(h.get(), x.get(), m + 3 * C, m + 4 * C, L, C, stream);
-      linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
-      kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
-      linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
-      kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C, L, C, stream);
+      if (moe) {  // [L, C] bf16 from the fused MoE kernel (no bias)
+        linear(h.get(), block_param(b, "moe.router"), moe->logits(), L, c.experts, C);
+        const std::uint16_t* y = moe->forward(h.get(), mat(block_param(b, "moe.w1")), mat(block_param(b, "moe.w2")));
+        kernels::gated_residual_bf16(x.get(), y, m + 5 * C, L, C, stream);
+      } else {
+        linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
+        kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
+        linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
+        kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C, L, C, stream);
+      }
     }
     kernels::ln_modulate(h.get(), x.get(), fmod.get(), fmod.get() + C, L, C, stream);
     linear(h.get(), "final.proj", vel.get(), L, in, C);
@@ -177,15 +201,17 @@ struct RankModel::Impl {
 };
 
 RankModel::RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
-                     ulysses::Layer* layer)
-    : impl_(std::make_unique<Impl>(c, blocks, g, ranks, rank, stream, layer)) {}
+                     ulysses::Layer* layer, comm::Rank* comm, const burstgap::ModelParams* moe_params)
+    : impl_(std::make_unique<Impl>(c, blocks, g, ranks, rank, stream, layer, comm, moe_params)) {}
 RankModel::~RankModel() = default;
 
 void RankModel::load(const Weights& wts) {
   auto& m = *impl_;
   check_weights(m.c, m.blocks, wts);
   for (const auto& sp : m.specs) {
-    const auto& src = wts.at(sp.name).data;
+    std::vector<float> shard;
+    if (is_expert_param(sp.name)) shard = expert_shard(wts.at(sp.name), m.ranks, m.rank);
+    const auto& src = is_expert_param(sp.name) ? shard : wts.at(sp.name).data;
     auto& dst = m.w.at(sp.name);
     if (is_matrix(sp)) {
       std::vector<std::uint16_t> bits(src.size());
@@ -202,7 +228,14 @@ void RankModel::randomize(uint64_t seed) {
   auto& m = *impl_;
   for (const auto& sp : m.specs) {
     auto& dst = m.w.at(sp.name);
-    if (is_matrix(sp)) {
+    if (is_expert_param(sp.name)) {  // per expert, so that an expert's values do not depend on P
+      const int64_t per_expert = sp.numel() / sp.shape[0], local = sp.shape[0] / m.ranks;
+      for (int64_t j = 0; j < local; ++j) {
+        const int64_t e = m.rank * local + j;
+        attention::fill_random_bf16(dst.bf16.get() + j * per_expert, per_expert,
+                                    param_seed(seed, fmt::format("{}[{}]", sp.name, e)), sp.stddev(), m.stream);
+      }
+    } else if (is_matrix(sp)) {
       attention::fill_random_bf16(dst.bf16.get(), sp.numel(), param_seed(seed, sp.name), sp.stddev(), m.stream);
     } else {
       const auto vals = random_values(sp, seed);

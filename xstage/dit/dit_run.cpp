@@ -7,7 +7,9 @@
 // ever. (The adaptive policy of bench_timing.hpp decides the count from each
 // rank's own measurements, so it is not used here; its median is.) The figure is
 // the median step of the slowest rank. Timed steps use dt = 0: the same work,
-// and the sampled latent stays as it was.
+// and the sampled latent stays as it was. With an MoE FFN a step also holds one
+// host round trip per block (router logits -> routing on the host, see
+// dit_moe_ffn.hpp); the stream idles meanwhile, and the events count that time.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -52,7 +54,6 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   const int gpus = comm::visible_gpus();
   XS_ASSERT(gpus > 0, "dit: no CUDA GPU is visible (the CPU reference runs with --preset tiny --cpu)");
   validate(c, run, true, gpus);
-  XS_ASSERT(c.ffn == Ffn::gelu_mlp, "dit: {} has an MoE FFN; the GPU path has only the GELU MLP so far", c.name);
   const int P = run.ranks;
   XS_ASSERT((P == 1) == (path == AttnPath::single), "dit: the {} path is for {}", to_string(path),
             path == AttnPath::single ? "P = 1" : "P > 1");
@@ -62,7 +63,8 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   const Grid grid = token_grid(c, run.tokens);
   const std::vector<float> latent = random_latent(c, run.tokens, opt.latent_seed);
   burstgap::ModelParams peer;
-  if (P > 1) peer = burstgap::read_params(burstgap::params_path_or_default(opt.params)).find("peer", "st16");
+  if (P > 1 || c.ffn == Ffn::moe)  // the Ulysses layer's tile order; the MoE kernel's Interleaved schedule
+    peer = burstgap::read_params(burstgap::params_path_or_default(opt.params)).find("peer", "st16");
 
   const int64_t in = c.in_dim(), L = run.tokens / P;
   GpuResult res;
@@ -73,7 +75,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     const int r = rank.rank();
     std::unique_ptr<ulysses::Layer> layer;
     if (P > 1) layer = std::make_unique<ulysses::Layer>(rank, ulysses::Problem{P, 1, run.tokens, c.heads, c.head_dim, false}, peer);
-    RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get());
+    RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get(), &rank, &peer);
     if (opt.weights) m.load(*opt.weights);
     else m.randomize(opt.weight_seed);
     m.set_latent({latent.begin() + r * L * in, latent.begin() + (r + 1) * L * in});

@@ -76,7 +76,10 @@ void norm_rope(float* v, int64_t D, const float* weight, const float* cs, const 
   }
 }
 
-Vec moe_ffn(const Config& c, const Weights& w, int b, const Vec& h, int64_t n) {
+}  // namespace
+
+std::vector<float> reference_moe_ffn(const Config& c, const Weights& w, int b, const std::vector<float>& h,
+                                     int64_t n) {
   const int64_t C = c.hidden, I = c.moe_inter;
   const Vec logits = linear(w, block_param(b, "moe.router"), h, n);
   const moe::Routing r = moe::route_from_logits(logits, int(n), c.experts, c.topk);
@@ -96,7 +99,6 @@ Vec moe_ffn(const Config& c, const Weights& w, int b, const Vec& h, int64_t n) {
   }
   return out;
 }
-}  // namespace
 
 std::vector<float> timestep_features(const Config& c, float t) {
   const int64_t half = c.time_freq_dim / 2;
@@ -157,7 +159,7 @@ std::vector<float> reference_forward(const Config& c, int blocks, const Weights&
       for (float& e : f) e = gelu_tanh(e);
       f = linear(w, block_param(b, "mlp.fc2"), f, n);
     } else {
-      f = moe_ffn(c, w, b, h, n);
+      f = reference_moe_ffn(c, w, b, h, n);
     }
     for (int64_t i = 0; i < n * C; ++i) x[size_t(i)] += m[5 * C + i % C] * f[size_t(i)];
   }

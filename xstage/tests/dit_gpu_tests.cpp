@@ -1,6 +1,7 @@
 // GPU tests of the DiT denoiser: the single-GPU forward against the fp32 CPU
 // reference (tiny presets, host weights), and the P = 2 sampler (serial and
-// fused Ulysses attention) against the single-GPU sampler; refusals.
+// fused Ulysses attention) against the single-GPU sampler, for the GELU MLP and
+// the MoE FFN (the fused EP MoE kernel); refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,33 @@ Diff diff(const std::vector<float>& got, const std::vector<float>& ref) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Share of tokens (rows of `row` values) whose relative L2 error exceeds `tol`.
+double tokens_over(const std::vector<float>& got, const std::vector<float>& ref, int64_t row, double tol) {
+  int64_t over = 0, n = int64_t(ref.size()) / row;
+  for (int64_t t = 0; t < n; ++t) {
+    double num = 0, den = 0;
+    for (int64_t j = t * row; j < (t + 1) * row; ++j) {
+      num += (double(got[size_t(j)]) - ref[size_t(j)]) * (double(got[size_t(j)]) - ref[size_t(j)]);
+      den += double(ref[size_t(j)]) * ref[size_t(j)];
+    }
+    over += !(std::sqrt(num / std::max(den, 1e-30)) <= tol);
+  }
+  return double(over) / double(n);
+}
+
+// The single-GPU velocity v(x_1, t = 1) and the fp32 CPU reference's, on host weights.
+std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Config& c, int64_t tokens) {
+  const dit::Run run{tokens, 1, 1, 0};
+  const Weights w = random_weights(c, c.blocks, 21);
+  GpuOptions opt;
+  opt.weights = &w;
+  opt.time = false;
+  opt.latent_seed = 5;
+  const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
+  return {r.first_velocity,
+          reference_forward(c, c.blocks, w, token_grid(c, run.tokens), random_latent(c, run.tokens, 5), 1.0f)};
+}
+
 }  // namespace
 
 // bf16 GEMM inputs and attention (8 mantissa bits) through two blocks: the
@@ -44,16 +72,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 // about 6x that, far below what a wrong index or a missing term gives (O(1)).
 TEST(DitGpu, SingleGpuForwardMatchesCpuReference) {
   for (const char* name : {"tiny", "tiny-video"}) {
-    const Config c = preset(name);
-    const dit::Run run{512, 1, 1, 0};
-    const Weights w = random_weights(c, c.blocks, 21);
-    GpuOptions opt;
-    opt.weights = &w;
-    opt.time = false;
-    opt.latent_seed = 5;
-    const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
-    const auto ref = reference_forward(c, c.blocks, w, token_grid(c, run.tokens), random_latent(c, run.tokens, 5), 1.0f);
-    const Diff d = diff(r.first_velocity, ref);
+    const auto [got, ref] = single_vs_reference(preset(name), 512);
+    const Diff d = diff(got, ref);
     std::printf("%s: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e\n", name, d.max_abs, d.ref_max,
                 d.rel_l2);
     EXPECT_LT(d.rel_l2, 2.5e-2) << name;
@@ -61,11 +81,43 @@ TEST(DitGpu, SingleGpuForwardMatchesCpuReference) {
   }
 }
 
+// The MoE FFN through the fused MoE kernel (P = 1: one rank holds all experts).
+// With top-k = E there is no expert selection, so the GELU test's tolerance holds
+// as is. With top-2 of 4, a token whose 2nd and 3rd router logits lie within the
+// bf16 error of each other (the GPU rounds h and the router weights to bf16;
+// about 5e-3 here) may take the other expert: an O(1) change of that token's FFN
+// output. A simulation of 4 unit-normal logits with that noise flips about 0.4 %
+// of tokens per block, so the top-2 check bounds the share of tokens off
+// (5 %) and the global relative L2 (0.1); a wrong index, weight or scale breaks
+// most tokens.
+TEST(DitGpu, MoeSingleGpuForwardMatchesCpuReference) {
+  Config dense = preset("tiny-moe");
+  dense.topk = dense.experts;
+  for (const Config& c : {dense, preset("tiny-moe")}) {
+    const auto [got, ref] = single_vs_reference(c, 512);
+    const Diff d = diff(got, ref);
+    const double over = tokens_over(got, ref, c.in_dim(), 2.5e-2);
+    std::printf("%s top-%d: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e, tokens over 2.5e-2: "
+                "%.1f%%\n",
+                c.name.c_str(), c.topk, d.max_abs, d.ref_max, d.rel_l2, 100 * over);
+    if (c.topk == c.experts) {
+      EXPECT_LT(d.rel_l2, 2.5e-2) << "top-k = E";
+      EXPECT_LT(d.max_abs, 0.1 * d.ref_max) << "top-k = E";
+    } else {
+      EXPECT_LT(over, 0.05) << "top-2";
+      EXPECT_LT(d.rel_l2, 0.1) << "top-2";
+    }
+  }
+}
+
 TEST(DitGpu, TwoRankSerialAndFusedMatchSingleGpu) {
   if (comm::visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  for (const char* name : {"tiny", "flux-like"}) {
+  // tiny-moe and dit-moe: experts sharded E/P per rank, the fused MoE kernel
+  // exchanging rows between the two GPUs; the routing is the same as on one GPU.
+  for (const char* name : {"tiny", "flux-like", "tiny-moe", "dit-moe"}) {
     const Config c = preset(name);
-    const dit::Run one{c.name == "tiny" ? 512 : 1024, 1, 2, 2}, two{one.tokens, 2, 2, 2};
+    const bool tiny = c.name.rfind("tiny", 0) == 0;
+    const dit::Run one{tiny ? 512 : 1024, 1, 2, 2}, two{one.tokens, 2, 2, 2};
     GpuOptions opt;
     opt.time = false;
     const GpuResult single = run_gpu(c, one, AttnPath::single, opt);
@@ -76,7 +128,8 @@ TEST(DitGpu, TwoRankSerialAndFusedMatchSingleGpu) {
     std::printf("%s P=2 vs P=1 after 2 steps: serial max %.3e rel %.3e; fused max %.3e rel %.3e; fused vs serial max "
                 "%.3e (max |x| %.3f)\n",
                 name, ds.max_abs, ds.rel_l2, df.max_abs, df.rel_l2, dfs.max_abs, ds.ref_max);
-    // Same math on the same data; only GEMM shapes (cuBLAS algorithms) differ.
+    // Same math on the same data; only GEMM shapes (cuBLAS algorithms) differ. MoE: the
+    // same routing unless that rounding crosses an exact tie of router logits.
     EXPECT_LT(ds.rel_l2, 1e-2) << name;
     EXPECT_LT(df.rel_l2, 1e-2) << name;
     EXPECT_LT(dfs.rel_l2, 1e-2) << name;
@@ -93,8 +146,11 @@ TEST(DitGpu, Refusals) {
     EXPECT_TRUE(contains(error_of([&] { run_gpu(preset("tiny"), more, AttnPath::serial, opt); }),
                          "asks for more ranks than the"));
   }
-  EXPECT_TRUE(contains(error_of([&] { run_gpu(preset("tiny-moe"), {256, 1, 1, 0}, AttnPath::single, opt); }),
-                       "MoE FFN"));
+  Config narrow = preset("tiny-moe");  // hidden 128: not a whole L2 tile of the fused MoE kernel
+  narrow.heads = 2;
+  narrow.hidden = 128;
+  EXPECT_TRUE(contains(error_of([&] { run_gpu(narrow, {256, 1, 1, 0}, AttnPath::single, opt); }),
+                       "hidden 128 is not a multiple of 256 (the fused MoE kernel's L2 tile width)"));
   EXPECT_TRUE(contains(error_of([&] { run_gpu(preset("tiny"), {256, 1, 1, 0}, AttnPath::fused, opt); }),
                        "the fused path is for P > 1"));
 }

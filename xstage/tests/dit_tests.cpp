@@ -94,7 +94,7 @@ TEST(DitValidate, OneLineRulesNameTheField) {
   Config moe = preset("tiny-moe");
   EXPECT_TRUE(contains(error_of([&] { validate(moe, {256, 8, 1, 0}, false); }), "heads do not split"));
   moe.heads = 8;
-  moe.head_dim = 16;
+  moe.head_dim = 32;
   EXPECT_TRUE(contains(error_of([&] { validate(moe, {256, 8, 1, 0}, false); }), "4 experts do not split over P = 8"));
   moe.topk = 5;
   EXPECT_TRUE(contains(error_of([&] { validate(moe); }), "topk 5 must be in 1 .. experts 4"));
@@ -203,7 +203,7 @@ TEST(DitWeights, SchemaSeedsAndChecks) {
   const auto moe_specs = param_specs(preset("tiny-moe"), 1);
   bool has_w1 = false;
   for (const auto& s : moe_specs)
-    if (s.name == "blocks.0.moe.w1") has_w1 = s.shape == std::vector<int64_t>{4, 256, 128};
+    if (s.name == "blocks.0.moe.w1") has_w1 = s.shape == std::vector<int64_t>{4, 256, 256};
   EXPECT_TRUE(has_w1);
 }
 
@@ -284,7 +284,14 @@ TEST(DitSafetensors, WeightsSaveLoadAndRefuseTheWrongModel) {
   }
   EXPECT_EQ(read_safetensors(p16).metadata.at("preset"), "tiny");
   EXPECT_TRUE(contains(error_of([&] { load_weights(p32, c, 1); }), "unexpected tensor 'blocks.1."));
-  EXPECT_TRUE(contains(error_of([&] { load_weights(p32, preset("tiny-moe"), 2); }), "weights lack 'blocks.0.moe.router.weight'"));
+  Config moe = c;  // tiny's width with an MoE FFN (the tiny-moe preset is wider)
+  moe.ffn = Ffn::moe;
+  moe.experts = 4;
+  moe.topk = 2;
+  moe.moe_inter = 128;
+  EXPECT_TRUE(contains(error_of([&] { load_weights(p32, moe, 2); }), "weights lack 'blocks.0.moe.router.weight'"));
+  EXPECT_TRUE(contains(error_of([&] { load_weights(p32, preset("tiny-moe"), 2); }),
+                       "'patch_embed.weight' has shape [128, 16], expected [256, 16]"));
   Config wide = c;
   wide.ffn_hidden = 256;
   EXPECT_TRUE(contains(error_of([&] { load_weights(p32, wide, 2); }),

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "xstage/moe.hpp"
+
 namespace xstage::dit {
 
 enum class Ffn { gelu_mlp, moe };
@@ -72,7 +74,9 @@ void validate(const Config& c);
 // A run: tokens, ranks, steps. Rules (one line each): tokens % frames == 0,
 // tokens % P == 0, heads % P == 0, experts % P == 0 (MoE), 1 <= blocks_used <=
 // blocks, steps >= 1. gpu adds what the kernels need: head_dim in {64, 128}, and
-// for P > 1 the Ulysses rule (tokens/P) % 128 == 0, P <= visible_gpus (when > 0).
+// for P > 1 the Ulysses rule (tokens/P) % 128 == 0, P <= visible_gpus (when > 0);
+// for an MoE FFN the fused MoE kernel's tiles: hidden % 256 == 0 (L2 tile width),
+// moe_inter % 128 == 0 (L1 tile width), then moe::validate of moe_problem().
 struct Run {
   int64_t tokens = 256;
   int ranks = 1;
@@ -155,6 +159,35 @@ void check_weights(const Config& c, int blocks, const Weights& w);
 // Gaussian noise x_1 of the sampler: [tokens, in_dim], deterministic in seed.
 std::vector<float> random_latent(const Config& c, int64_t tokens, uint64_t seed);
 
+// ---- MoE FFN on GPUs: the host side (docs/xstage-dit.md, "The MoE FFN") ----------
+// The block's MoE FFN runs through the fused expert-parallel MoE kernel
+// (xstage/moe): rank r of P holds its L = N/P tokens and experts
+// [r·E/P, (r+1)·E/P) of every block's moe.w1 / moe.w2 (the router is replicated).
+// Per block the router logits of all N tokens come to the host, where every rank
+// builds the same routing and layout, then its own Interleaved tile order.
+
+// The fused kernel's problem for this model and run: {P, N/P, E, k, C, I}.
+moe::Problem moe_problem(const Config& c, int64_t tokens, int ranks);
+// The most recv rows one rank can get: each of the N tokens sends at most
+// min(k, E/P) of its k rows to one rank (its experts are distinct).
+int moe_max_rows(const moe::Problem& p);
+// "blocks.<b>.moe.w1" / "blocks.<b>.moe.w2": expert-major [E, ...], sharded over ranks.
+bool is_expert_param(const std::string& name);
+// Rank r's experts of an expert-major tensor [E, ...]: the values of experts
+// r·E/P .. (r+1)·E/P - 1, i.e. [E/P, ...] (the layout FusedMoe::set_weights takes).
+std::vector<float> expert_shard(const Tensor& t, int ranks, int rank);
+// Every rank's routing (moe::route_from_logits on its slice of `logits` [N, E],
+// rank-major) and the global layout built from them.
+struct MoeRoute {
+  std::vector<moe::Routing> routing;  // [P]
+  moe::Layout layout;
+};
+MoeRoute moe_route(const moe::Problem& p, const std::vector<float>& logits);
+// Rank `rank`'s tile order: the Interleaved schedule that moe::choose_schedule
+// picks with these Burst-Gap parameters for `sms` persistent blocks.
+std::vector<moe::WorkItem> moe_order(const moe::Problem& p, const MoeRoute& route, int rank, int sms,
+                                     const burstgap::ModelParams& params);
+
 // ---- CPU reference (fp32) ---------------------------------------------------
 // The whole denoiser on the host for one rank holding all tokens (P = 1):
 // latent [tokens, in_dim] -> velocity [tokens, in_dim]. Only sensible for the
@@ -162,6 +195,10 @@ std::vector<float> random_latent(const Config& c, int64_t tokens, uint64_t seed)
 std::vector<float> timestep_features(const Config& c, float t);  // [time_freq_dim]: cos half, then sin half of (1000 t)
 std::vector<float> reference_forward(const Config& c, int blocks, const Weights& w, const Grid& g,
                                      const std::vector<float>& latent, float t);
+// One block's MoE FFN on h [n, C] -> [n, C] (router, top-k softmax, SwiGLU experts), as
+// reference_forward uses it.
+std::vector<float> reference_moe_ffn(const Config& c, const Weights& w, int block, const std::vector<float>& h,
+                                     int64_t n);
 
 // ---- flow-matching Euler sampler --------------------------------------------
 // t runs from 1 (noise) to 0 (data) over `steps` equal steps: t_k = 1 - k/steps,

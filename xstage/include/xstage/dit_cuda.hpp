@@ -6,7 +6,9 @@
 // accumulation and fp32 outputs (cublasGemmEx); attention bf16 through our
 // sm_90a kernel (P = 1: flash_fwd; P > 1: the Ulysses layer, serial or fused).
 //
-// A rank holds tokens [r·N/P, (r+1)·N/P) (dit::shard_of) and replicated weights.
+// A rank holds tokens [r·N/P, (r+1)·N/P) (dit::shard_of) and replicated weights,
+// except the experts of an MoE FFN: E/P per rank (expert parallelism, the fused
+// MoE kernel of xstage/moe; its host side in xstage/dit.hpp, "MoE FFN on GPUs").
 // Per block, attention needs all tokens: the Ulysses layer's pre-attention
 // All-to-All gives each rank H/P heads of all N tokens, and the post-attention
 // All-to-All (serial: NCCL after the kernel; fused: stores from the attention
@@ -47,6 +49,9 @@ void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const fl
 // x[r, j] += gate[j] * (y[r, j] + b[j]).
 void gated_residual(float* x, const float* y, const float* b, const float* gate, int64_t rows, int64_t C,
                     cudaStream_t s);
+// x[r, j] += gate[j] * y[r, j], y bf16 (the fused MoE kernel's output).
+void gated_residual_bf16(float* x, const std::uint16_t* y, const float* gate, int64_t rows, int64_t C,
+                         cudaStream_t s);
 void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s);
 // x += dt * v.
 void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
@@ -57,17 +62,23 @@ const char* to_string(AttnPath p);
 
 // One rank's denoiser: weights, activations and the cuBLAS handle on the current
 // device. `layer` (P > 1) is the Ulysses layer of this rank, built by the caller
-// for Problem{P, 1, tokens, heads, head_dim}; with P = 1 it is null.
+// for Problem{P, 1, tokens, heads, head_dim}; with P = 1 it is null. An MoE FFN
+// (c.ffn == moe) also needs `comm`, this rank's communicator (whose stream must
+// be `stream`), and `moe_params`, the Burst-Gap parameters of its schedule; the
+// constructor is then collective (the fused MoE kernel's window), and this rank
+// holds only its E/P experts of each block.
 class RankModel {
  public:
   RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
-            ulysses::Layer* layer);
+            ulysses::Layer* layer, comm::Rank* comm = nullptr, const burstgap::ModelParams* moe_params = nullptr);
   ~RankModel();
   RankModel(const RankModel&) = delete;
   RankModel& operator=(const RankModel&) = delete;
 
-  void load(const Weights& w);       // host weights (every rank loads the same)
-  void randomize(uint64_t seed);     // matrices drawn on the device, the rest on the host: same on every rank
+  void load(const Weights& w);       // host weights (every rank loads the same; keeps its expert shard)
+  // Matrices drawn on the device (expert tensors per expert, so an expert's values
+  // do not depend on P), the rest on the host: the same model on every rank.
+  void randomize(uint64_t seed);
   void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim]
   std::vector<float> latent() const;                 // synchronises
   std::vector<float> velocity() const;               // of the last forward (bias included); synchronises
@@ -85,7 +96,8 @@ class RankModel {
 struct GpuOptions {
   uint64_t weight_seed = 1, latent_seed = 2;
   const Weights* weights = nullptr;  // host weights (tiny presets, safetensors); else random on the device
-  std::string params;                // Burst-Gap parameters for the Ulysses layer (default: xstage/data/h200_params.json)
+  std::string params;                // Burst-Gap parameters for the Ulysses layer and the MoE schedule
+                                     // (default: xstage/data/h200_params.json)
   int warmup = 2, samples = 5;       // timing: per rank, the same count on every rank
   bool time = true;
   bool progress = false;
@@ -96,7 +108,8 @@ struct GpuResult {
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
-// needs path == single; P > 1 serial or fused. Throws (one line) on bad input.
+// needs path == single; P > 1 serial or fused. MoE presets run their FFN through
+// the fused MoE kernel on every path (P = 1 too). Throws (one line) on bad input.
 GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptions& opt);
 
 }  // namespace xstage::dit

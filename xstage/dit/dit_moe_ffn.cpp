@@ -1,0 +1,44 @@
+// The DiT block's MoE FFN on one rank (design in dit_moe_ffn.hpp).
+#include "dit_moe_ffn.hpp"
+
+#include "common/check.hpp"
+#include "moe/sm90_moe_fused.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+
+namespace xstage::dit {
+
+MoeFfn::MoeFfn(comm::Rank& rank, const Config& c, int64_t tokens, const burstgap::ModelParams& params)
+    : rank_(rank), p_(moe_problem(c, tokens, rank.nranks())), params_(params) {
+  const size_t local = size_t(p_.tokens_per_rank) * p_.experts;
+  fused_ = std::make_unique<moe::FusedMoe>(rank, p_, moe_max_rows(p_));
+  logits_ = DeviceBuffer<float>(local);
+  if (p_.ranks > 1) gathered_ = DeviceBuffer<float>(local * p_.ranks);
+  void* h = nullptr;
+  XS_CHECK_CUDA(cudaMallocHost(&h, local * p_.ranks * sizeof(float)));
+  host_ = static_cast<float*>(h);
+}
+
+MoeFfn::~MoeFfn() {
+  if (host_) cudaFreeHost(host_);
+}
+
+const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2) {
+  const size_t local = size_t(p_.tokens_per_rank) * p_.experts, all = local * p_.ranks;
+  cudaStream_t st = rank_.stream();
+  const float* src = logits_.get();
+  if (p_.ranks > 1) {
+    XS_CHECK_NCCL(ncclAllGather(logits_.get(), gathered_.get(), local, ncclFloat32, rank_.comm(), st));
+    src = gathered_.get();
+  }
+  XS_CHECK_CUDA(cudaMemcpyAsync(host_, src, all * sizeof(float), cudaMemcpyDeviceToHost, st));
+  fused_->synchronize();  // the host needs the logits; a timed-out wait of the last launch is named here
+  const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
+  const int r = rank_.rank();
+  fused_->set_weights(w1, w2);
+  fused_->set_inputs(h, route.routing[size_t(r)], route.layout, moe_order(p_, route, r, fused_->blocks(), params_));
+  fused_->launch();
+  return fused_->out();
+}
+
+}  // namespace xstage::dit
