@@ -347,10 +347,43 @@ TEST(Augment, BatchIsAFunctionOfTheSeed) {
   Batch c = b;
   train::AugmentConfig cfg;
   Rng r1(5), r2(5);
+  Batch d = b;
+  Rng r3(5);
   train::augment_batch(b, cfg, r1);
   train::augment_batch(c, cfg, r2);
   EXPECT_EQ(b.sil, c.sil);
   EXPECT_EQ(b.pose, c.pose);
+  // The silhouette warps run on several threads: the same batch.
+  train::augment_batch(d, cfg, r3, 3);
+  EXPECT_EQ(b.sil, d.sil);
+  EXPECT_EQ(b.pose, d.pose);
+}
+
+// The warp's taps are worked out once per clip: a rotated and shifted frame equals
+// the per-pixel bilinear formula evaluated directly.
+TEST(Augment, RotationMatchesDirectBilinearSampling) {
+  std::vector<float> clip(2 * kSilPixels);
+  for (std::size_t i = 0; i < clip.size(); ++i) clip[i] = static_cast<float>((i * 37) % 101) / 100.0f;
+  const std::vector<float> orig = clip;
+  const double deg = 3.5, dx = 1.25, dy = -0.5;
+  train::transform_silhouettes(clip.data(), 2, deg, dx, dy);
+  const double a = deg * 3.14159265358979323846 / 180.0, cy = (kSilHeight - 1) / 2.0, cx = (kSilWidth - 1) / 2.0;
+  for (int f = 0; f < 2; ++f)
+    for (int y = 0; y < kSilHeight; y += 3)
+      for (int x = 0; x < kSilWidth; x += 3) {
+        const double u = x - dx - cx, v = y - dy - cy;
+        const double sx = std::cos(a) * u + std::sin(a) * v + cx, sy = -std::sin(a) * u + std::cos(a) * v + cy;
+        const int x0 = int(std::floor(sx)), y0 = int(std::floor(sy));
+        auto at = [&](int yy, int xx) {
+          return (yy < 0 || yy >= kSilHeight || xx < 0 || xx >= kSilWidth)
+                     ? 0.0
+                     : double(orig[f * kSilPixels + yy * kSilWidth + xx]);
+        };
+        const double fx = sx - x0, fy = sy - y0;
+        const double want = (at(y0, x0) * (1 - fx) + at(y0, x0 + 1) * fx) * (1 - fy) +
+                            (at(y0 + 1, x0) * (1 - fx) + at(y0 + 1, x0 + 1) * fx) * fy;
+        ASSERT_NEAR(clip[f * kSilPixels + y * kSilWidth + x], want, 1e-6) << f << " " << y << " " << x;
+      }
 }
 
 // ------------------------------------------------------------------------- schedule

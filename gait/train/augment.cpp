@@ -1,8 +1,10 @@
 #include "gait/train/augment.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numbers>
+#include <thread>
 #include <vector>
 
 #include "gait/pose.hpp"
@@ -20,23 +22,32 @@ void transform_silhouettes(float* clip, int frames, double angle_deg, double dx,
   const double a = angle_deg * std::numbers::pi / 180.0, c = std::cos(a), s = std::sin(a);
   const double cy = (H - 1) / 2.0, cx = (W - 1) / 2.0;
   // Output pixel (y, x) samples the input at the inverse transform of (y - dy, x - dx).
+  // The transform is the clip's, so the bilinear taps (four source indices, -1 outside
+  // the image, and the two fractions) are worked out once and applied to every frame.
+  struct Tap {
+    int i00, i01, i10, i11;
+    double fx, fy;
+  };
+  std::vector<Tap> taps(kSilPixels);
+  for (int y = 0; y < H; ++y) {
+    for (int x = 0; x < W; ++x) {
+      const double u = x - dx - cx, v = y - dy - cy;
+      const double sx = c * u + s * v + cx, sy = -s * u + c * v + cy;
+      const int x0 = static_cast<int>(std::floor(sx)), y0 = static_cast<int>(std::floor(sy));
+      auto index = [](int yy, int xx) { return (yy < 0 || yy >= H || xx < 0 || xx >= W) ? -1 : yy * W + xx; };
+      taps[static_cast<std::size_t>(y) * W + x] = {index(y0, x0),     index(y0, x0 + 1), index(y0 + 1, x0),
+                                                   index(y0 + 1, x0 + 1), sx - x0,           sy - y0};
+    }
+  }
   std::vector<float> src(kSilPixels);
   for (int f = 0; f < frames; ++f) {
     float* img = clip + static_cast<std::size_t>(f) * kSilPixels;
     std::copy(img, img + kSilPixels, src.begin());
-    for (int y = 0; y < H; ++y) {
-      for (int x = 0; x < W; ++x) {
-        const double u = x - dx - cx, v = y - dy - cy;
-        const double sx = c * u + s * v + cx, sy = -s * u + c * v + cy;
-        const int x0 = static_cast<int>(std::floor(sx)), y0 = static_cast<int>(std::floor(sy));
-        const double fx = sx - x0, fy = sy - y0;
-        auto at = [&](int yy, int xx) -> double {
-          return (yy < 0 || yy >= H || xx < 0 || xx >= W) ? 0.0 : src[static_cast<std::size_t>(yy) * W + xx];
-        };
-        const double v00 = at(y0, x0), v01 = at(y0, x0 + 1), v10 = at(y0 + 1, x0), v11 = at(y0 + 1, x0 + 1);
-        img[static_cast<std::size_t>(y) * W + x] =
-            static_cast<float>((v00 * (1 - fx) + v01 * fx) * (1 - fy) + (v10 * (1 - fx) + v11 * fx) * fy);
-      }
+    auto at = [&](int i) -> double { return i < 0 ? 0.0 : src[static_cast<std::size_t>(i)]; };
+    for (std::size_t p = 0; p < kSilPixels; ++p) {
+      const Tap& t = taps[p];
+      const double v00 = at(t.i00), v01 = at(t.i01), v10 = at(t.i10), v11 = at(t.i11);
+      img[p] = static_cast<float>((v00 * (1 - t.fx) + v01 * t.fx) * (1 - t.fy) + (v10 * (1 - t.fx) + v11 * t.fx) * t.fy);
     }
   }
 }
@@ -81,8 +92,17 @@ void time_flip_pose(float* clip, int frames) {
     std::swap_ranges(clip + a * kPoseFrame, clip + (a + 1) * kPoseFrame, clip + b * kPoseFrame);
 }
 
-void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng) {
+void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng, int threads) {
   if (!cfg.enabled) return;
+  // The random draws stay sequential, sample by sample, in one fixed order (so a batch
+  // is a function of the seed whatever the thread count); the silhouette warps, the
+  // costly part, run afterwards on up to `threads` threads, one clip per task.
+  struct SilWork {
+    double angle, dx, dy;
+    bool erase;
+    int ey, ex, eh, ew;
+  };
+  std::vector<SilWork> sil_work;
   for (int i = 0; i < b.n; ++i) {
     // Silhouettes: always draw the same number of values, so the pose draws below do
     // not depend on whether a branch uses them.
@@ -93,13 +113,10 @@ void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng) {
     const double area = rng.uniform(0.02, 0.15) * H * W, aspect = std::exp(rng.uniform(std::log(0.3), std::log(3.3)));
     const double ry = rng.uniform(), rx = rng.uniform();
     if (!b.sil.empty()) {
-      float* clip = b.sil.data() + static_cast<std::size_t>(i) * b.t * kSilPixels;
-      transform_silhouettes(clip, b.t, angle, dx, dy);
-      if (erase) {
-        const int eh = std::clamp(static_cast<int>(std::lround(std::sqrt(area * aspect))), 1, H);
-        const int ew = std::clamp(static_cast<int>(std::lround(std::sqrt(area / aspect))), 1, W);
-        erase_rectangle(clip, b.t, static_cast<int>(ry * (H - eh + 1)), static_cast<int>(rx * (W - ew + 1)), eh, ew);
-      }
+      const int eh = std::clamp(static_cast<int>(std::lround(std::sqrt(area * aspect))), 1, H);
+      const int ew = std::clamp(static_cast<int>(std::lround(std::sqrt(area / aspect))), 1, W);
+      sil_work.push_back({angle, dx, dy, erase, static_cast<int>(ry * (H - eh + 1)), static_cast<int>(rx * (W - ew + 1)),
+                          eh, ew});
     }
     const bool mirror = rng.chance(cfg.pose_mirror_p), flip = rng.chance(cfg.pose_time_flip_p);
     if (b.pose.empty()) continue;
@@ -118,6 +135,25 @@ void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng) {
     if (mirror) mirror_pose(clip, b.t);
     if (flip) time_flip_pose(clip, b.t);
   }
+  auto warp = [&](std::size_t i) {
+    const SilWork& w = sil_work[i];
+    float* clip = b.sil.data() + i * b.t * kSilPixels;
+    transform_silhouettes(clip, b.t, w.angle, w.dx, w.dy);
+    if (w.erase) erase_rectangle(clip, b.t, w.ey, w.ex, w.eh, w.ew);
+  };
+  const std::size_t n = sil_work.size();
+  const std::size_t workers = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
+  if (workers <= 1) {
+    for (std::size_t i = 0; i < n; ++i) warp(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::size_t w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (std::size_t i = next++; i < n; i = next++) warp(i);
+    });
+  for (auto& t : pool) t.join();
 }
 
 }  // namespace gait::train

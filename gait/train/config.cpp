@@ -161,6 +161,7 @@ void visit_fields(V& v, EvaluatorConfig& c) {
   v("feature", c.feature);
   v("max_frames", c.max_frames);
   v("batch_frames", c.batch_frames);
+  v("length_quantum", c.length_quantum);
 }
 template <class V>
 void visit_fields(V& v, Config& c) {
@@ -333,6 +334,7 @@ void validate(const Config& c, const std::string& src) {
   need(a.sil_rotate_deg >= 0 && a.sil_shift_px >= 0 && a.pose_noise_px >= 0, "trainer.augment magnitudes must be >= 0");
   need(c.evaluator.max_frames >= 3, "evaluator.max_frames must be >= 3");
   need(c.evaluator.batch_frames >= 1, "evaluator.batch_frames must be >= 1");
+  need(c.evaluator.length_quantum >= 1, "evaluator.length_quantum must be >= 1 (1: every frame)");
 }
 
 // RFC 7386 merge patch.

@@ -93,7 +93,7 @@ StepStats Trainer::step() {
     labels.push_back(class_of_seq_[i]);
   }
   Batch b = make_batch(seqs, clips, model_->uses_silhouettes());
-  augment_batch(b, cfg_.trainer.augment, rng);
+  augment_batch(b, cfg_.trainer.augment, rng, cfg_.data.loader_threads > 0 ? cfg_.data.loader_threads : 1);
 
   torch::Tensor sil, pose;
   if (model_->uses_silhouettes()) sil = to_device(b.sil, {b.n, b.t, 64, 44}, device_);

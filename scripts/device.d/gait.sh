@@ -160,7 +160,7 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
     ) &
   fi
   gait_job "${v}_eval" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" --out "$GO/$v/eval" \
-    --threads "$threads" --device "$dev" --no-progress
+    --data "$GD/full" --cache-only --threads "$threads" --device "$dev" --no-progress
   wait
 }
 

@@ -24,7 +24,8 @@
 
 namespace gait::train {
 
-void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng);
+// threads: silhouette warps run on up to this many threads (the result does not depend on it).
+void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng, int threads = 1);
 
 // Building blocks (tests).
 void transform_silhouettes(float* clip, int frames, double angle_deg, double dx, double dy);  // [t, 64, 44]
