@@ -27,7 +27,7 @@ using eval::EmbeddingSet;
 namespace {
 
 struct Common {
-  std::string ckpt, data, pose, cache, device = "auto";
+  std::string ckpt, data, pose, cache, device = "auto", cudnn = "on";
   int threads = -1;  // -1: the model config's trainer.threads
   bool no_progress = false, cache_only = false;
 };
@@ -43,6 +43,16 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--device", a.device, "auto, cpu or cuda");
   c->add_option("--threads", a.threads, "CPU threads (0 = all; default: the config's trainer.threads)");
   c->add_flag("--no-progress", a.no_progress, "no progress bar");
+  c->add_option("--cudnn", a.cudnn, "on: cuDNN convolutions on CUDA; off: LibTorch's own (no per-shape cuDNN set-up)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+}
+
+// --device resolved, and cuDNN switched as --cudnn asks (CUDA only).
+torch::Device device_of(const Common& a) {
+  const torch::Device d = train::resolve_device(a.device);
+  if (d.is_cuda()) at::globalContext().setUserEnabledCuDNN(a.cudnn == "on");
+  return d;
 }
 
 // `requested` from --threads (-1: not given), else the config's trainer.threads; 0 = all cores.
@@ -135,7 +145,7 @@ void run_eval(const EvalArgs& a) {
     return;
   }
   XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
-  const torch::Device device = train::resolve_device(a.device);
+  const torch::Device device = device_of(a);
   eval::Embedder emb(a.ckpt, device);
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
@@ -184,7 +194,7 @@ struct EmbedArgs : Common {
 };
 
 void run_embed(const EmbedArgs& a) {
-  eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  eval::Embedder emb(a.ckpt, device_of(a));
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   std::vector<CachedSequence> seqs;
@@ -210,7 +220,7 @@ struct IdentifyArgs : Common {
 };
 
 void run_identify(const IdentifyArgs& a) {
-  eval::Embedder emb(a.ckpt, train::resolve_device(a.device));
+  eval::Embedder emb(a.ckpt, device_of(a));
   set_threads(a.threads, emb.config());
   const EmbeddingSet gallery = eval::load_embeddings(a.gallery);
   XS_ASSERT(gallery.channels == emb.channels() && gallery.parts == emb.parts(),
@@ -270,7 +280,7 @@ CachedSequence synthetic_sequence(int frames) {
 void run_bench(const BenchArgs& a) {
   XS_ASSERT(a.config.empty() != a.ckpt.empty(), "give exactly one of --config (random weights) and --ckpt");
   XS_ASSERT(a.frames >= 3 && a.repeats >= 1, "--frames must be >= 3 and --repeats >= 1");
-  const torch::Device device = train::resolve_device(a.device);
+  const torch::Device device = device_of(a);
   std::unique_ptr<eval::Embedder> emb;
   if (!a.ckpt.empty()) {
     emb = std::make_unique<eval::Embedder>(a.ckpt, device);
