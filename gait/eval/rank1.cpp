@@ -1,8 +1,10 @@
 #include "gait/eval/rank1.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "common/check.hpp"
 
@@ -20,9 +22,45 @@ const char* probe_set_name(ProbeSet s) {
 namespace {
 // numpy.round(x, 2): round half to even on x * 100.
 double round2(double x) { return std::nearbyint(x * 100.0) / 100.0; }
+
+// Rows copied part-major ([p][c], each part's channels contiguous; the set stores
+// [c][p]) so a distance streams through memory.
+std::vector<float> part_major(const EmbeddingSet& set, const std::vector<std::size_t>& rows) {
+  const std::size_t C = set.channels, P = set.parts;
+  std::vector<float> out(rows.size() * C * P);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const float* src = set.row(rows[r]);
+    float* dst = out.data() + r * C * P;
+    for (std::size_t c = 0; c < C; ++c)
+      for (std::size_t p = 0; p < P; ++p) dst[p * C + c] = src[c * P + p];
+  }
+  return out;
+}
+
+// part_distance on part-major rows, in double, four partial sums per part.
+double part_major_distance(const float* a, const float* b, int channels, int parts) {
+  double total = 0;
+  for (int p = 0; p < parts; ++p) {
+    const float* x = a + static_cast<std::size_t>(p) * channels;
+    const float* y = b + static_cast<std::size_t>(p) * channels;
+    double s[4] = {0, 0, 0, 0};
+    int c = 0;
+    for (; c + 4 <= channels; c += 4)
+      for (int k = 0; k < 4; ++k) {
+        const double d = static_cast<double>(x[c + k]) - y[c + k];
+        s[k] += d * d;
+      }
+    for (; c < channels; ++c) {
+      const double d = static_cast<double>(x[c]) - y[c];
+      s[0] += d * d;
+    }
+    total += std::sqrt((s[0] + s[1]) + (s[2] + s[3]));
+  }
+  return total / parts;
+}
 }  // namespace
 
-Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol) {
+Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, int threads) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   XS_ASSERT(set.channels > 0 && set.parts > 0, "empty embedding set");
   Rank1Result r;
@@ -43,6 +81,36 @@ Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol) {
       ++r.gallery;
     }
 
+  // Every probe against every gallery sequence, once, on up to `threads` threads
+  // (the cells below pick their rows out of this matrix).
+  std::vector<std::size_t> probe_rows, gallery_rows;
+  std::vector<std::size_t> at(set.size(), 0);
+  for (std::size_t i : test) {
+    if (protocol.is_gallery(set.keys[i])) {
+      at[i] = gallery_rows.size();
+      gallery_rows.push_back(i);
+    } else if (protocol.probe_set(set.keys[i])) {
+      at[i] = probe_rows.size();
+      probe_rows.push_back(i);
+    }
+  }
+  const std::vector<float> pm = part_major(set, probe_rows), gm = part_major(set, gallery_rows);
+  const std::size_t row = set.row_size(), ng = gallery_rows.size();
+  std::vector<double> dist(probe_rows.size() * ng);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t p = next++; p < probe_rows.size(); p = next++)
+      for (std::size_t g = 0; g < ng; ++g)
+        dist[p * ng + g] = part_major_distance(pm.data() + p * row, gm.data() + g * row, set.channels, set.parts);
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t workers =
+      std::min<std::size_t>(probe_rows.size(), threads > 0 ? static_cast<std::size_t>(threads) : hw);
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
   for (std::size_t s = 0; s < kProbeSets.size(); ++s) {
     std::vector<std::vector<std::size_t>> probes(nv);
     for (std::size_t i : test)
@@ -59,7 +127,7 @@ Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol) {
           double best = std::numeric_limits<double>::infinity();
           int best_subject = -1;
           for (std::size_t g : gallery[v2]) {
-            const double d = part_distance(set.row(p), set.row(g), set.channels, set.parts);
+            const double d = dist[at[p] * ng + at[g]];
             if (d < best) {
               best = d;
               best_subject = set.keys[g].subject;

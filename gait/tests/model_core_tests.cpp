@@ -170,6 +170,49 @@ TEST(DataSource, CacheOnlyReadsTheCacheWithoutTheDataset) {
 //                  per view (identical view excluded): 0 -> (66.67 + 100) / 2 = 83.335,
 //                  18 -> 100 (its only wrong cell is the excluded diagonal), 36 -> 83.335;
 //                  mean 88.89. Including the diagonal would give 88.89 at view 18.
+// Many channels and parts, several threads: every cell equals the nearest-neighbour
+// rank-1 found with part_distance directly, whatever the thread count.
+TEST(Rank1, ParallelDistanceMatrixEqualsDirectNearestNeighbour) {
+  eval::EmbeddingSet set;
+  set.channels = 7;
+  set.parts = 5;
+  Rng rng(11);
+  const int views[2] = {0, 90};
+  for (int s = 1; s <= 6; ++s)
+    for (int v : views)
+      for (auto [c, q] : {std::pair{Condition::NM, 1}, {Condition::NM, 2}, {Condition::NM, 5}, {Condition::BG, 1},
+                          {Condition::CL, 1}}) {
+        std::vector<float> e(35);
+        for (std::size_t i = 0; i < e.size(); ++i) e[i] = static_cast<float>(s * (i % 3) + rng.normal(0, 2.0));
+        set.add({s, c, q, v}, e);
+      }
+  Protocol p;
+  p.train_last_subject = 1;
+  const eval::Rank1Result one = eval::evaluate_rank1(set, p, 1), four = eval::evaluate_rank1(set, p, 4);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(one.acc[k], four.acc[k]);
+    for (int v1 = 0; v1 < 2; ++v1)
+      for (int v2 = 0; v2 < 2; ++v2) {
+        int hits = 0, n = 0;
+        for (std::size_t i = 0; i < set.size(); ++i) {
+          if (!p.is_test(set.keys[i].subject) || set.keys[i].view != views[v1] ||
+              p.probe_set(set.keys[i]) != eval::kProbeSets[k])
+            continue;
+          double best = 1e300;
+          int who = -1;
+          for (std::size_t g = 0; g < set.size(); ++g) {
+            if (!p.is_gallery(set.keys[g]) || set.keys[g].view != views[v2]) continue;
+            const double d = eval::part_distance(set.row(i), set.row(g), set.channels, set.parts);
+            if (d < best) best = d, who = set.keys[g].subject;
+          }
+          hits += who == set.keys[i].subject;
+          ++n;
+        }
+        EXPECT_NEAR(one.acc[k][v1][v2], 100.0 * hits / n, 0.006) << k << " " << v1 << " " << v2;
+      }
+  }
+}
+
 TEST(Rank1, HandComputedCase) {
   eval::EmbeddingSet set;
   set.channels = 1;

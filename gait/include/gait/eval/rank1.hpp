@@ -9,7 +9,9 @@
 //                                  subject} / #probes, 2)
 //     per_view[v1] = sum over v2 != v1 of acc[v1][v2] / (V - 1)   (identical view excluded)
 //     mean         = mean over v1 of per_view[v1]
-//   distance: Euclidean per horizontal part, averaged over parts (part_distance).
+//   distance: Euclidean per horizontal part, averaged over parts (part_distance), every
+//   probe against every gallery sequence computed once, in parallel (a 64-part, 128-channel
+//   two-branch model on the 124-subject set: 3,300 x 2,200 pairs of 8,192 values).
 //
 // Only test subjects (Protocol::is_test) enter. Two documented differences, neither of
 // which changes a result on a complete dataset: distances are computed in double by
@@ -39,6 +41,8 @@ struct Rank1Result {
   std::size_t gallery = 0;                                 // gallery sequences
 };
 
-Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol);
+// threads: the probe x gallery distances are computed on up to this many threads
+// (0: every core); the result does not depend on it.
+Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, int threads = 0);
 
 }  // namespace gait::eval
