@@ -12,6 +12,12 @@ FwdConfig flash_fwd(const FwdArgs& args, cudaStream_t stream, const FwdOptions& 
   XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const FwdConfig cfg = choose_config(prob, sms, opt);
   maybe_print_config(cfg);
+  flash_fwd_with(args, cfg, stream);
+  return cfg;
+}
+
+void flash_fwd_with(const FwdArgs& args, const FwdConfig& cfg, cudaStream_t stream) {
+  const Problem prob = validate(args);
   sm90::LocalStoreEpilogue::Params epi{};
   epi.o = static_cast<__nv_bfloat16*>(args.o.data);
   epi.stride_b = args.o.stride_b;
@@ -21,7 +27,6 @@ FwdConfig flash_fwd(const FwdArgs& args, cudaStream_t stream, const FwdOptions& 
   epi.lse_stride_h = prob.Sq;
   epi.lse_stride_b = prob.H * prob.Sq;
   sm90::launch_flash_fwd<sm90::LocalStoreEpilogue>(args, prob, cfg, epi, stream);
-  return cfg;
 }
 
 }  // namespace xstage::attention

@@ -51,7 +51,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<std::array<double, 8>> ms(p.ranks);
+  std::vector<std::array<double, 9>> ms(p.ranks);
   std::vector<int> fused_ok(p.ranks, 0), coarse_ok(p.ranks, 0);
   double stall_ns = 0;
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
@@ -87,7 +87,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
       std::sort(s.begin(), s.end());
       return median_of_sorted(s);
     };
-    std::array<double, 8> t{};
+    std::array<double, 9> t{};
     t[0] = median_ms([&] { layer.pre_attention(); });
     t[1] = median_ms([&] { layer.attention_only(); });
     t[2] = median_ms([&] { layer.serial(); });
@@ -96,6 +96,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
     t[6] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); });
     t[7] = median_ms([&] { layer.fused_loopback(); });
+    t[8] = median_ms([&] { layer.attention_fused_order(); });
 
     // Bitwise checks: serial is the reference; the fused output is poisoned
     // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
@@ -144,6 +145,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   row.fused_receiver_ms = slowest(5);
   row.fused_per_slice_ms = slowest(6);
   row.fused_loopback_ms = slowest(7);
+  row.attention_fused_order_ms = slowest(8);
   row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
   row.predicted_stall_us = stall_ns * 1e-3;
   row.measured_stall_us = (row.fused_sender_ms - row.attention_ms) * 1e3;

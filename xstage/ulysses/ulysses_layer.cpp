@@ -215,6 +215,12 @@ void Layer::fused(Completion c, FusedSignal signal) {
   }
 }
 
+void Layer::attention_fused_order() {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  attention::flash_fwd_with(m.args(nullptr), m.fused_cfg, m.rank.stream());
+}
+
 void Layer::fused_loopback() {
   Impl& m = *impl_;
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));

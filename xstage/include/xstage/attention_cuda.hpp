@@ -14,6 +14,9 @@ namespace xstage::attention {
 // O = softmax(Q Kᵀ · scale) V (+ LSE) with the sm_90a kernel, local-store epilogue.
 // Returns the configuration it launched.
 FwdConfig flash_fwd(const FwdArgs& args, cudaStream_t stream = nullptr, const FwdOptions& opt = {});
+// The same with a given configuration (from choose_config, possibly with another tile
+// order: the Ulysses bench times attention alone in the fused kernel's order).
+void flash_fwd_with(const FwdArgs& args, const FwdConfig& cfg, cudaStream_t stream = nullptr);
 
 // GPU naive reference, one warp per query row, fp32 arithmetic on the bf16
 // inputs; two passes (exact max, then sums). emulate_bf16 rounds P to bf16

@@ -18,6 +18,7 @@ struct BenchRow {
   double fused_sender_ms = 0;    // fused kernel (sends issued), per-CTA completion signal (the default)
   double fused_per_slice_ms = 0; // the same with a fence + counter add after every slice (sender-visible)
   double fused_loopback_ms = 0;  // the fused kernel with all targets local (no NVLink): its own cost
+  double attention_fused_order_ms = 0;  // attention alone in the fused kernel's tile order
   double fused_receiver_ms = 0;  // fused kernel + wait until every source's slices arrived
   double speedup_vs_serial = 0;  // serial / fused sender-visible
   double predicted_stall_us = 0; // the Burst-Gap model, per SM, for the chosen order

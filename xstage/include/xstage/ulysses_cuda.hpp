@@ -57,6 +57,8 @@ class Layer {
   // time minus attention_only() is the kernel's own cost (order, epilogue code);
   // fused() minus it is what the remote stores cost. Output is meaningless.
   void fused_loopback();
+  // Diagnostic (bench): attention alone (local stores) in the fused kernel's tile order.
+  void attention_fused_order();
   void forward(Completion c) {
     pre_attention();
     fused(c);
