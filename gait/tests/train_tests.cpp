@@ -182,20 +182,20 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
   // a length group, give the one-at-a-time embeddings in the input order.
   std::vector<CachedSequence> mixed = {toy_sequence(5, Condition::NM, 2, 0, 12), test[0], test[1],
                                        toy_sequence(6, Condition::CL, 2, 90, 7), test[2], toy_sequence(5, Condition::BG, 2, 0, 12)};
-  // Frames used: the first multiple of evaluator.length_quantum (8 here): a 12-frame
-  // sequence embeds as its first 8 frames; with quantum 1 every frame counts.
+  // Frames used: the first multiple of evaluator.length_quantum. With 8, a 12-frame
+  // sequence embeds as its first 8 frames; with the default 1 every frame counts.
   {
     CachedSequence cut = mixed[0];
     cut.sil.pixels.resize(8 * kSilPixels);
     cut.sil.frame_ids.resize(8);
     cut.pose.resize(8);
     ASSERT_EQ(cut.sil.frames(), 8u);
-    EXPECT_EQ(emb.config().evaluator.length_quantum, 8);
-    EXPECT_EQ(emb.embed(cut), emb.embed(mixed[0]));
-    Config all = emb.config();
-    all.evaluator.length_quantum = 1;
-    eval::Embedder every(emb.model(), all, torch::kCPU);
-    EXPECT_NE(every.embed(cut), every.embed(mixed[0]));
+    EXPECT_EQ(emb.config().evaluator.length_quantum, 1);
+    EXPECT_NE(emb.embed(cut), emb.embed(mixed[0]));
+    Config q8 = emb.config();
+    q8.evaluator.length_quantum = 8;
+    eval::Embedder eights(emb.model(), q8, torch::kCPU);
+    EXPECT_EQ(eights.embed(cut), eights.embed(mixed[0]));
   }
   for (int batch_frames : {2048, 20}) {
     Config ecfg = emb.config();

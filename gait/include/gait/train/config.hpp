@@ -144,7 +144,7 @@ struct EvaluatorConfig {
   EvalFeature feature = EvalFeature::BnFeature;  // which head output is the embedding
   int max_frames = 720;     // frames of a sequence used at test time (OpenGait: all, capped at 720)
   int batch_frames = 2048;  // frames per forward pass when embedding many sequences (same-length ones batched; 1: one at a time)
-  int length_quantum = 8;   // frames used rounded down to a multiple of this (1: all), so few input shapes reach cuDNN
+  int length_quantum = 1;   // frames used rounded down to a multiple of this (1: all, as OpenGait): fewer input shapes
   bool operator==(const EvaluatorConfig&) const = default;
 };
 
