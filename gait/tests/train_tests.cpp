@@ -110,6 +110,22 @@ TEST(Checkpoint, ResumeReproducesTheNextStepLoss) {
   fs::remove_all(d);
 }
 
+// The prefetched batch (prepared on a worker thread during the previous step) is the
+// batch the step would have made itself: the same losses with and without it.
+TEST(Trainer, PrefetchDoesNotChangeTheBatches) {
+  const fs::path d = temp_dir("prefetch");
+  Config on = tiny_config(d), off = tiny_config(d);
+  on.trainer.prefetch = true;
+  off.trainer.prefetch = false;
+  Trainer a(on, toy_train_set(), torch::kCPU), b(off, toy_train_set(), torch::kCPU);
+  for (int i = 0; i < 4; ++i) {
+    const StepStats sa = a.step(), sb = b.step();
+    EXPECT_EQ(sa.loss, sb.loss) << "step " << i;
+    EXPECT_EQ(sa.accuracy, sb.accuracy) << "step " << i;
+  }
+  fs::remove_all(d);
+}
+
 TEST(Checkpoint, DamagedOrForeignFilesGiveClearErrors) {
   const fs::path d = temp_dir("damaged");
   const Config cfg = tiny_config(d);

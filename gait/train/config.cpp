@@ -154,6 +154,7 @@ void visit_fields(V& v, TrainerConfig& c) {
   v("out_dir", c.out_dir);
   v("max_minutes", c.max_minutes);
   v("fit_schedule_to_time", c.fit_schedule_to_time);
+  v("prefetch", c.prefetch);
   v("augment", c.augment);
 }
 template <class V>

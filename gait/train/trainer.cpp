@@ -68,6 +68,34 @@ Trainer::Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device de
   reset_sampler();
 }
 
+Trainer::Prepared Trainer::prepare(int iteration) {
+  // Identities from the sampler (in iteration order), clips and augmentation from this
+  // iteration's stream.
+  Prepared p;
+  p.iteration = iteration;
+  const std::vector<std::size_t> idx = sampler_->next_batch();
+  Rng rng(derive_seed({cfg_.trainer.seed, kStepStream, static_cast<std::uint64_t>(iteration)}));
+  std::vector<const CachedSequence*> seqs;
+  std::vector<std::vector<int>> clips;
+  for (std::size_t i : idx) {
+    seqs.push_back(&train_[i]);
+    clips.push_back(sample_clip(train_[i].sil.frames(), cfg_.data.clip_length, ClipMode::RandomContiguous, rng));
+    p.labels.push_back(class_of_seq_[i]);
+  }
+  p.batch = make_batch(seqs, clips, model_->uses_silhouettes());
+  augment_batch(p.batch, cfg_.trainer.augment, rng, cfg_.data.loader_threads > 0 ? cfg_.data.loader_threads : 1);
+  return p;
+}
+
+void Trainer::drop_prefetch() {
+  if (!next_.valid()) return;
+  try {
+    next_.get();
+  } catch (...) {
+    // A failed prefetch matters only if that batch is used; it is being discarded.
+  }
+}
+
 void Trainer::reset_sampler() {
   std::vector<int> labels;
   for (const auto& s : train_) labels.push_back(s.key.subject);
@@ -81,19 +109,17 @@ StepStats Trainer::step() {
   const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, it, cfg_.trainer.iterations);
   for (auto& g : optimizer_->param_groups()) g.options().set_lr(lr);
 
-  // Batch: identities from the sampler, clips and augmentation from this step's stream.
-  const std::vector<std::size_t> idx = sampler_->next_batch();
-  Rng rng(derive_seed({cfg_.trainer.seed, kStepStream, static_cast<std::uint64_t>(it)}));
-  std::vector<const CachedSequence*> seqs;
-  std::vector<std::vector<int>> clips;
-  std::vector<int64_t> labels;
-  for (std::size_t i : idx) {
-    seqs.push_back(&train_[i]);
-    clips.push_back(sample_clip(train_[i].sil.frames(), cfg_.data.clip_length, ClipMode::RandomContiguous, rng));
-    labels.push_back(class_of_seq_[i]);
+  // This iteration's batch: prefetched during the previous step (CUDA) or made now.
+  Prepared prep;
+  if (next_.valid()) {
+    prep = next_.get();
+    XS_ASSERT(prep.iteration == it, "trainer: prefetched batch of iteration {} at iteration {}", prep.iteration, it);
+  } else {
+    prep = prepare(it);
   }
-  Batch b = make_batch(seqs, clips, model_->uses_silhouettes());
-  augment_batch(b, cfg_.trainer.augment, rng, cfg_.data.loader_threads > 0 ? cfg_.data.loader_threads : 1);
+  if (cfg_.trainer.prefetch) next_ = std::async(std::launch::async, [this, it] { return prepare(it + 1); });
+  Batch& b = prep.batch;
+  const std::vector<int64_t>& labels = prep.labels;
 
   torch::Tensor sil, pose;
   if (model_->uses_silhouettes()) sil = to_device(b.sil, {b.n, b.t, 64, 44}, device_);
@@ -152,6 +178,7 @@ void Trainer::resume(const fs::path& checkpoint) {
   XS_ASSERT(m.classes == classes_, "{}: cannot resume: it was trained on {} identities, this data has {} (or others)",
             checkpoint.string(), m.classes.size(), classes_.size());
   load_checkpoint(checkpoint, *model_, optimizer_.get(), device_);
+  drop_prefetch();
   iteration_ = m.iteration;
   train_seconds_ = m.train_seconds;
   reset_sampler();

@@ -136,6 +136,7 @@ struct TrainerConfig {
   // shorten trainer.iterations to the steps that fit (the schedule, e.g. cosine, then
   // ends at the budget instead of being cut). Never lengthens the run.
   bool fit_schedule_to_time = false;
+  bool prefetch = true;     // prepare the next batch on a worker thread during this step (same batches either way)
   AugmentConfig augment;
   bool operator==(const TrainerConfig&) const = default;
 };

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -68,6 +69,15 @@ class Trainer {
   const Config& config() const { return cfg_; }
 
  private:
+  // One step's input: the sampler's next P x K draw and this iteration's clips and
+  // augmentation (Rng(derive_seed(seed, iteration))), ready for the device.
+  struct Prepared {
+    int iteration = -1;
+    Batch batch;
+    std::vector<int64_t> labels;
+  };
+  Prepared prepare(int iteration);
+  void drop_prefetch();  // waits for a batch being prepared and discards it (sampler untouched since)
   void reset_sampler();
   Config cfg_;
   std::vector<CachedSequence> train_;
@@ -78,6 +88,12 @@ class Trainer {
   std::unique_ptr<PxKSampler> sampler_;
   int iteration_ = 0;
   double train_seconds_ = 0;
+  // With trainer.prefetch the next iteration's batch is prepared on a worker thread
+  // while this one runs (on CUDA the CPU work, silhouette warps above all, otherwise
+  // left the GPU half idle). Batches are the same with or without it: the sampler is drawn in
+  // iteration order and each iteration's draws come from its own stream. Declared
+  // last: destroyed (joined) before the members it reads.
+  std::future<Prepared> next_;
 };
 
 }  // namespace gait::train
