@@ -92,8 +92,8 @@ void run(const UlyssesCli& c) {
   cudaDeviceProp prop{};
   XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
 
-  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s %8s %8s %8s | %6s | %8s %8s | %7s | %s\n", "S", "P", "H", "D",
-              "attn", "serial", "torch", "coarse", "fusedS", "fusedR", "slice-sig", "loopback", "attn-ord", "speedup", "pred us",
+  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s | %6s | %8s %8s | %7s | %s\n", "S", "P", "H", "D",
+              "attn", "serial", "torch", "coarse", "fusedS", "fusedR", "cta-sig", "slice-sig", "loopback", "attn-ord", "speedup", "pred us",
               "meas us", "GB/s", "bitwise");
   nlohmann::json rows = nlohmann::json::array();
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> curves;
@@ -106,9 +106,10 @@ void run(const UlyssesCli& c) {
     const double sdpa = sdpa_best_ms(p, c.torch);
     const double torch_ms = sdpa > 0 ? sdpa + (r.serial_ms - r.attention_ms) : NAN;
     progress.tick();
-    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.3f | %8.1f %8.1f | %7.1f | %s\n",
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.3f | %8.1f %8.1f | %7.1f | %s\n",
                 long(b.seq), b.ranks, long(b.heads), long(b.head_dim), r.attention_ms, r.serial_ms, torch_ms,
-                r.coarse_ms, r.fused_sender_ms, r.fused_receiver_ms, r.fused_per_slice_ms, r.fused_loopback_ms,
+                r.coarse_ms, r.fused_sender_ms, r.fused_receiver_ms, r.fused_per_cta_ms, r.fused_per_slice_ms,
+                r.fused_loopback_ms,
                 r.attention_fused_order_ms, r.speedup_vs_serial,
                 r.predicted_stall_us,
                 r.measured_stall_us, r.nvlink_GBps,
@@ -131,6 +132,8 @@ void run(const UlyssesCli& c) {
                         {"coarse_ms", r.coarse_ms},
                         {"fused_sender_ms", r.fused_sender_ms},
                         {"fused_receiver_ms", r.fused_receiver_ms},
+                        {"signal", r.signal},
+                        {"fused_per_cta_signal_ms", r.fused_per_cta_ms},
                         {"fused_per_slice_signal_ms", r.fused_per_slice_ms},
                         {"fused_loopback_ms", r.fused_loopback_ms},
                         {"attention_fused_order_ms", r.attention_fused_order_ms},

@@ -103,7 +103,8 @@ void run_case(const Problem& p, int slow_rank = -1) {
     const std::pair<Completion, FusedSignal> runs[] = {
         {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::receiver_complete, FusedSignal::per_slice},
         {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::sender_visible, FusedSignal::per_cta},
-        {Completion::receiver_complete, FusedSignal::per_slice}, {Completion::sender_visible, FusedSignal::per_slice}};
+        {Completion::receiver_complete, FusedSignal::per_slice}, {Completion::sender_visible, FusedSignal::per_slice},
+        {Completion::receiver_complete, FusedSignal::automatic}};
     for (const auto& [c, sig] : runs) {
       const std::string what = std::string(to_string(c)) + ", " + to_string(sig);
       XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.fused_out()), 0xFF, n * 2));

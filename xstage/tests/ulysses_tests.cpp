@@ -287,6 +287,12 @@ TEST(UlyssesSchedule, PerCtaSignalCountsAreWhatTheReceiverWaitsFor) {
   }
 }
 
+TEST(UlyssesSchedule, DefaultSignalFollowsTheHeadDim) {
+  EXPECT_EQ(default_signal(Problem{2, 1, 4096, 24, 64}), FusedSignal::per_slice);
+  EXPECT_EQ(default_signal(Problem{4, 1, 32768, 40, 128}), FusedSignal::per_cta);
+  EXPECT_STREQ(to_string(FusedSignal::automatic), "automatic");
+}
+
 TEST(UlyssesSchedule, SlowDrainPredictsAStallAndTheLeastOneWins) {
   auto params = h200_like();
   params.drain_GBps = 2;  // a starved X-Stage: 132 SMs x 32 KiB per tile overflow it

@@ -51,7 +51,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<std::array<double, 9>> ms(p.ranks);
+  std::vector<std::array<double, 10>> ms(p.ranks);
   std::vector<int> fused_ok(p.ranks, 0), coarse_ok(p.ranks, 0);
   double stall_ns = 0;
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
@@ -87,7 +87,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
       std::sort(s.begin(), s.end());
       return median_of_sorted(s);
     };
-    std::array<double, 9> t{};
+    std::array<double, 10> t{};
     t[0] = median_ms([&] { layer.pre_attention(); });
     t[1] = median_ms([&] { layer.attention_only(); });
     t[2] = median_ms([&] { layer.serial(); });
@@ -97,6 +97,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     t[6] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); });
     t[7] = median_ms([&] { layer.fused_loopback(); });
     t[8] = median_ms([&] { layer.attention_fused_order(); });
+    t[9] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); });
 
     // Bitwise checks: serial is the reference; the fused output is poisoned
     // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
@@ -105,7 +106,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     XS_CHECK_CUDA(cudaStreamSynchronize(st));
     const auto want = to_host(layer.serial_out(), n_out);
     bool ok = true;
-    const std::pair<Completion, FusedSignal> checks[] = {{Completion::sender_visible, FusedSignal::per_cta},
+    const std::pair<Completion, FusedSignal> checks[] = {{Completion::sender_visible, FusedSignal::automatic},
+                                                         {Completion::receiver_complete, FusedSignal::automatic},
                                                          {Completion::receiver_complete, FusedSignal::per_cta},
                                                          {Completion::receiver_complete, FusedSignal::per_slice}};
     for (const auto& [cmp, sig] : checks) {
@@ -146,6 +148,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   row.fused_per_slice_ms = slowest(6);
   row.fused_loopback_ms = slowest(7);
   row.attention_fused_order_ms = slowest(8);
+  row.fused_per_cta_ms = slowest(9);
+  row.signal = to_string(default_signal(p));
   row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
   row.predicted_stall_us = stall_ns * 1e-3;
   row.measured_stall_us = (row.fused_sender_ms - row.attention_ms) * 1e3;

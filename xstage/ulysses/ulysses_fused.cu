@@ -51,6 +51,7 @@ void launch_fused_attention(const attention::FwdArgs& args, const attention::Fwd
   }
   epi.geo = t.geo;
   using attention::sm90::Signal;
+  XS_CHECK_MSG(t.signal != FusedSignal::automatic, "ulysses fused: resolve FusedSignal::automatic before the launch");
   if (t.signal == FusedSignal::per_slice)
     attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream);
   else

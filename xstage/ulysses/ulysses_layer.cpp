@@ -205,7 +205,7 @@ void Layer::fused(Completion c, FusedSignal signal) {
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   ++m.epoch;
   FusedTargets t = m.targets;
-  t.signal = signal;
+  t.signal = signal == FusedSignal::automatic ? default_signal(m.p) : signal;
   launch_fused_attention(m.args(nullptr), m.fused_cfg, t, m.rank.stream());
   if (c == Completion::receiver_complete) {
     // Every source sends B x (S/P)/64 x H/P slices of this rank's rows per forward.

@@ -123,6 +123,12 @@ struct OrderStats {  // the persistent schedule of one order, simulated on the h
 };
 OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace& tiles, int grid);
 
+// The completion signal the layer uses when asked for FusedSignal::automatic, from the
+// H200 x2 measurement of 2026-11-29 (docs/xstage-ulysses.md): per_slice at D = 64
+// (within 1-5 % of attention alone; per_cta 12-17 % over it), per_cta at D = 128
+// (faster at S <= 16K with 24 heads; within 3 % either way above).
+FusedSignal default_signal(const Problem& p);
+
 struct FusedSchedule {
   attention::TileSpace tiles;       // the order the kernel walks
   int grid = 0;                     // persistent CTAs

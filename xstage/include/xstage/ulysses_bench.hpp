@@ -15,8 +15,10 @@ struct BenchRow {
   double attention_ms = 0;       // attention alone, no exchange
   double serial_ms = 0;          // attention, then ncclSend/Recv back and unpack
   double coarse_ms = 0;          // attention per owner slice, each slice's exchange on a second stream
-  double fused_sender_ms = 0;    // fused kernel (sends issued), per-CTA completion signal (the default)
+  double fused_sender_ms = 0;    // fused kernel (sends issued), the layer's default signal (`signal`)
+  double fused_per_cta_ms = 0;   // sender-visible with one fence + counter add per warpgroup at its end
   double fused_per_slice_ms = 0; // the same with a fence + counter add after every slice (sender-visible)
+  std::string signal;            // default_signal(problem): what fused_sender_ms used
   double fused_loopback_ms = 0;  // the fused kernel with all targets local (no NVLink): its own cost
   double attention_fused_order_ms = 0;  // attention alone in the fused kernel's tile order
   double fused_receiver_ms = 0;  // fused kernel + wait until every source's slices arrived

@@ -50,8 +50,9 @@ class Layer {
   void attention_only();
   void serial();
   void coarse();  // B = 1 only
-  // signal: per_cta (default) or per_slice completion counting (FusedSignal); same stores.
-  void fused(Completion c, FusedSignal signal = FusedSignal::per_cta);
+  // signal: per_cta or per_slice completion counting (FusedSignal; automatic:
+  // default_signal(problem)); the same stores either way.
+  void fused(Completion c, FusedSignal signal = FusedSignal::automatic);
   // Diagnostic (bench): the fused kernel, same order and code, with every owner's
   // pointer and counter replaced by local scratch, so no byte crosses NVLink. Its
   // time minus attention_only() is the kernel's own cost (order, epilogue code);

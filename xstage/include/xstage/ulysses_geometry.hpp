@@ -29,8 +29,11 @@ struct FusedGeometry {
 // How the fused epilogue signals that its stores have landed (sm90_ulysses_epilogue.cuh):
 // per_cta: one system fence and one counter add per owner when a consumer warpgroup
 // has stored its last slice; per_slice: a fence and an add after every slice.
-enum class FusedSignal { per_cta, per_slice };
-inline const char* to_string(FusedSignal s) { return s == FusedSignal::per_cta ? "per_cta" : "per_slice"; }
+// automatic: the layer picks per head dim (default_signal in xstage/ulysses.hpp).
+enum class FusedSignal { per_cta, per_slice, automatic };
+inline const char* to_string(FusedSignal s) {
+  return s == FusedSignal::per_cta ? "per_cta" : s == FusedSignal::per_slice ? "per_slice" : "automatic";
+}
 
 struct FusedTarget {
   int owner;
