@@ -287,7 +287,7 @@ TEST(MoeAdvisor, MeasuredH200ParamsGiveAValidChoice) {
 }
 
 TEST(MoeReference, MatchesNaiveBitwise) {
-  for (int P : {1, 2, 4}) {
+  for (int P : {1, 2, 4, 8}) {
     const auto p = small(P, 13, 8, 3, 256, 128);
     const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.5, .seed = 8});
     const auto w = moe::random_weights(p, 3);

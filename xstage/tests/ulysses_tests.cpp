@@ -188,7 +188,7 @@ TEST_P(UlyssesPlans, PostAttentionAndFusedTargetsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(RanksAndBatches, UlyssesPlans,
                          ::testing::Values(std::tuple{1, 1}, std::tuple{2, 1}, std::tuple{2, 2}, std::tuple{4, 1},
-                                           std::tuple{4, 3}));
+                                           std::tuple{4, 3}, std::tuple{8, 1}, std::tuple{8, 2}));
 
 TEST(UlyssesPlans, PlansThatDisagreeAreRefused) {
   const Problem p{2, 1, 256, 2, 64};
