@@ -84,6 +84,12 @@ TEST(DitValidate, OneLineRulesNameTheField) {
   const Config w = preset("wan-like");
   EXPECT_TRUE(contains(error_of([&] { validate(w, {4096, 1, 1, 0}, false); }), "not a multiple of wan-like's 21 frames"));
   EXPECT_NO_THROW(validate(w, {21 * 3600, 1, 1, 0}, true));
+  // The exact 720p length does not split into 128-row tiles over 2 or 4 ranks; the
+  // device stage's 75,264 (21 x 56 x 64) does.
+  EXPECT_TRUE(contains(error_of([&] { validate(w, {21 * 3600, 4, 1, 2}, true, 4); }), "must be a multiple of 128"));
+  for (int P : {1, 2, 4}) EXPECT_NO_THROW(validate(w, {75264, P, 1, 2}, true, 4)) << P;
+  EXPECT_EQ(token_grid(w, 75264).h, 56);
+  EXPECT_EQ(token_grid(w, 75264).w, 64);
   Config odd = preset("tiny");
   odd.head_dim = 32;
   odd.hidden = 64;
