@@ -15,6 +15,13 @@ cuobjdump --dump-sass "$UB/xstage/ulysses/libxs_ulysses.a" 2>/dev/null | awk '/F
   f&&/HGMMA/{h[f]++} f&&/(LDL|STL)/{l[f]++} END{for(k in h) printf "HGMMA=%d LDL/STL=%d %s\n", h[k], l[k]+0, substr(k,1,60)}' \
   >"$OUT/ulysses_sass_check.log"
 note ulysses_sass "$(awk '{printf "%s %s; ", $1, $2}' "$OUT/ulysses_sass_check.log")"
+# Local-store (attention alone) vs remote-store (fused) kernels: same mainloop source,
+# so differing opcode counts are code generation (docs/xstage-ulysses.md, D = 128 gap).
+cuobjdump --dump-sass "$UB/xstage/attention/libxs_attention.a" >"$OUT/ulysses_attention.sass" 2>&1
+cuobjdump --dump-sass "$UB/xstage/ulysses/libxs_ulysses.a" >"$OUT/ulysses_fused.sass" 2>&1
+python3 "$ROOT/scripts/sass_ops.py" "$OUT/ulysses_attention.sass" "$OUT/ulysses_fused.sass" --top 30 \
+  >"$OUT/ulysses_sass_ops.log" 2>&1 || true
+head -5 "$OUT/ulysses_sass_ops.log"
 step ulysses_cpu_tests timeout 60 "$UB/xstage/tests/xstage_ulysses_tests"
 step ulysses_gpu_tests timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$UB/xstage/tests/xstage_ulysses_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|!= serial|timeout|Expected" "$OUT/ulysses_gpu_tests.log" | head -20
