@@ -12,7 +12,7 @@
 # under $OUT/gait/; checkpoints and datasets stay on the machine (too big to return).
 #
 # Environment:
-#   GAIT_STAGE_SECONDS  wall-clock budget of the whole stage (default 480): training
+#   GAIT_STAGE_SECONDS  wall-clock budget of the whole stage (default 540): training
 #                       gets what is left after build and data, less the evaluation reserve
 #   GAIT_EVAL_RESERVE   seconds kept for the evaluations after training (default 75)
 #   GAIT_STAGE_SMOKE=1  CPU smoke test of the whole flow (the --small dataset, tiny
@@ -25,7 +25,7 @@
 
 gait_t0=$(date +%s)
 GAIT_SMOKE=${GAIT_STAGE_SMOKE:-0}
-GAIT_BUDGET=${GAIT_STAGE_SECONDS:-480}
+GAIT_BUDGET=${GAIT_STAGE_SECONDS:-540}
 [ "$GAIT_SMOKE" = 1 ] && GAIT_BUDGET=${GAIT_STAGE_SECONDS:-1500}
 GAIT_DEADLINE=$((gait_t0 + GAIT_BUDGET))
 GAIT_RESERVE=${GAIT_EVAL_RESERVE:-75}
