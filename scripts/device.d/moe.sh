@@ -8,7 +8,8 @@
 #    skips on fewer than 4 GPUs);
 # 3. SASS check of moe_fused_kernel: HGMMA present, no LDL/STL (local memory),
 #    no "wgmma serialised" ptxas warning in the build log;
-# 4. `xstage bench moe` over the EP=2 part of the standard sweep, as many rows as
+# 4. `xstage bench moe` over the EP = MOE_EP part of the standard sweep (default: 2,
+#    4 or 8, the most the visible GPUs allow), as many rows as
 #    the remaining time allows (--budget-s; the JSON is rewritten after each
 #    row), writing $OUT/moe.json (docs/results/moe.json format) and the PNG;
 # 5. a short table of the bench rows.
@@ -52,15 +53,18 @@ else
   note moe_sass "skipped (no libxs_moe.a)"
 fi
 
-# Bench: EP=2 rows of the standard sweep for the time that is left (60 s kept
-# for the row in flight, the table and the archive).
+# Bench: the rows of the standard sweep at EP = MOE_EP (default: the most ranks of
+# 2, 4, 8 that the visible GPUs allow; the issue's headline is EP = 4, issue 9's EP = 8)
+# for the time that is left (60 s kept for the row in flight, the table and the archive).
 MOE_XS="$MB/xstage/cli/xstage"
+MOE_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU || echo 0)
+MOE_EP=${MOE_EP:-$( [ "$MOE_NGPU" -ge 8 ] && echo 8 || { [ "$MOE_NGPU" -ge 4 ] && echo 4 || echo 2; })}
 MOE_LEFT=$(moe_left)
 # A kernel that failed its correctness tests is not timed (MOE_BENCH_FORCE=1 times it anyway).
 if [ "$MOE_GPU_OK" = 0 ] && [ "${MOE_BENCH_FORCE:-0}" != 1 ]; then
   note moe_bench "skipped: GPU tests failed (MOE_BENCH_FORCE=1 to time anyway)"
 elif [ -x "$MOE_XS" ] && [ "$MOE_LEFT" -gt 90 ]; then
-  step moe_bench timeout $((MOE_LEFT - 20)) "$MOE_XS" bench moe --ep 2 --warmup 1 --iters 5 \
+  step moe_bench timeout $((MOE_LEFT - 20)) "$MOE_XS" bench moe --ep "$MOE_EP" --sweep "$([ "$MOE_EP" = 8 ] && echo eight || echo standard)" --warmup 1 --iters 5 \
     --budget-s $((MOE_LEFT - 60)) --params "$ROOT/xstage/data/h200_params.json" \
     --json "$OUT/moe.json" --png "$OUT/moe_speedup.png" ${MOE_BENCH_ARGS:-}
   [ -f "$OUT/moe.json" ] && cp "$OUT/moe.json" "$FINAL_OUT/moe.json"
@@ -69,7 +73,7 @@ else
   note moe_bench "skipped ($MOE_LEFT s left, or no xstage binary)"
 fi
 if [ -f "$OUT/moe.json" ]; then
-  echo "---- bench moe (EP 2; us; TFLOP/s per GPU) ----"
+  echo "---- bench moe (EP $MOE_EP; us; TFLOP/s per GPU) ----"
   python3 - "$OUT/moe.json" <<'PY' | tee "$OUT/moe_table.txt"
 import json, math, sys
 d = json.load(open(sys.argv[1]))

@@ -4,6 +4,7 @@
 # the visible GPUs allow). Every step has a time limit so the whole stage stays
 # within ~8 minutes and the archive is always made. Knobs:
 #   ULYSSES_MAX_SEQ (default 32768), ULYSSES_BENCH_TIMEOUT (s, default 170),
+#   ULYSSES_RANKS (P values, default 2,4,8; those above the visible GPUs are skipped),
 #   ULYSSES_BENCH_ARGS (extra bench arguments).
 UB=${ULYSSES_BUILD_DIR:-$ROOT/build-ulysses}
 U_TORCH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
@@ -26,7 +27,7 @@ step ulysses_cpu_tests timeout 60 "$UB/xstage/tests/xstage_ulysses_tests"
 step ulysses_gpu_tests timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$UB/xstage/tests/xstage_ulysses_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|!= serial|timeout|Expected" "$OUT/ulysses_gpu_tests.log" | head -20
 step ulysses_bench timeout "${ULYSSES_BENCH_TIMEOUT:-170}" env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 \
-  "$UB/xstage/cli/xstage" bench ulysses --ranks 2,4 --max-seq "${ULYSSES_MAX_SEQ:-32768}" --samples 5 \
+  "$UB/xstage/cli/xstage" bench ulysses --ranks "${ULYSSES_RANKS:-2,4,8}" --max-seq "${ULYSSES_MAX_SEQ:-32768}" --samples 5 \
   --json "$OUT/ulysses.json" --png "$OUT/ulysses_speedup.png" ${ULYSSES_BENCH_ARGS:-}
 [ -f "$OUT/ulysses.json" ] && cp "$OUT/ulysses.json" "$OUT/ulysses_speedup.png" "$FINAL_OUT/" 2>/dev/null
 echo "---- bench ulysses (ms; speedup = serial / fused sender-visible) ----"

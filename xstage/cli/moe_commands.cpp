@@ -138,7 +138,7 @@ void add_moe_commands(CLI::App& app) {
   auto* bench = bench_group(app);
   auto* cmd = bench->add_subcommand("moe", "Fused EP MoE (Expert-Wave, Interleaved) vs the unfused NCCL+cuBLAS path");
   auto c = std::make_shared<MoeCli>();
-  cmd->add_option("--sweep", c->sweep, "standard (192 configurations) or quick")->capture_default_str();
+  cmd->add_option("--sweep", c->sweep, "standard (192 configurations, EP 2 and 4), eight (the same 96 at EP 8) or quick")->capture_default_str();
   cmd->add_option("--params", c->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
   cmd->add_option("--warmup", c->warmup, "Warm-up forwards per implementation")->capture_default_str();
   cmd->add_option("--iters", c->iters, "Timed forwards per implementation")->capture_default_str();

@@ -337,6 +337,13 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
   }
   EXPECT_EQ(distinct.size(), s.size());
   EXPECT_EQ(moe::bench_sweep("quick").size(), 8u);
+  // Issue 9: the same configurations at EP = 8.
+  const auto eight = moe::bench_sweep("eight");
+  EXPECT_EQ(eight.size(), 96u);
+  for (const auto& c : eight) {
+    EXPECT_EQ(c.ep, 8);
+    EXPECT_NO_THROW(moe::validate(c.problem(), 8));
+  }
   expect_error([] { moe::bench_sweep("huge"); }, "unknown sweep");
 }
 
