@@ -108,7 +108,10 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     gemm[r] = gemm_us;
     err[r] = e_max;
     remote_bytes[r] = double(rows_out + rows_back) * p.hidden * 2;
-    if (r == 0) row.interleaved = chosen;
+    if (r == 0) {
+      row.interleaved = chosen;
+      row.unfused_gemm = unfused.gemm_path();
+    }
   });
   // The slowest rank sets the layer's time.
   row.expert_wave_us = *std::max_element(ew.begin(), ew.end());

@@ -1,4 +1,4 @@
-// Unfused EP MoE: NCCL all-to-all-v, per-expert cuBLAS GEMMs, SwiGLU, combine.
+// Unfused EP MoE: NCCL all-to-all-v, cuBLAS grouped GEMMs (per-expert fallback), SwiGLU, combine.
 //
 // Exchange order. Source s sends to d the rows of d's recv that come from s, in
 // d's row order (send_row ascending); d receives them contiguously and scatters
@@ -35,6 +35,17 @@ struct UnfusedMoe::Impl {
   DeviceBuffer<std::uint16_t> sendbuf, recvstage, recv, h, y, back, comb, out;
   DeviceBuffer<float> g;
   cudaEvent_t ev[4]{};
+  // Grouped GEMMs: one group per non-empty local expert (group size 1), host-side
+  // shapes, device-side pointer arrays (fixed by the layout, so built once).
+  struct Grouped {
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<int> m, n, k, lda, ldb, ldc, size;
+    std::vector<float> alpha, beta;
+    DeviceBuffer<const void*> a, b;
+    DeviceBuffer<void*> c;
+  } l1, l2;
+  bool grouped = true;
+  std::string gemm_path = "grouped";
 };
 
 namespace {
@@ -43,6 +54,44 @@ DeviceBuffer<T> to_device(const std::vector<T>& v) {
   DeviceBuffer<T> b(std::max<std::size_t>(1, v.size()));
   if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return b;
+}
+
+// The grouped form of gemm_nt below, one group per (a, b, c, rows) problem.
+template <class Grouped>
+void plan_grouped(Grouped& g, const std::vector<int>& rows, int n, int k, const std::uint16_t* a0, std::size_t a_step,
+                  const std::uint16_t* b0, std::size_t b_step, void* c0, std::size_t c_step_bytes,
+                  const std::vector<int>& row0) {
+  std::vector<const void*> a, b;
+  std::vector<void*> c;
+  for (std::size_t e = 0; e < rows.size(); ++e) {
+    if (!rows[e]) continue;
+    g.ta.push_back(CUBLAS_OP_T);
+    g.tb.push_back(CUBLAS_OP_N);
+    g.m.push_back(n);
+    g.n.push_back(rows[e]);
+    g.k.push_back(k);
+    g.lda.push_back(k);
+    g.ldb.push_back(k);
+    g.ldc.push_back(n);
+    g.size.push_back(1);
+    g.alpha.push_back(1.0f);
+    g.beta.push_back(0.0f);
+    b.push_back(a0 + std::size_t(row0[e]) * a_step);  // cuBLAS's B: this expert's activations
+    a.push_back(b0 + e * b_step);                     // cuBLAS's A: this expert's weights
+    c.push_back(static_cast<char*>(c0) + std::size_t(row0[e]) * c_step_bytes);
+  }
+  g.a = to_device(a);
+  g.b = to_device(b);
+  g.c = to_device(c);
+}
+
+template <class Grouped>
+cublasStatus_t run_grouped(cublasHandle_t h, const Grouped& g, cudaDataType ctype) {
+  if (g.size.empty()) return CUBLAS_STATUS_SUCCESS;
+  return cublasGemmGroupedBatchedEx(h, g.ta.data(), g.tb.data(), g.m.data(), g.n.data(), g.k.data(), g.alpha.data(),
+                                    g.a.get(), CUDA_R_16BF, g.lda.data(), g.b.get(), CUDA_R_16BF, g.ldb.data(),
+                                    g.beta.data(), g.c.get(), ctype, g.ldc.data(), static_cast<int>(g.size.size()),
+                                    g.size.data(), CUBLAS_COMPUTE_32F);
 }
 
 // row-major C[M,N] = A[M,K] * B[N,K]^T  (cuBLAS is column-major: C^T = B * A^T).
@@ -99,6 +148,15 @@ UnfusedMoe::UnfusedMoe(comm::Rank& rank, const Problem& p, const Layout& L, cons
   m.out = DeviceBuffer<std::uint16_t>(std::size_t(p.tokens_per_rank) * H);
   XS_CHECK_CUBLAS(cublasCreate(&m.blas));
   XS_CHECK_CUBLAS(cublasSetStream(m.blas, rank.stream()));
+  std::vector<int> rows_e(p.experts_per_rank()), row0(p.experts_per_rank());
+  for (int e = 0; e < p.experts_per_rank(); ++e) {
+    row0[e] = m.expert_offset[e];
+    rows_e[e] = m.expert_offset[e + 1] - m.expert_offset[e];
+  }
+  const int I = p.intermediate;
+  plan_grouped(m.l1, rows_e, 2 * I, H, m.recv.get(), H, w1, std::size_t(2) * I * H, m.g.get(), 2 * I * sizeof(float),
+               row0);
+  plan_grouped(m.l2, rows_e, H, I, m.h.get(), I, w2, std::size_t(H) * I, m.y.get(), H * sizeof(std::uint16_t), row0);
   for (auto& e : m.ev) XS_CHECK_CUDA(cudaEventCreate(&e));
 }
 
@@ -110,6 +168,7 @@ UnfusedMoe::~UnfusedMoe() {
 }
 
 std::uint16_t* UnfusedMoe::out() const { return impl_->out.get(); }
+const std::string& UnfusedMoe::gemm_path() const { return impl_->gemm_path; }
 
 UnfusedTimes UnfusedMoe::forward() {
   Impl& m = *impl_;
@@ -134,19 +193,31 @@ UnfusedTimes UnfusedMoe::forward() {
   const int rows = m.expert_offset.back();
   scatter_rows(m.recv.get(), m.recvstage.get(), m.unpack_row.get(), rows, H, st);
   XS_CHECK_CUDA(cudaEventRecord(m.ev[1], st));
-  // Experts: L1 (fp32 out), SwiGLU, L2 (bf16 out).
-  for (int e = 0; e < p.experts_per_rank(); ++e) {
-    const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
-    if (!n) continue;
-    gemm_nt(m.blas, n, 2 * I, H, m.recv.get() + std::size_t(r0) * H, m.w1 + std::size_t(e) * 2 * I * H,
-            m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_32F);
+  // Experts: L1 (fp32 out), SwiGLU, L2 (bf16 out); grouped GEMMs unless cuBLAS refused them.
+  if (m.grouped) {
+    const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_32F);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      m.grouped = false;  // nothing was launched: the loop below does this forward's L1
+      m.gemm_path = "per-expert loop (grouped GEMM refused: cuBLAS status " + std::to_string(int(s)) + ")";
+    }
   }
+  if (!m.grouped)
+    for (int e = 0; e < p.experts_per_rank(); ++e) {
+      const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
+      if (!n) continue;
+      gemm_nt(m.blas, n, 2 * I, H, m.recv.get() + std::size_t(r0) * H, m.w1 + std::size_t(e) * 2 * I * H,
+              m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_32F);
+    }
   swiglu(m.h.get(), m.g.get(), rows, I, st);
-  for (int e = 0; e < p.experts_per_rank(); ++e) {
-    const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
-    if (!n) continue;
-    gemm_nt(m.blas, n, H, I, m.h.get() + std::size_t(r0) * I, m.w2 + std::size_t(e) * H * I,
-            m.y.get() + std::size_t(r0) * H, CUDA_R_16BF);
+  if (m.grouped) {
+    XS_CHECK_CUBLAS(run_grouped(m.blas, m.l2, CUDA_R_16BF));
+  } else {
+    for (int e = 0; e < p.experts_per_rank(); ++e) {
+      const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
+      if (!n) continue;
+      gemm_nt(m.blas, n, H, I, m.h.get() + std::size_t(r0) * I, m.w2 + std::size_t(e) * H * I,
+              m.y.get() + std::size_t(r0) * H, CUDA_R_16BF);
+    }
   }
   XS_CHECK_CUDA(cudaEventRecord(m.ev[2], st));
   // Combine: rows back to their owners, then the weighted sum.

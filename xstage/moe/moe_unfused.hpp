@@ -1,12 +1,15 @@
-// The unfused EP MoE path: NCCL all-to-all-v dispatch, per-expert cuBLAS GEMMs,
-// a SwiGLU kernel, cuBLAS, NCCL all-to-all-v combine, weighted sum. It is both
-// the reference path on the GPU and the baseline the fused kernel is
-// timed against. Written, not yet run on a GPU (docs/xstage-moe.md).
+// The unfused EP MoE path: NCCL all-to-all-v dispatch, cuBLAS grouped GEMM over the
+// experts (cublasGemmGroupedBatchedEx, one launch per layer), a SwiGLU kernel, a
+// second grouped GEMM, NCCL all-to-all-v combine, weighted sum. It is both the issue's
+// reference path on the GPU and the baseline the fused kernel is timed against. If
+// cuBLAS refuses the grouped call for these types, the layer falls back to one
+// cublasGemmEx per expert and says so (gemm_path()).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "xstage/moe.hpp"
@@ -41,6 +44,8 @@ class UnfusedMoe {
   UnfusedMoe& operator=(const UnfusedMoe&) = delete;
   UnfusedTimes forward();          // on rank.stream(); synchronises to read the events
   std::uint16_t* out() const;      // device [T, hidden]
+  // "grouped" (cublasGemmGroupedBatchedEx) or "per-expert loop (grouped GEMM refused: cuBLAS status N)".
+  const std::string& gemm_path() const;
 
  private:
   struct Impl;

@@ -32,6 +32,7 @@ struct BenchRow {
   double max_rel_err = 0;    // fused vs unfused outputs, relative to the output's max
   bool correct = false;
   ScheduleConfig interleaved;  // the advisor's choice
+  std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
