@@ -84,11 +84,42 @@ def build(args):
     else:
         not_run.append({"variant": "two_branch on the cmu set",
                         "why": (cmu or {}).get("__error__", "no two_branch/eval_cmu/rank1.json")})
+    out["issue_checks"] = issue_checks(rows)
     if not_run:
         out["not_run"] = not_run
     for k in ("cpu_infer_ms_per_seq", "cpu_infer_note"):
         if k in prev:
             out[k] = prev[k]
+    return out
+
+
+CONDITIONS = ("NM", "BG", "CL")
+
+
+def issue_checks(rows):
+    """Issue 5's comparisons, from the GPU rows of this run (None where a row is missing).
+
+    The two-branch model's skeleton half is the FC + STC-Att GCN, so its single-branch
+    counterparts are silhouette_only and skeleton_only_fc_stcatt."""
+    by = {r["variant"]: r for r in rows if r.get("variant") in VARIANTS and all(c in r for c in CONDITIONS)}
+
+    def better(a, b):
+        if a not in by or b not in by:
+            return None
+        return {c: round(by[a][c] - by[b][c], 2) for c in CONDITIONS}
+
+    def all_positive(d):
+        return None if d is None else all(v > 0 for v in d.values())
+
+    out = {}
+    for name, (a, b) in {"two_branch_over_silhouette_only": ("two_branch", "silhouette_only"),
+                         "two_branch_over_skeleton_only_fc_stcatt": ("two_branch", "skeleton_only_fc_stcatt"),
+                         "fc_over_natural_graph": ("skeleton_only_fc", "skeleton_only_natural"),
+                         "stcatt_over_fc": ("skeleton_only_fc_stcatt", "skeleton_only_fc")}.items():
+        d = better(a, b)
+        out[name] = {"gain": d, "all_positive": all_positive(d)}
+    g = out["two_branch_over_silhouette_only"]["gain"]
+    out["largest_gain_over_silhouette_on_CL"] = None if g is None else g["CL"] > max(g["NM"], g["BG"])
     return out
 
 
@@ -107,6 +138,17 @@ def table(out):
                      f"{c.get('trained_iterations', '-')} | |")
     for n in out.get("not_run", []):
         lines.append(f"| {n['variant']} | not run: {n['why']} | | | | |")
+    checks = out.get("issue_checks", {})
+    if checks:
+        lines.append("")
+        for name, v in checks.items():
+            if isinstance(v, dict):
+                gain = v["gain"]
+                text = "n/a (a row is missing)" if gain is None else (
+                    " ".join(f"{c} {gain[c]:+.2f}" for c in CONDITIONS) + f" -> all better: {v['all_positive']}")
+            else:
+                text = "n/a" if v is None else str(v)
+            lines.append(f"check {name}: {text}")
     return "\n".join(lines)
 
 

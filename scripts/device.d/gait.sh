@@ -213,6 +213,6 @@ step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO
   --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS"
 cat "$OUT/gait_results.log" | tee "$GO/summary.md"
 while IFS= read -r line; do
-  case "$line" in "| "[a-z]*) note "gait" "$line" ;; esac
+  case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac
 done <"$OUT/gait_results.log"
 note gait_stage "$(gait_secs "$gait_t0")s of ${GAIT_BUDGET}s; new results file: gait.json in the archive (copy to docs/results/)"
