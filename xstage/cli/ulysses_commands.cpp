@@ -99,6 +99,22 @@ void run(const UlyssesCli& c) {
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> curves;
   double max_speedup = 0;
   bool all_equal = true;
+  auto write_json = [&](bool complete) {
+    if (c.json.empty()) return;
+    const nlohmann::json out = {
+        {"card", prop.name},
+        {"gpus", gpus},
+        {"date", today_utc()},
+        {"command", command_line()},
+        {"timed", "post-attention part (attention + output exchange); pre_a2a_ms separately; medians "
+                  "of the slowest rank; torch_serial_ms = best SDPA backend (flash, cudnn) on the "
+                  "gathered [1, S, H/P, D] + this row's measured exchange (serial - attention)"},
+        {"complete", complete},
+        {"max_speedup_vs_serial", max_speedup},
+        {"all_fused_bitwise_equal", all_equal},
+        {"rows", rows}};
+    common::write_file_atomic(c.json, out.dump(2) + "\n");
+  };
   common::ProgressBar progress("bench ulysses", configs.size());
   for (const auto& b : configs) {
     const ulysses::Problem p = b.problem();
@@ -145,23 +161,13 @@ void run(const UlyssesCli& c) {
                         {"coarse_bitwise_equal_serial", r.coarse_equal},
                         {"order", r.order}};
     rows.push_back(j);
+    // Rewritten after every row (complete: false until the last), so a run cut short
+    // by a time limit keeps what it measured.
+    write_json(rows.size() == configs.size());
   }
   std::printf("maximum sender-visible speedup over serial %.3fx over %zu configurations%s\n", max_speedup,
               configs.size(), all_equal ? "; fused == serial bitwise in every row" : "; SOME FUSED OUTPUTS DIFFER");
-  nlohmann::json out = {{"card", prop.name},
-                        {"gpus", gpus},
-                        {"date", today_utc()},
-                        {"command", command_line()},
-                        {"timed", "post-attention part (attention + output exchange); pre_a2a_ms separately; medians "
-                                  "of the slowest rank; torch_serial_ms = best SDPA backend (flash, cudnn) on the "
-                                  "gathered [1, S, H/P, D] + this row's measured exchange (serial - attention)"},
-                        {"max_speedup_vs_serial", max_speedup},
-                        {"all_fused_bitwise_equal", all_equal},
-                        {"rows", rows}};
-  if (!c.json.empty()) {
-    common::write_file_atomic(c.json, out.dump(2) + "\n");
-    std::printf("wrote %s\n", c.json.c_str());
-  }
+  if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
   if (!c.png.empty()) {
     common::plot::Chart chart;
     chart.title = fmt::format("Ulysses fused / serial ({}, {} GPUs)", prop.name, gpus);
