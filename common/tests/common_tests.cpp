@@ -1,15 +1,41 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <random>
 
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
+#include "common/parallel.hpp"
 #include "common/png.hpp"
 #include "common/stats.hpp"
 
 namespace fs = std::filesystem;
+
+TEST(Parallel, EveryIndexOnceAndTheFirstErrorRethrown) {
+  EXPECT_EQ(common::worker_count(3, 100), 3);
+  EXPECT_EQ(common::worker_count(8, 2), 2);
+  EXPECT_EQ(common::worker_count(4, 0), 1);
+  EXPECT_GE(common::worker_count(0, 1000), 1);
+  for (int threads : {1, 3, 0}) {
+    std::vector<std::atomic<int>> hits(1000);
+    common::parallel_for(hits.size(), threads, [&](std::size_t i) { ++hits[i]; });
+    for (const auto& h : hits) ASSERT_EQ(h.load(), 1) << threads;
+  }
+  common::parallel_for(0, 4, [](std::size_t) { FAIL() << "no items: never called"; });
+  std::atomic<int> calls{0};
+  try {
+    common::parallel_for(100000, 4, [&](std::size_t i) {
+      ++calls;
+      if (i == 10) throw common::Error("item 10 failed");
+    });
+    FAIL() << "expected the item's error";
+  } catch (const common::Error& e) {
+    EXPECT_STREQ(e.what(), "item 10 failed");
+  }
+  EXPECT_LT(calls.load(), 100000);  // stopped early
+}
 
 TEST(Stats, QuantileInterpolatesBetweenRanks) {
   std::vector<double> xs{4, 1, 3, 2};

@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
-#include <thread>
 
 #include "common/check.hpp"
+#include "common/parallel.hpp"
 #include "common/progress.hpp"
 
 namespace gait {
@@ -57,66 +56,56 @@ CachedSequence preprocess_entry(const DatasetIndex& index, const IndexEntry& ent
 CacheBuildReport build_cache(const DatasetIndex& index, const fs::path& cache_dir, const CacheBuildOptions& opts) {
   CacheBuildReport rep;
   const auto& entries = index.entries;
-  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(std::max<std::size_t>(1, entries.size()))));
   common::ProgressBar bar("preprocess", entries.size(), opts.progress);
-  std::atomic<std::size_t> next{0};
   std::mutex mu;
-  auto worker = [&] {
-    for (;;) {
-      const std::size_t i = next++;
-      if (i >= entries.size()) return;
-      const IndexEntry& e = entries[i];
-      const fs::path path = cache_path(cache_dir, e.key);
-      if (!opts.force) {
-        std::error_code ec;
-        if (fs::exists(path, ec)) {
-          try {
-            const CacheHeader h = read_cache_header(path);
-            if (h.key == e.key && (h.joints != 0) == index.has_pose()) {
-              std::lock_guard lock(mu);
-              ++rep.reused;
-              rep.frames += h.frames;
-              bar.tick();
-              continue;
-            }
-          } catch (const common::Error&) {
-            // stale or corrupt: rebuilt below
-          }
-        }
-      }
-      SilReadStats stats;
-      std::size_t no_pose = 0;
-      std::string why;
-      std::string failure;
-      CachedSequence seq = preprocess_entry(index, e, stats, no_pose, why);
-      if (seq.sil.frames() > 0) {
+  common::parallel_for(entries.size(), opts.threads, [&](std::size_t i) {
+    const IndexEntry& e = entries[i];
+    const fs::path path = cache_path(cache_dir, e.key);
+    if (!opts.force) {
+      std::error_code ec;
+      if (fs::exists(path, ec)) {
         try {
-          write_cached_sequence(path, seq);
-        } catch (const common::Error& err) {
-          failure = err.what();
+          const CacheHeader h = read_cache_header(path);
+          if (h.key == e.key && (h.joints != 0) == index.has_pose()) {
+            std::lock_guard lock(mu);
+            ++rep.reused;
+            rep.frames += h.frames;
+            bar.tick();
+            return;
+          }
+        } catch (const common::Error&) {
+          // stale or corrupt: rebuilt below
         }
       }
-      std::lock_guard lock(mu);
-      rep.sil.merge(stats);
-      rep.frames_without_pose += no_pose;
-      if (!failure.empty()) {
-        rep.problems.push_back(failure);
-      } else if (seq.sil.frames() > 0) {
-        ++rep.written;
-        rep.frames += seq.sil.frames();
-      } else {
-        if (why == "no pose rows") ++rep.skipped_no_pose;
-        else if (why == "no silhouettes") ++rep.skipped_no_silhouettes;
-        else ++rep.skipped_too_short;
-        rep.problems.push_back(fmt::format("{}: {}: sequence skipped", sequence_id(e.key), why));
-      }
-      bar.tick();
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+    SilReadStats stats;
+    std::size_t no_pose = 0;
+    std::string why;
+    std::string failure;
+    CachedSequence seq = preprocess_entry(index, e, stats, no_pose, why);
+    if (seq.sil.frames() > 0) {
+      try {
+        write_cached_sequence(path, seq);
+      } catch (const common::Error& err) {
+        failure = err.what();
+      }
+    }
+    std::lock_guard lock(mu);
+    rep.sil.merge(stats);
+    rep.frames_without_pose += no_pose;
+    if (!failure.empty()) {
+      rep.problems.push_back(failure);
+    } else if (seq.sil.frames() > 0) {
+      ++rep.written;
+      rep.frames += seq.sil.frames();
+    } else {
+      if (why == "no pose rows") ++rep.skipped_no_pose;
+      else if (why == "no silhouettes") ++rep.skipped_no_silhouettes;
+      else ++rep.skipped_too_short;
+      rep.problems.push_back(fmt::format("{}: {}: sequence skipped", sequence_id(e.key), why));
+    }
+    bar.tick();
+  });
   bar.finish();
   return rep;
 }

@@ -1,12 +1,11 @@
 #include "gait/eval/rank1.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "common/check.hpp"
+#include "common/parallel.hpp"
 
 namespace gait::eval {
 
@@ -97,19 +96,10 @@ Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, in
   const std::vector<float> pm = part_major(set, probe_rows), gm = part_major(set, gallery_rows);
   const std::size_t row = set.row_size(), ng = gallery_rows.size();
   std::vector<double> dist(probe_rows.size() * ng);
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t p = next++; p < probe_rows.size(); p = next++)
-      for (std::size_t g = 0; g < ng; ++g)
-        dist[p * ng + g] = part_major_distance(pm.data() + p * row, gm.data() + g * row, set.channels, set.parts);
-  };
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers =
-      std::min<std::size_t>(probe_rows.size(), threads > 0 ? static_cast<std::size_t>(threads) : hw);
-  std::vector<std::thread> pool;
-  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  common::parallel_for(probe_rows.size(), threads, [&](std::size_t p) {
+    for (std::size_t g = 0; g < ng; ++g)
+      dist[p * ng + g] = part_major_distance(pm.data() + p * row, gm.data() + g * row, set.channels, set.parts);
+  });
 
   for (std::size_t s = 0; s < kProbeSets.size(); ++s) {
     std::vector<std::vector<std::size_t>> probes(nv);

@@ -1,12 +1,11 @@
 #include "gait/train/augment.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <numbers>
-#include <thread>
 #include <vector>
 
+#include "common/parallel.hpp"
 #include "gait/pose.hpp"
 #include "gait/preprocess.hpp"
 
@@ -141,19 +140,7 @@ void augment_batch(Batch& b, const AugmentConfig& cfg, Rng& rng, int threads) {
     transform_silhouettes(clip, b.t, w.angle, w.dx, w.dy);
     if (w.erase) erase_rectangle(clip, b.t, w.ey, w.ex, w.eh, w.ew);
   };
-  const std::size_t n = sil_work.size();
-  const std::size_t workers = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
-  if (workers <= 1) {
-    for (std::size_t i = 0; i < n; ++i) warp(i);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  for (std::size_t w = 0; w < workers; ++w)
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < n; i = next++) warp(i);
-    });
-  for (auto& t : pool) t.join();
+  common::parallel_for(sil_work.size(), std::max(1, threads), warp);
 }
 
 }  // namespace gait::train

@@ -3,10 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "common/check.hpp"
+#include "common/parallel.hpp"
 #include "gait/dataset.hpp"
 
 namespace gait::train {
@@ -71,22 +70,14 @@ std::vector<std::size_t> select_entries(const DataSource& src, bool train) {
 
 std::vector<CachedSequence> load_sequences(const DataSource& src, const std::vector<std::size_t>& which, int threads) {
   std::vector<CachedSequence> out(which.size());
-  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  n = std::max(1, std::min<int>(n, static_cast<int>(which.size())));
-  std::atomic<std::size_t> next{0};
-  std::vector<std::string> errors(which.size());
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < which.size();) {
-      try {
-        out[i] = read_cached_sequence(src.entries[which[i]].path);
-      } catch (const common::Error& e) {
-        errors[i] = e.what();
-      }
+  std::vector<std::string> errors(which.size());  // every file is read; the first bad one (in order) is reported
+  common::parallel_for(which.size(), threads, [&](std::size_t i) {
+    try {
+      out[i] = read_cached_sequence(src.entries[which[i]].path);
+    } catch (const common::Error& e) {
+      errors[i] = e.what();
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  });
   for (const auto& e : errors)
     if (!e.empty()) throw common::Error(e);
   return out;

@@ -2,16 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
-#include <thread>
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/parallel.hpp"
 #include "common/png_fast.hpp"
 #include "common/progress.hpp"
 #include "gait/motion/mocap_folder.hpp"
@@ -76,17 +75,10 @@ SynthReport synthesize(const SynthOptions& opts) {
   std::vector<JobRecord> records(jobs.size());
   SynthReport rep;
   std::mutex mu;
-  std::atomic<std::size_t> next{0};
-  std::string failure;
   common::ProgressBar bar("synth", jobs.size() * g.views.size(), opts.progress);
-  auto worker = [&] {
-    for (;;) {
-      const std::size_t i = next++;
-      if (i >= jobs.size()) return;
-      {
-        std::lock_guard lock(mu);
-        if (!failure.empty()) return;
-      }
+  const int threads = common::worker_count(opts.threads, jobs.size());
+  try {
+    common::parallel_for(jobs.size(), threads, [&](std::size_t i) {
       const Job& job = jobs[i];
       try {
         std::size_t checked = 0, inside = 0, frames = 0, rows = 0;
@@ -115,18 +107,14 @@ SynthReport synthesize(const SynthOptions& opts) {
         rep.joints_checked += checked;
         rep.joints_inside += inside;
       } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        if (failure.empty()) failure = e.what();
+        throw common::Error(e.what());  // the first failure stops the rest (parallel_for)
       }
-    }
-  };
-  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+    });
+  } catch (...) {
+    bar.finish();
+    throw;
+  }
   bar.finish();
-  if (!failure.empty()) throw common::Error(failure);
 
   rep.mocap_persons_used = lib.model.persons();
   rep.mocap_cycles = lib.cycles;
