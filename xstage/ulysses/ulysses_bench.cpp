@@ -92,12 +92,13 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     t[1] = median_ms([&] { layer.attention_only(); });
     t[2] = median_ms([&] { layer.serial(); });
     t[3] = median_ms([&] { layer.coarse(); });
-    t[4] = median_ms([&] { layer.fused(Completion::sender_visible); });
-    t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
+    // Sender-visible in both signal modes; the default mode's (default_signal) is fused_sender_ms.
+    t[9] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); });
     t[6] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); });
+    t[4] = default_signal(p) == FusedSignal::per_cta ? t[9] : t[6];
+    t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
     t[7] = median_ms([&] { layer.fused_loopback(); });
     t[8] = median_ms([&] { layer.attention_fused_order(); });
-    t[9] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); });
 
     // Bitwise checks: serial is the reference; the fused output is poisoned
     // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
