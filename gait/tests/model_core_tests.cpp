@@ -448,14 +448,23 @@ TEST(Schedule, StepCosineWarmup) {
   EXPECT_NEAR(train::learning_rate(s, 1.0, 110, 110), 0.1, 1e-12);
 }
 
-TEST(Schedule, IterationsForATimeBudget) {
-  // 100 steps in 10 s (0.1 s each) measured from iteration 10 at 2 s; at 12 s of a 60 s
-  // budget: 48 s left, 97 % of it is 46.56 s = 465 more steps -> 110 + 465.
-  EXPECT_EQ(train::iterations_for_budget(110, 12.0, 10, 2.0, 60.0, 100000), 575);
-  EXPECT_EQ(train::iterations_for_budget(110, 12.0, 10, 2.0, 60.0, 300), 300);  // never beyond the ceiling
-  EXPECT_EQ(train::iterations_for_budget(110, 70.0, 10, 2.0, 60.0, 300), 111);  // out of time: one more step
-  EXPECT_EQ(train::iterations_for_budget(10, 12.0, 10, 2.0, 60.0, 300), 300);   // nothing measured
-  EXPECT_EQ(train::iterations_for_budget(300, 12.0, 10, 2.0, 60.0, 300), 300);
+TEST(Schedule, CosineFollowsTheTimeBudget) {
+  train::SchedulerConfig s;
+  s.type = train::ScheduleType::Cosine;
+  s.min_lr = 0.1;
+  s.warmup_iterations = 10;
+  // Progress is the larger of the iteration and the time fractions.
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 20, 110, 0.5), 0.55, 1e-12);   // time ahead: halfway
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 60, 110, 0.1), 0.55, 1e-12);   // iterations ahead: halfway
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 20, 110, 1.0), 0.1, 1e-12);    // budget spent: the floor
+  EXPECT_NEAR(train::learning_rate(s, 1.0, 20, 110, 2.0), 0.1, 1e-12);    // clamped
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 60, 110, 0.0), train::learning_rate(s, 1.0, 60, 110));
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 5, 110, 0.9), 0.01 + 0.99 * 0.5);  // warm-up stays by iteration
+  // Other schedules ignore the clock.
+  s.type = train::ScheduleType::Step;
+  s.milestones = {50};
+  s.gamma = 0.1;
+  EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 20, 110, 0.99), 1.0);
 }
 
 }  // namespace

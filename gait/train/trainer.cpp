@@ -106,7 +106,7 @@ void Trainer::reset_sampler() {
 StepStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const int it = iteration_;
-  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, it, cfg_.trainer.iterations);
+  const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, it, cfg_.trainer.iterations, time_progress_);
   for (auto& g : optimizer_->param_groups()) g.options().set_lr(lr);
 
   // This iteration's batch: prefetched during the previous step (CUDA) or made now.
@@ -200,11 +200,15 @@ RunSummary Trainer::run(bool progress) {
   RunSummary sum;
   sum.start_iteration = iteration_;
   const double budget = cfg_.trainer.max_minutes * 60.0;
-  // fit_schedule_to_time: the step time is measured from the 5th step of this run (the
-  // first ones include cuDNN autotuning and allocator warm-up) to a tenth of the budget.
-  bool fit_pending = budget > 0 && cfg_.trainer.fit_schedule_to_time;
-  int calib_it = -1;
-  double calib_s = 0;
+  // fit_schedule_to_time: the cosine's progress is max(iterations, elapsed / budget)
+  // (schedule.hpp), so the schedule ends at the budget however the step time changes.
+  const bool time_schedule = budget > 0 && cfg_.trainer.fit_schedule_to_time;
+  if (time_schedule) {
+    fmt::print("trainer.fit_schedule_to_time: the cosine's progress is max(iteration / {}, elapsed / {:.2f} min)\n",
+               cfg_.trainer.iterations, cfg_.trainer.max_minutes);
+    std::fflush(stdout);
+  }
+  time_progress_ = 0;
   const double batch = static_cast<double>(cfg_.trainer.batch_p) * cfg_.trainer.batch_k;
   common::ProgressBar bar("train", static_cast<std::size_t>(std::max(0, cfg_.trainer.iterations - iteration_)), progress);
   double ema_loss = -1, ema_rate = -1;
@@ -218,21 +222,7 @@ RunSummary Trainer::run(bool progress) {
                                st.triplet, st.ce, st.accuracy, st.lr, ema_rate));
     bar.tick();
     const double now = elapsed();
-    if (fit_pending) {
-      if (calib_it < 0 && st.iteration - sum.start_iteration >= 5) {
-        calib_it = st.iteration;
-        calib_s = now;
-      } else if (calib_it >= 0 && now >= 0.1 * budget && st.iteration - calib_it >= 5) {
-        const int fitted = iterations_for_budget(st.iteration, now, calib_it, calib_s, budget, cfg_.trainer.iterations);
-        fmt::print("trainer.fit_schedule_to_time: {:.2f} s per step over iterations {}..{}: {} iterations fit the "
-                   "{:.2f} min budget (ceiling {})\n",
-                   (now - calib_s) / (st.iteration - calib_it), calib_it, st.iteration, fitted,
-                   cfg_.trainer.max_minutes, cfg_.trainer.iterations);
-        std::fflush(stdout);
-        cfg_.trainer.iterations = fitted;  // the learning-rate schedule now ends here
-        fit_pending = false;
-      }
-    }
+    if (time_schedule) time_progress_ = std::min(1.0, now / budget);
     const int total = cfg_.trainer.iterations;
     const bool out_of_time = budget > 0 && now >= budget && st.iteration < total;
     if (st.iteration % cfg_.trainer.log_every == 0 || st.iteration == total || out_of_time) {

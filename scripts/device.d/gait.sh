@@ -14,7 +14,11 @@
 # Environment:
 #   GAIT_STAGE_SECONDS  wall-clock budget of the whole stage (default 540): training
 #                       gets what is left after build and data, less the evaluation reserve
-#   GAIT_EVAL_RESERVE   seconds kept for the evaluations after training (default 75)
+#   GAIT_EVAL_RESERVE   seconds kept for the evaluations after training (default 90)
+#   GAIT_STAGE_PREP=1   only build and make both datasets (the full set and the cmu set),
+#                       then stop: a second call on the still-warm machine reuses them
+#                       (ignored build outputs stay between calls) and gives training the
+#                       whole budget. Without a warm machine the second call remakes them.
 #   GAIT_STAGE_SMOKE=1  CPU smoke test of the whole flow (the --small dataset, tiny
 #                       widths, 20 iterations, CPU): how this file is tested off the GPU
 #   GAIT_BUILD_DIR      build folder (default $ROOT/build-gait-stage); GAIT_DATA_DIR
@@ -28,7 +32,7 @@ GAIT_SMOKE=${GAIT_STAGE_SMOKE:-0}
 GAIT_BUDGET=${GAIT_STAGE_SECONDS:-540}
 [ "$GAIT_SMOKE" = 1 ] && GAIT_BUDGET=${GAIT_STAGE_SECONDS:-1500}
 GAIT_DEADLINE=$((gait_t0 + GAIT_BUDGET))
-GAIT_RESERVE=${GAIT_EVAL_RESERVE:-75}
+GAIT_RESERVE=${GAIT_EVAL_RESERVE:-90}
 GB=${GAIT_BUILD_DIR:-$ROOT/build-gait-stage}
 GD=${GAIT_DATA_DIR:-$ROOT/out/gait-stage}
 GO=$OUT/gait
@@ -109,6 +113,13 @@ if [ $GAIT_OK = 1 ]; then
   tail -3 "$OUT/gait_data_full.log"
 fi
 
+if [ $GAIT_OK = 1 ] && [ "${GAIT_STAGE_PREP:-0}" = 1 ]; then
+  step gait_data_cmu timeout $(($(gait_left) > 60 ? $(gait_left) : 60)) \
+    bash -c 'gait_make_data "$@"' gait_make_data cmu "$GAIT_CORES" "${GAIT_CMU_ARGS[@]}"
+  note gait_stage "prepared (build, full and cmu sets) in $(gait_secs "$gait_t0")s; GAIT_STAGE_PREP=1: no training"
+  GAIT_OK=prep
+fi
+
 # ---------------------------------------------------------------- train + evaluate
 gait_config() { # variant -> config path (smoke: tiny widths over the budget config)
   local v=$1
@@ -164,7 +175,7 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
   wait
 }
 
-if [ $GAIT_OK = 1 ]; then
+if [ "$GAIT_OK" = 1 ]; then
   # Training gets the time up to the deadline less the evaluation reserve and ~20 s of
   # process start (reading 8,140 cached sequences); at least half a minute.
   GAIT_TRAIN_S=$(($(gait_left) - GAIT_RESERVE - 20))
@@ -195,24 +206,30 @@ if [ $GAIT_OK = 1 ]; then
     gait_note_job "${v}_eval"
   done
   gait_note_job two_branch_eval_cmu
-else
+elif [ "$GAIT_OK" != prep ]; then
   note gait_train "skipped: no gait binary or no dataset"
 fi
 
 # ---------------------------------------------------------------- results file
-if [ "$GAIT_SMOKE" = 1 ]; then
-  GAIT_CARD="CPU smoke test of the stage (not a result): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $GAIT_CORES cores"
-else
-  GAIT_PLACES=$(for v in "${GAIT_BY_COST[@]}"; do printf '%s ' "$v:GPU$(gait_gpu_of "$v")"; done)
-  GAIT_CARD="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); LibTorch $GAIT_TORCH_VERSION; bf16 autocast; 5 variants trained concurrently on $GAIT_NGPU GPU(s), one GPU per process (${GAIT_PLACES% }), $GAIT_CORES CPU cores"
+# The command as run (the reused datasets say whether a GAIT_STAGE_PREP=1 call came first).
+GAIT_COMMAND="GAIT_STAGE_SECONDS=$GAIT_BUDGET GAIT_EVAL_RESERVE=$GAIT_RESERVE RUN_NAME=${RUN_NAME:-} ./run device gait"
+grep -q reusing "$OUT/gait_data_full.log" 2>/dev/null &&
+  GAIT_COMMAND="$GAIT_COMMAND (build and datasets from a GAIT_STAGE_PREP=1 call just before, same machine)"
+if [ "$GAIT_OK" != prep ]; then
+  if [ "$GAIT_SMOKE" = 1 ]; then
+    GAIT_CARD="CPU smoke test of the stage (not a result): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $GAIT_CORES cores"
+  else
+    GAIT_PLACES=$(for v in "${GAIT_BY_COST[@]}"; do printf '%s ' "$v:GPU$(gait_gpu_of "$v")"; done)
+    GAIT_CARD="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); LibTorch $GAIT_TORCH_VERSION; bf16 autocast; 5 variants trained concurrently on $GAIT_NGPU GPU(s), one GPU per process (${GAIT_PLACES% }), $GAIT_CORES CPU cores"
+  fi
+  GAIT_DS="gait synth ${GAIT_FULL_ARGS[*]} (seed 1), gait preprocess; the CASIA-B protocol scaled to the subject count (124 subjects: train 1-74, test 75-124)"
+  GAIT_CMU_DS="gait synth ${GAIT_CMU_ARGS[*]}: walkers driven by the captured CMU people, never seen in training; every subject a test identity (gait eval --test-all)"
+  step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO" --previous "$ROOT/docs/results/gait.json" \
+    --out "$OUT/gait.json" --card "$GAIT_CARD" --date "$(date -u +%F)" --command "$GAIT_COMMAND" \
+    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS"
+  cat "$OUT/gait_results.log" | tee "$GO/summary.md"
+  while IFS= read -r line; do
+    case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac
+  done <"$OUT/gait_results.log"
+  note gait_stage "$(gait_secs "$gait_t0")s of ${GAIT_BUDGET}s; new results file: gait.json in the archive (copy to docs/results/)"
 fi
-GAIT_DS="gait synth ${GAIT_FULL_ARGS[*]} (seed 1), gait preprocess; the CASIA-B protocol scaled to the subject count (124 subjects: train 1-74, test 75-124)"
-GAIT_CMU_DS="gait synth ${GAIT_CMU_ARGS[*]}: walkers driven by the captured CMU people, never seen in training; every subject a test identity (gait eval --test-all)"
-step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO" --previous "$ROOT/docs/results/gait.json" \
-  --out "$OUT/gait.json" --card "$GAIT_CARD" --date "$(date -u +%F)" --command "RUN_NAME=gait ./run device gait" \
-  --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS"
-cat "$OUT/gait_results.log" | tee "$GO/summary.md"
-while IFS= read -r line; do
-  case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac
-done <"$OUT/gait_results.log"
-note gait_stage "$(gait_secs "$gait_t0")s of ${GAIT_BUDGET}s; new results file: gait.json in the archive (copy to docs/results/)"

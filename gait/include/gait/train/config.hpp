@@ -132,9 +132,9 @@ struct TrainerConfig {
   // the step that reaches it, saves its checkpoint and records the iterations done
   // (OUT/train_summary.json); trainer.iterations is then a ceiling.
   double max_minutes = 0;
-  // With max_minutes: after the first tenth of the budget, measure the step rate and
-  // shorten trainer.iterations to the steps that fit (the schedule, e.g. cosine, then
-  // ends at the budget instead of being cut). Never lengthens the run.
+  // With max_minutes: the cosine schedule's progress is max(iteration / iterations,
+  // elapsed / max_minutes), so it ends at the budget (or at trainer.iterations, if that
+  // comes first) instead of being cut at a high rate, whatever the step time does.
   bool fit_schedule_to_time = false;
   bool prefetch = true;     // prepare the next batch on a worker thread during this step (same batches either way)
   AugmentConfig augment;

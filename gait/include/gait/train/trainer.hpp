@@ -34,7 +34,7 @@ struct StepStats {
 struct RunSummary {
   int start_iteration = 0;      // where this run began (> 0 after a resume)
   int iterations = 0;           // iteration reached
-  int planned_iterations = 0;   // trainer.iterations at the end (after fit_schedule_to_time)
+  int planned_iterations = 0;   // trainer.iterations (the ceiling)
   bool stopped_by_time = false; // trainer.max_minutes ended the run
   double run_seconds = 0;       // wall time of this run (steps, logs, checkpoints)
   double train_seconds = 0;     // the checkpoint's cumulative time in steps
@@ -58,8 +58,8 @@ class Trainer {
   // out_dir/train_log.csv and writes checkpoints every trainer.save_every iterations and
   // at the end: out_dir/checkpoints/iter-NNNNNNN.gckpt and out_dir/latest.gckpt.
   // With trainer.max_minutes the run also ends after the step that reaches the time
-  // limit (checkpoint and log row written there); with fit_schedule_to_time the
-  // iteration count is first shortened to what fits (schedule.hpp, iterations_for_budget).
+  // limit (checkpoint and log row written there); with fit_schedule_to_time the cosine
+  // schedule's progress also follows the elapsed fraction of the limit (schedule.hpp).
   RunSummary run(bool progress);
 
   int iteration() const { return iteration_; }
@@ -88,6 +88,7 @@ class Trainer {
   std::unique_ptr<PxKSampler> sampler_;
   int iteration_ = 0;
   double train_seconds_ = 0;
+  double time_progress_ = 0;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
   // With trainer.prefetch the next iteration's batch is prepared on a worker thread
   // while this one runs (on CUDA the CPU work, silhouette warps above all, otherwise
   // left the GPU half idle). Batches are the same with or without it: the sampler is drawn in
