@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "xstage/attention_cuda.hpp"
+#include "xstage/attention_timing.hpp"
 #include "xstage/bench_timing.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/device_buffer.hpp"
@@ -86,30 +87,6 @@ struct Measured {
 
 // Median per-launch time: each sample is `inner` back-to-back launches between
 // two events (inner from the warm-up, so a sample lasts >= 2 ms).
-template <class F>
-double time_median_ms(F&& launch, int warmup, int reps, double budget_ms) {
-  cudaEvent_t e0, e1;
-  XS_CHECK_CUDA(cudaEventCreate(&e0));
-  XS_CHECK_CUDA(cudaEventCreate(&e1));
-  auto timed = [&](int n) {
-    XS_CHECK_CUDA(cudaEventRecord(e0));
-    for (int i = 0; i < n; ++i) launch();
-    XS_CHECK_CUDA(cudaEventRecord(e1));
-    const cudaError_t err = cudaEventSynchronize(e1);
-    if (err != cudaSuccess) {
-      const std::string why = explain_device_failure();
-      XS_FAIL("attention kernel failed: {}{}", cudaGetErrorString(err), why.empty() ? "" : "; " + why);
-    }
-    float t = 0;
-    XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    return static_cast<double>(t);
-  };
-  const std::vector<double> ms = sample_launch_ms(timed, warmup, reps, budget_ms);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return median_of_sorted(ms);
-}
-
 // Relative L2 error of the sampled query rows of `o` (dense [1, S, H, D] bf16)
 // against the fp32 naive reference on the same rows.
 double sampled_error(const Tensor4& o, const std::vector<int>& rows, const std::vector<float>& ref) {

@@ -43,6 +43,8 @@ struct UlyssesCli {
   std::string png = "docs/results/ulysses_speedup.png";
   std::string torch = "auto";  // auto | off
   int warmup = 2, samples = 5;
+  bool kernel_only = false;  // one GPU, no NCCL: the fused kernel's own cost (loopback) against attention alone
+  int rank = 0;              // --kernel-only: whose share and order
 };
 
 #ifdef XSTAGE_HAVE_CUDA
@@ -74,6 +76,66 @@ double sdpa_best_ms(const ulysses::Problem& p, const std::string& mode) {
   (void)mode;
   return -1;
 #endif
+}
+
+// --kernel-only: rank c.rank's share of every configuration on GPU 0, no peers.
+void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
+  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
+  const auto& peer = params.find("peer", "st16");
+  for (int P : c.ranks)
+    XS_ASSERT(P >= 2 && P <= ulysses::kMaxRanks, "bench ulysses: --ranks {} is outside 2 .. {}", P, ulysses::kMaxRanks);
+  const auto configs = ulysses::bench_sweep(c.ranks, c.min_seq, c.max_seq);
+  XS_ASSERT(!configs.empty(), "bench ulysses: no configuration with S in [{}, {}]", c.min_seq, c.max_seq);
+  for (int P : c.ranks)
+    XS_ASSERT(c.rank < P, "bench ulysses --kernel-only: --rank {} is not a rank of P = {}", c.rank, P);
+  cudaDeviceProp prop{};
+  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("kernel only: rank %d's share on one GPU (%s), no NCCL; loopback = the fused kernel with every target "
+              "local; ratios to attention alone\n", c.rank, prop.name);
+  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s | %7s %7s %7s %7s | %s\n", "S", "P", "H", "D", "attn", "attn-ord",
+              "loop-cta", "loop-sl", "loop-hm", "ord", "cta", "slice", "hm", "order bitwise");
+  nlohmann::json rows = nlohmann::json::array();
+  bool all_equal = true;
+  common::ProgressBar progress("bench ulysses --kernel-only", configs.size());
+  for (const auto& b : configs) {
+    const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3), 300);
+    progress.tick();
+    const double a = r.attention_ms;
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f | %s\n", long(b.seq),
+                b.ranks, long(b.heads), long(b.head_dim), a, r.attention_fused_order_ms, r.loopback_per_cta_ms,
+                r.loopback_per_slice_ms, r.loopback_head_major_ms, r.attention_fused_order_ms / a,
+                r.loopback_per_cta_ms / a, r.loopback_per_slice_ms / a, r.loopback_head_major_ms / a,
+                r.fused_order_equal ? "yes" : "NO");
+    std::fflush(stdout);
+    all_equal = all_equal && r.fused_order_equal;
+    rows.push_back({{"S", b.seq},
+                    {"P", b.ranks},
+                    {"H", b.heads},
+                    {"D", b.head_dim},
+                    {"rank", r.rank},
+                    {"attention_ms", r.attention_ms},
+                    {"attention_fused_order_ms", r.attention_fused_order_ms},
+                    {"loopback_per_cta_ms", r.loopback_per_cta_ms},
+                    {"loopback_per_slice_ms", r.loopback_per_slice_ms},
+                    {"loopback_head_major_ms", r.loopback_head_major_ms},
+                    {"fused_order_bitwise_equal", r.fused_order_equal},
+                    {"order", r.order}});
+    if (!json_path.empty()) {
+      const nlohmann::json out = {{"card", prop.name},
+                                  {"gpus", 1},
+                                  {"date", today_utc()},
+                                  {"command", command_line()},
+                                  {"timed", "one GPU, no NCCL: rank's share [1, S, H/P, D]; medians of CUDA-event "
+                                            "timed launches (bench_timing.hpp)"},
+                                  {"complete", rows.size() == configs.size()},
+                                  {"rows", rows}};
+      common::write_file_atomic(json_path, out.dump(2) + "\n");
+    }
+  }
+  std::printf("attention in the fused order %s attention in head_major order bitwise in every row\n",
+              all_equal ? "==" : "!= (SOME ROWS DIFFER)");
+  if (!json_path.empty()) std::printf("wrote %s\n", json_path.c_str());
+  XS_ASSERT(all_equal, "bench ulysses --kernel-only: the fused order changed attention's output");
 }
 
 void run(const UlyssesCli& c) {
@@ -207,8 +269,19 @@ void add_ulysses_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
-  cmd->callback([c] {
+  cmd->add_flag("--kernel-only", c->kernel_only,
+                "One GPU, no NCCL: attention alone, in the fused order, and the fused kernel with all targets local "
+                "(its own cost), for one rank's share; JSON to --json (default: none)");
+  cmd->add_option("--rank", c->rank, "--kernel-only: the rank whose share and order are timed")
+      ->check(CLI::Range(0, 7))
+      ->capture_default_str();
+  auto* json_opt = cmd->get_option("--json");
+  cmd->callback([c, json_opt] {
 #ifdef XSTAGE_HAVE_CUDA
+    if (c->kernel_only) {
+      run_kernel_only(*c, json_opt->count() > 0 ? c->json : std::string());
+      return;
+    }
     run(*c);
 #else
     XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): bench ulysses is unavailable");

@@ -105,12 +105,17 @@ TEST(MoeFusedGpu, FourRanks) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
     run_case({{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind});
 }
+// EP = 1 (every expert local; the DiT MoE FFN at P = 1): the whole kernel on one GPU,
+// dispatch and combine through the rank's own window, skewed routing with empty experts.
+TEST(MoeFusedGpu, SingleRank) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind});
+}
 // The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs) against the host
 // reference, with empty experts (groups left out) and same-rank top-k: it is what the
-// bench times the fused kernel against and checks it with.
-TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReference) {
-  const moe::Problem p{2, 300, 16, 4, 512, 256};
-  if (comm::visible_gpus() < p.ranks) GTEST_SKIP() << "needs 2 GPUs";
+// bench times the fused kernel against and checks it with. One rank (no peer) and two.
+void check_unfused(const moe::Problem& p) {
+  if (comm::visible_gpus() < p.ranks) GTEST_SKIP() << "needs " << p.ranks << " GPUs";
   const auto routing = moe::synthetic_routing(p, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3});
   const auto layout = moe::build_layout(p, routing);
   const auto w = moe::random_weights(p, 21);
@@ -140,6 +145,8 @@ TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReference) {
   });
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
+TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReferenceOneRank) { check_unfused({1, 300, 8, 4, 512, 256}); }
+TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReference) { check_unfused({2, 300, 16, 4, 512, 256}); }
 
 TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
   const int gpus = comm::visible_gpus();

@@ -16,12 +16,14 @@
 
 #include "common/check.hpp"
 #include "xstage/attention_cuda.hpp"
+#include "xstage/attention_timing.hpp"
 #include "xstage/bench_timing.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
 #include "xstage/ulysses_bench.hpp"
 #include "xstage/ulysses_cuda.hpp"
+#include "ulysses_fused.hpp"
 
 namespace xstage::ulysses {
 
@@ -159,6 +161,63 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   row.nvlink_GBps = remote_bytes / (row.fused_sender_ms * 1e6);
   row.fused_equal = std::all_of(fused_ok.begin(), fused_ok.end(), [](int x) { return x != 0; });
   row.coarse_equal = std::all_of(coarse_ok.begin(), coarse_ok.end(), [](int x) { return x != 0; });
+  return row;
+}
+
+KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps,
+                           double budget_ms) {
+  const Problem p = c.problem();
+  validate(p);
+  XS_ASSERT(rank >= 0 && rank < p.ranks, "bench ulysses --kernel-only: rank {} is outside 0 .. {}", rank, p.ranks - 1);
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
+  const std::size_t n_attn = p.batch * S * Hp * D, n_out = p.batch * p.rows_per_rank() * p.heads * D;
+  DeviceBuffer<std::uint16_t> q(n_attn), k(n_attn), v(n_attn), o(n_attn), o_ord(n_attn), loop_out(n_out);
+  DeviceBuffer<uint32_t> loop_counter(kMaxRanks);
+  attention::fill_random_bf16(q.get(), n_attn, 41, 1.0f);
+  attention::fill_random_bf16(k.get(), n_attn, 42, 1.0f);
+  attention::fill_random_bf16(v.get(), n_attn, 43, 1.0f);
+  attention::FwdArgs a;
+  a.q = attention::Tensor4::bshd(q.get(), p.batch, S, Hp, D);
+  a.k = attention::Tensor4::bshd(k.get(), p.batch, S, Hp, D);
+  a.v = attention::Tensor4::bshd(v.get(), p.batch, S, Hp, D);
+  a.o = attention::Tensor4::bshd(o.get(), p.batch, S, Hp, D);
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const attention::FwdConfig cfg = attention::choose_config(attention::validate(a), sms);
+  const FusedSchedule sched = choose_schedule(p, rank, cfg.grid, params);
+  attention::FwdConfig fused_cfg = cfg;
+  fused_cfg.tiles = sched.tiles;
+  FusedTargets t;
+  for (int j = 0; j < p.ranks; ++j) {
+    t.out[j] = loop_out.get();
+    t.counter[j] = loop_counter.get() + j;
+  }
+  t.geo = fused_geometry(p, rank);
+  attention::FwdArgs a_ord = a;
+  a_ord.o.data = o_ord.get();
+
+  KernelRow row;
+  row.config = c;
+  row.rank = rank;
+  row.order = sched.reason;
+  auto time = [&](auto&& launch) { return attention::time_median_ms(launch, warmup, reps, budget_ms); };
+  row.attention_ms = time([&] { attention::flash_fwd_with(a, cfg); });
+  row.attention_fused_order_ms = time([&] { attention::flash_fwd_with(a_ord, fused_cfg); });
+  t.signal = FusedSignal::per_cta;
+  row.loopback_per_cta_ms = time([&] { launch_fused_attention(a, fused_cfg, t, nullptr); });
+  row.loopback_head_major_ms = time([&] { launch_fused_attention(a, cfg, t, nullptr); });
+  t.signal = FusedSignal::per_slice;
+  row.loopback_per_slice_ms = time([&] { launch_fused_attention(a, fused_cfg, t, nullptr); });
+  // Same tiles, same math: the order must not change a bit (both outputs poisoned first).
+  attention::fill_bf16_bits(o.get(), n_attn, 0xFFFF);
+  attention::fill_bf16_bits(o_ord.get(), n_attn, 0xFFFF);
+  attention::flash_fwd_with(a, cfg);
+  attention::flash_fwd_with(a_ord, fused_cfg);
+  XS_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto head_major = to_host(o.get(), n_attn);
+  row.fused_order_equal = same(head_major, to_host(o_ord.get(), n_attn)) &&
+                          std::find(head_major.begin(), head_major.end(), std::uint16_t{0xFFFF}) == head_major.end();
   return row;
 }
 

@@ -38,4 +38,23 @@ struct BenchOptions {
 
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 
+// The fused kernel's own cost on one GPU, no NCCL and no peer (`xstage bench ulysses
+// --kernel-only`): rank `rank`'s share of the problem (all S rows, H/P heads), its
+// advisor-chosen order, and the fused kernel with every owner's pointer and counter
+// local (loopback; the output is meaningless). Separates what the remote-store
+// kernel costs by its tile order from what it costs by its code, for any P on one GPU.
+struct KernelRow {
+  BenchConfig config;
+  int rank = 0;
+  double attention_ms = 0;              // local-store kernel, head_major (flash_fwd's own choice)
+  double attention_fused_order_ms = 0;  // local-store kernel, the fused order
+  double loopback_per_cta_ms = 0;       // remote-store kernel, fused order, per-CTA signal
+  double loopback_per_slice_ms = 0;     // remote-store kernel, fused order, per-slice signal
+  double loopback_head_major_ms = 0;    // remote-store kernel, head_major order, per-CTA signal
+  bool fused_order_equal = false;       // attention in the fused order == head_major, bitwise
+  std::string order;                    // the chosen order and the advisor's reasoning
+};
+KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps,
+                           double budget_ms);
+
 }  // namespace xstage::ulysses
