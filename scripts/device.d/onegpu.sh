@@ -2,7 +2,7 @@
 # GPU can check and measure of the multi-GPU issues, for sessions that are lent one H200.
 #   RUN_NAME=onegpu ./run device onegpu
 # 1. own build (build-onegpu): the xstage CLI and the MoE, DiT and Ulysses tests;
-# 2. GPU tests that need one GPU: the fused MoE kernel and the unfused cuBLAS
+# 2. the fused Ulysses kernel's own cost (below, 3.) first, then GPU tests that need one GPU: the fused MoE kernel and the unfused cuBLAS
 #    grouped-GEMM baseline at EP = 1 against the host reference (the multi-rank cases
 #    skip), the DiT forward with the GELU and the MoE FFN against the CPU reference,
 #    the Ulysses tests (P >= 2 cases skip);
@@ -11,23 +11,30 @@
 #    every target local, for rank 0's share at P = 2 and 4 (ONEGPU_MAX_SEQ, default 65536);
 # 4. the SASS of the local-store and remote-store attention kernels (opcode counts side
 #    by side; the full dumps in the archive).
-# Knobs: ONEGPU_MAX_SEQ, ONEGPU_RANKS (default 2,4), ONEGPU_BENCH_TIMEOUT (s, default 200).
+# Knobs: ONEGPU_MAX_SEQ, ONEGPU_RANKS (default 2,4), ONEGPU_BUDGET_S (wall seconds of the
+# whole stage, default 540: each step's limit is cut to what is left, so the archive is made).
+ONEGPU_T0=$(date +%s)
+onegpu_limit() { # wanted seconds -> min(wanted, what is left of the budget less 10 s), at least 1
+  local left=$(( ${ONEGPU_BUDGET_S:-540} - ($(date +%s) - ONEGPU_T0) - 10 ))
+  [ "$left" -lt 1 ] && left=1
+  echo $(( $1 < left ? $1 : left ))
+}
 OB=${ONEGPU_BUILD_DIR:-$ROOT/build-onegpu}
 OT="$OB/xstage/tests"
-step onegpu_configure timeout 120 cmake -S "$ROOT" -B "$OB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+step onegpu_configure timeout $(onegpu_limit 120) cmake -S "$ROOT" -B "$OB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
   -DXSTAGE_BUILD_GAIT=OFF
-step onegpu_build timeout 420 cmake --build "$OB" -j "$(nproc)" --target xstage xstage_moe_gpu_tests \
+step onegpu_build timeout $(onegpu_limit 420) cmake --build "$OB" -j "$(nproc)" --target xstage xstage_moe_gpu_tests \
   xstage_dit_gpu_tests xstage_ulysses_gpu_tests
-step onegpu_moe_gpu_tests timeout 120 "$OT/xstage_moe_gpu_tests"
-grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|unfused GEMMs|bad of" "$OUT/onegpu_moe_gpu_tests.log" 2>/dev/null | head -24
-step onegpu_dit_gpu_tests timeout 150 env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_dit_gpu_tests"
-grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|velocity vs|timed out" "$OUT/onegpu_dit_gpu_tests.log" 2>/dev/null | head -16
-step onegpu_ulysses_gpu_tests timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_ulysses_gpu_tests"
-grep -E "^\[  (FAILED|PASSED|SKIPPED) " "$OUT/onegpu_ulysses_gpu_tests.log" 2>/dev/null | head -8
-step onegpu_ulysses_kernel timeout "${ONEGPU_BENCH_TIMEOUT:-200}" env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 \
+step onegpu_ulysses_kernel timeout $(onegpu_limit 200) env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 \
   "$OB/xstage/cli/xstage" bench ulysses --kernel-only --ranks "${ONEGPU_RANKS:-2,4}" \
   --max-seq "${ONEGPU_MAX_SEQ:-65536}" --samples 5 --json "$OUT/ulysses_kernel.json"
 [ -f "$OUT/ulysses_kernel.json" ] && cp "$OUT/ulysses_kernel.json" "$FINAL_OUT/"
+step onegpu_moe_gpu_tests timeout $(onegpu_limit 120) "$OT/xstage_moe_gpu_tests"
+grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|unfused GEMMs|bad of" "$OUT/onegpu_moe_gpu_tests.log" 2>/dev/null | head -24
+step onegpu_dit_gpu_tests timeout $(onegpu_limit 150) env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_dit_gpu_tests"
+grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|velocity vs|timed out" "$OUT/onegpu_dit_gpu_tests.log" 2>/dev/null | head -16
+step onegpu_ulysses_gpu_tests timeout $(onegpu_limit 120) env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_ulysses_gpu_tests"
+grep -E "^\[  (FAILED|PASSED|SKIPPED) " "$OUT/onegpu_ulysses_gpu_tests.log" 2>/dev/null | head -8
 cuobjdump --dump-resource-usage "$OB/xstage/ulysses/libxs_ulysses.a" "$OB/xstage/attention/libxs_attention.a" \
   >"$OUT/onegpu_resource_usage.log" 2>&1
 cuobjdump --dump-sass "$OB/xstage/attention/libxs_attention.a" >"$OUT/onegpu_attention.sass" 2>&1
