@@ -119,7 +119,10 @@ def issue_checks(rows):
         d = better(a, b)
         out[name] = {"gain": d, "all_positive": all_positive(d)}
     g = out["two_branch_over_silhouette_only"]["gain"]
-    out["largest_gain_over_silhouette_on_CL"] = None if g is None else g["CL"] > max(g["NM"], g["BG"])
+    # "Its gain is largest on CL" presupposes gains: a CL loss that is merely the smallest
+    # loss does not count.
+    out["largest_gain_over_silhouette_on_CL"] = None if g is None else (
+        g["CL"] > 0 and g["CL"] > max(g["NM"], g["BG"]))
     return out
 
 

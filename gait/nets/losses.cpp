@@ -51,22 +51,40 @@ torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tenso
   return F::cross_entropy(l, target, F::CrossEntropyFuncOptions().label_smoothing(smoothing));
 }
 
-LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg) {
+LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg,
+                    double branch_weight) {
   LossTerms t;
-  TripletStats st;
-  torch::Tensor total = torch::zeros({}, out.embed.options().dtype(torch::kFloat));
-  if (cfg.triplet_weight > 0) {
-    const torch::Tensor tl = triplet_loss(out.embed, labels, cfg.triplet_margin, cfg.mining, &st);
-    total = total + cfg.triplet_weight * tl;
-    t.triplet = tl.item<double>();
-    t.active = st.active;
+  // One head's weighted triplet + CE; the statistics of the model's own head go to t.
+  auto head_loss = [&](const HeadOutput& h, bool record) {
+    torch::Tensor total = torch::zeros({}, h.embed.options().dtype(torch::kFloat));
+    if (cfg.triplet_weight > 0) {
+      TripletStats st;
+      const torch::Tensor tl = triplet_loss(h.embed, labels, cfg.triplet_margin, cfg.mining, &st);
+      total = total + cfg.triplet_weight * tl;
+      if (record) {
+        t.triplet = tl.item<double>();
+        t.active = st.active;
+      }
+    }
+    if (cfg.ce_weight > 0) {
+      double acc = 0;
+      const torch::Tensor ce = part_cross_entropy(h.logits, labels, cfg.label_smoothing, &acc);
+      total = total + cfg.ce_weight * ce;
+      if (record) {
+        t.ce = ce.item<double>();
+        t.accuracy = acc;
+      }
+    }
+    return total;
+  };
+  t.total = head_loss(out, true);
+  if (branch_weight > 0) {
+    for (const HeadOutput& b : out.branches) {
+      const torch::Tensor bl = head_loss(b, false);
+      t.branches += bl.item<double>();
+      t.total = t.total + branch_weight * bl;
+    }
   }
-  if (cfg.ce_weight > 0) {
-    const torch::Tensor ce = part_cross_entropy(out.logits, labels, cfg.label_smoothing, &t.accuracy);
-    total = total + cfg.ce_weight * ce;
-    t.ce = ce.item<double>();
-  }
-  t.total = total;
   return t;
 }
 

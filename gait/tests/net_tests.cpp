@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/check.hpp"
 #include "gait/nets/gait_net.hpp"
 #include "gait/nets/graph.hpp"
 #include "gait/nets/losses.hpp"
@@ -162,6 +163,67 @@ TEST(GaitNet, ShapesPerMode) {
   }
   GaitNet sil_only(tiny_model(train::ModelMode::Silhouette), 7);
   EXPECT_NO_THROW(sil_only->forward(sil, torch::Tensor()));
+}
+
+// two_branch extras: branch heads (training only) and modality dropout of the fused input.
+TEST(GaitNet, BranchHeadsAndModalityDropout) {
+  torch::manual_seed(8);
+  const torch::Tensor sil = torch::rand({4, 6, 64, 44}), pose = random_pose(4, 6);
+  train::ModelConfig cfg = tiny_model(train::ModelMode::TwoBranch);
+  GaitNet plain(cfg, 7);
+  EXPECT_TRUE(plain->forward(sil, pose).branches.empty());  // weight 0: no branch heads
+  cfg.fusion.branch_loss_weight = 0.5;
+  GaitNet net(cfg, 7);
+  net->train();
+  const auto out = net->forward(sil, pose);
+  ASSERT_EQ(out.branches.size(), 2u);
+  EXPECT_EQ(out.branches[0].embed.sizes(), (std::vector<int64_t>{4, 5, 8}));  // silhouette: CNN parts
+  EXPECT_EQ(out.branches[1].embed.sizes(), (std::vector<int64_t>{4, 5, 1}));  // skeleton: one part
+  EXPECT_EQ(out.branches[1].logits.sizes(), (std::vector<int64_t>{4, 7, 1}));
+  // Branch drop: the fused embedding no longer depends on the dropped branch's input,
+  // and still does on the other's.
+  const torch::Tensor sil2 = torch::rand({4, 6, 64, 44}), pose2 = random_pose(4, 6);
+  torch::NoGradGuard ng;
+  net->train();
+  // In training mode BatchNorm uses batch statistics, but the embed (before the BNNeck)
+  // is a plain function of the fused input.
+  const auto no_skel_a = net->forward(sil, pose, FusionDrop::skeleton).embed;
+  const auto no_skel_b = net->forward(sil, pose2, FusionDrop::skeleton).embed;
+  EXPECT_TRUE(torch::allclose(no_skel_a, no_skel_b));
+  EXPECT_FALSE(torch::allclose(net->forward(sil2, pose, FusionDrop::skeleton).embed, no_skel_a));
+  const auto no_sil_a = net->forward(sil, pose, FusionDrop::silhouette).embed;
+  EXPECT_TRUE(torch::allclose(no_sil_a, net->forward(sil2, pose, FusionDrop::silhouette).embed));
+  EXPECT_FALSE(torch::allclose(no_sil_a, net->forward(sil, pose2, FusionDrop::silhouette).embed));
+  // Branch heads still see their own branch when it is dropped from the fusion.
+  const auto d = net->forward(sil, pose, FusionDrop::silhouette);
+  EXPECT_TRUE(torch::allclose(d.branches[0].embed, out.branches[0].embed));
+  // Evaluation: no branch heads, no dropping.
+  net->eval();
+  EXPECT_TRUE(net->forward(sil, pose).branches.empty());
+  EXPECT_THROW(net->forward(sil, pose, FusionDrop::skeleton), common::Error);
+}
+
+TEST(Losses, BranchHeadsAddTheirWeightedLosses) {
+  torch::manual_seed(9);
+  train::ModelConfig cfg = tiny_model(train::ModelMode::TwoBranch);
+  cfg.fusion.branch_loss_weight = 0.25;
+  GaitNet net(cfg, 3);
+  net->train();
+  const auto out = net->forward(torch::rand({6, 6, 64, 44}), random_pose(6, 6));
+  const torch::Tensor y = torch::tensor({0, 0, 1, 1, 2, 2}, torch::kLong);
+  const train::LossConfig lc;
+  const LossTerms fused_only = gait_loss(out, y, lc);
+  const LossTerms with = gait_loss(out, y, lc, cfg.fusion.branch_loss_weight);
+  double branches = 0;
+  for (const auto& b : out.branches)
+    branches += (lc.triplet_weight * triplet_loss(b.embed, y, lc.triplet_margin, lc.mining) +
+                 lc.ce_weight * part_cross_entropy(b.logits, y, lc.label_smoothing))
+                    .item<double>();
+  EXPECT_GT(branches, 0.0);
+  EXPECT_NEAR(with.branches, branches, 1e-5);
+  EXPECT_NEAR(with.total.item<double>(), fused_only.total.item<double>() + 0.25 * branches, 1e-4);
+  EXPECT_DOUBLE_EQ(with.triplet, fused_only.triplet);  // the logged terms are the fused head's
+  EXPECT_EQ(fused_only.branches, 0.0);
 }
 
 // Host reference for the triplet losses: loops over all (anchor, positive, negative).

@@ -71,6 +71,8 @@ Config tiny_config(const fs::path& out) {
   c.model.gcn.channels = {4, 4};
   c.model.gcn.scales = 2;
   c.model.fusion.embed_dim = 6;
+  c.model.fusion.branch_loss_weight = 1.0;  // the two-branch extras, so resume and prefetch cover them
+  c.model.fusion.modality_dropout = 0.5;
   c.optimizer.lr = 1e-2;
   c.scheduler.type = ScheduleType::Cosine;
   c.trainer.iterations = 6;

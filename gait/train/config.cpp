@@ -98,6 +98,8 @@ void visit_fields(V& v, GcnConfig& c) {
 template <class V>
 void visit_fields(V& v, FusionConfig& c) {
   v("embed_dim", c.embed_dim);
+  v("branch_loss_weight", c.branch_loss_weight);
+  v("modality_dropout", c.modality_dropout);
 }
 template <class V>
 void visit_fields(V& v, ModelConfig& c) {
@@ -310,6 +312,9 @@ void validate(const Config& c, const std::string& src) {
     need(m.gcn.att_reduction >= 1, "model.gcn.att_reduction must be >= 1");
   }
   need(m.fusion.embed_dim > 0, "model.fusion.embed_dim must be positive");
+  need(m.fusion.branch_loss_weight >= 0, "model.fusion.branch_loss_weight must be >= 0 (0: no branch heads)");
+  need(m.fusion.modality_dropout >= 0 && m.fusion.modality_dropout < 1,
+       "model.fusion.modality_dropout must be in [0, 1)");
   need(c.loss.triplet_margin >= 0, "loss.triplet_margin must be >= 0");
   need(c.loss.triplet_weight >= 0 && c.loss.ce_weight >= 0, "loss weights must be >= 0");
   need(c.loss.triplet_weight + c.loss.ce_weight > 0, "loss.triplet_weight and loss.ce_weight cannot both be 0");

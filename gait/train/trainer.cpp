@@ -26,6 +26,7 @@ namespace {
 // Stream tags for derive_seed, so the sampler and the per-step draws never share a stream.
 constexpr std::uint64_t kSamplerStream = 0x53414d50;  // "SAMP"
 constexpr std::uint64_t kStepStream = 0x53544550;     // "STEP"
+constexpr std::uint64_t kFusionStream = 0x46555345;   // "FUSE": modality dropout per step
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& o, nets::GaitNet& model) {
   auto params = model->parameters();
@@ -87,6 +88,14 @@ Trainer::Prepared Trainer::prepare(int iteration) {
   return p;
 }
 
+nets::FusionDrop Trainer::fusion_drop(int iteration) const {
+  const double p = cfg_.model.fusion.modality_dropout;
+  if (p <= 0 || cfg_.model.mode != ModelMode::TwoBranch) return nets::FusionDrop::none;
+  Rng rng(derive_seed({cfg_.trainer.seed, kFusionStream, static_cast<std::uint64_t>(iteration)}));
+  const double u = rng.uniform();
+  return u < 0.5 * p ? nets::FusionDrop::silhouette : u < p ? nets::FusionDrop::skeleton : nets::FusionDrop::none;
+}
+
 void Trainer::drop_prefetch() {
   if (!next_.valid()) return;
   try {
@@ -131,9 +140,9 @@ StepStats Trainer::step() {
   nets::GaitNetImpl::Output out;
   {
     AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
-    out = model_->forward(sil, pose);
+    out = model_->forward(sil, pose, fusion_drop(it));
   }
-  const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss);
+  const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss, cfg_.model.fusion.branch_loss_weight);
   lt.total.backward();
   optimizer_->step();
   ++iteration_;
@@ -145,6 +154,7 @@ StepStats Trainer::step() {
   st.ce = lt.ce;
   st.accuracy = lt.accuracy;
   st.active = lt.active;
+  st.branches = lt.branches;
   st.lr = lr;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   train_seconds_ += st.seconds;
@@ -195,7 +205,7 @@ RunSummary Trainer::run(bool progress) {
   const bool new_log = !fs::exists(log_path) || iteration_ == 0;
   std::ofstream log(log_path, new_log ? std::ios::trunc : std::ios::app);
   XS_ASSERT(log, "{}: cannot write", log_path.string());
-  if (new_log) log << "iteration,loss,triplet,ce,accuracy,active,lr,seq_per_s,train_seconds\n";
+  if (new_log) log << "iteration,loss,triplet,ce,accuracy,active,lr,seq_per_s,train_seconds,branch_losses\n";
 
   RunSummary sum;
   sum.start_iteration = iteration_;
@@ -226,8 +236,8 @@ RunSummary Trainer::run(bool progress) {
     const int total = cfg_.trainer.iterations;
     const bool out_of_time = budget > 0 && now >= budget && st.iteration < total;
     if (st.iteration % cfg_.trainer.log_every == 0 || st.iteration == total || out_of_time) {
-      log << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.4f},{:.4f},{:.6g},{:.2f},{:.1f}\n", st.iteration, st.loss,
-                         st.triplet, st.ce, st.accuracy, st.active, st.lr, rate, train_seconds_);
+      log << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.4f},{:.4f},{:.6g},{:.2f},{:.1f},{:.6f}\n", st.iteration, st.loss,
+                         st.triplet, st.ce, st.accuracy, st.active, st.lr, rate, train_seconds_, st.branches);
       log.flush();
     }
     if (st.iteration % cfg_.trainer.save_every == 0 || st.iteration == total || out_of_time) {

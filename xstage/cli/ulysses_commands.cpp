@@ -98,7 +98,7 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   bool all_equal = true;
   common::ProgressBar progress("bench ulysses --kernel-only", configs.size());
   for (const auto& b : configs) {
-    const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3), 300);
+    const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3));
     progress.tick();
     const double a = r.attention_ms;
     std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f | %s\n", long(b.seq),

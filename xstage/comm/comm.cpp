@@ -87,6 +87,9 @@ SymmetricWindow::~SymmetricWindow() {
 DeviceComm::DeviceComm(Rank& rank, int lsa_barriers) : rank_(rank), lsa_barriers_(lsa_barriers) {
   XS_ASSERT(lsa_barriers >= 1, "need at least one LSA barrier");
   XS_CHECK_CUDA(cudaSetDevice(rank.device()));
+  // NCCL refuses a device communicator on a one-rank communicator ("does not support
+  // symmetric memory"); there is no peer to reach or wait for, so none is made.
+  if (rank.nranks() == 1) return;
   ncclDevCommRequirements reqs{};
   reqs.lsaMultimem = false;  // multicast stays off
   reqs.lsaBarrierCount = lsa_barriers;
@@ -102,6 +105,7 @@ DeviceComm::DeviceComm(Rank& rank, int lsa_barriers) : rank_(rank), lsa_barriers
 }
 
 DeviceComm::~DeviceComm() {
+  if (rank_.nranks() == 1) return;
   cudaSetDevice(rank_.device());
   ncclDevCommDestroy(rank_.comm(), &dev_);
 }

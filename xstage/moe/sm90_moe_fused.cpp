@@ -183,6 +183,7 @@ void FusedMoe::launch() {
 
   FusedArgs a{};
   a.window = m.window.window();
+  a.local = static_cast<char*>(m.window.local());
   a.dev = m.dev.get();
   a.recv_off = m.recv_off;
   a.comb_off = m.comb_off;

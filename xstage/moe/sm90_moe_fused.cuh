@@ -127,8 +127,23 @@ __device__ __forceinline__ void wait_phase(const FusedArgs& a, uint64_t* bar, ui
     if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, parity, 0);
 }
 
+// Byte `off` of rank `rank`'s window (local_window_at: this rank's). With EP = 1
+// there is no device communicator (NCCL gives a one-rank communicator no symmetric
+// memory): every access goes to this rank's own window memory, a.local.
+__device__ __forceinline__ void* window_at(const FusedArgs& a, std::size_t off, int rank) {
+  return a.ranks == 1 ? a.local + off : ncclGetLsaPointer(a.window, off, rank);
+}
+__device__ __forceinline__ void* local_window_at(const FusedArgs& a, std::size_t off) {
+  return a.ranks == 1 ? a.local + off : ncclGetLocalPointer(a.window, off);
+}
+
 // The LSA barrier of comm::lsa_barrier_sync, with this kernel's printf-free wait.
+// One rank: nothing to wait for (stream order already separates the launches).
 __device__ __forceinline__ void lsa_barrier(const FusedArgs& a) {
+  if (a.ranks == 1) {
+    __syncthreads();
+    return;
+  }
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> bar(cta, a.dev, ncclTeamTagLsa{}, 0);
   bar.arrive(cta, cuda::memory_order_release);
@@ -150,7 +165,7 @@ __device__ void dispatch(const FusedArgs& a) {
   const int epr = a.experts_local;
   for (int i = blockIdx.x; i < pairs; i += gridDim.x) {
     const int t = i / a.topk;
-    auto* dst = static_cast<std::uint16_t*>(ncclGetLsaPointer(a.window, a.recv_off, a.send_rank[i])) +
+    auto* dst = static_cast<std::uint16_t*>(window_at(a, a.recv_off, a.send_rank[i])) +
                 static_cast<std::size_t>(a.send_row[i]) * a.hidden;
     const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(t) * a.hidden);
     for (int v = threadIdx.x; v < vec; v += blockDim.x) reinterpret_cast<uint4*>(dst)[v] = src[v];
@@ -160,7 +175,7 @@ __device__ void dispatch(const FusedArgs& a) {
   if (threadIdx.x == 0) {
     fence_acq_rel_sys();
     for (int i = blockIdx.x; i < pairs; i += gridDim.x) {
-      auto* cnt = static_cast<unsigned*>(ncclGetLsaPointer(a.window, 0, a.send_rank[i]));
+      auto* cnt = static_cast<unsigned*>(window_at(a, 0, a.send_rank[i]));
       red_add_relaxed_sys(cnt + a.expert[i] % epr, 1u);
     }
   }
@@ -173,7 +188,7 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
   hopper::tma_prefetch_desc(&a.map_h);
   hopper::tma_prefetch_desc(&a.map_w1);
   hopper::tma_prefetch_desc(&a.map_w2);
-  const auto* flags = static_cast<const unsigned*>(ncclGetLocalPointer(a.window, 0));
+  const auto* flags = static_cast<const unsigned*>(local_window_at(a, 0));
   const unsigned l1_expect = static_cast<unsigned>(a.l1_n_blocks * Shape::kConsumerWGs);
   Ring stage, slot;
 #pragma unroll 1
@@ -326,7 +341,7 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
         // REMOTE STORE (remote_store_combine): each row to its owner's comb[token*k + slot].
         for (int i = tid; i < rows * 8; i += 128) {
           const int r = i / 8, q = i % 8, row = row0 + r;
-          auto* comb = static_cast<std::uint16_t*>(ncclGetLsaPointer(a.window, a.comb_off, a.recv_src_rank[row]));
+          auto* comb = static_cast<std::uint16_t*>(window_at(a, a.comb_off, a.recv_src_rank[row]));
           *reinterpret_cast<uint4*>(comb + static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden +
                                     it.n_block * kL2TileN + c * 64 + q * 8) =
               *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + q * 8);
@@ -344,7 +359,7 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
         for (int o = 0; o < kMaxRanks; ++o) {
           const unsigned n = __popc(__ballot_sync(0xffffffffu, own0 == o)) + __popc(__ballot_sync(0xffffffffu, own1 == o));
           if (lane == 0 && n > 0) {
-            auto* cnt = static_cast<unsigned*>(ncclGetLsaPointer(a.window, 0, o)) + kMaxLocalExperts;
+            auto* cnt = static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts;
             red_add_relaxed_sys(cnt, n);
           }
         }
@@ -359,11 +374,11 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
 __device__ void combine(const FusedArgs& a, int ctid) {
   constexpr int kCombineThreads = 128 * Shape::kConsumerWGs;
   if (ctid == 0) {
-    const auto* cnt = static_cast<const unsigned*>(ncclGetLocalPointer(a.window, 0)) + kMaxLocalExperts;
+    const auto* cnt = static_cast<const unsigned*>(local_window_at(a, 0)) + kMaxLocalExperts;
     wait_counter(a, cnt, a.combine_expect, FusedWaitSite::combine_rows, -1);
   }
   hopper::named_sync(kConsumersBar, kCombineThreads);
-  const auto* comb = static_cast<const std::uint16_t*>(ncclGetLocalPointer(a.window, a.comb_off));
+  const auto* comb = static_cast<const std::uint16_t*>(local_window_at(a, a.comb_off));
   const int vec = a.hidden / 8;
   const long long total = static_cast<long long>(a.tokens) * vec;
   for (long long i = static_cast<long long>(blockIdx.x) * kCombineThreads + ctid; i < total;

@@ -61,7 +61,8 @@ struct FusedArgs {
   CUtensorMap map_w2;              // W2 as [E/P * hidden, I]
   FusedWaitReport* report;         // host-mapped
   ncclWindow_t window;             // symmetric window (flags, recv, comb)
-  ncclDevComm dev;                 // LSA barrier at the start of each launch
+  char* local;                     // this rank's window memory (EP = 1: the only one; no window access through NCCL)
+  ncclDevComm dev;                 // LSA barrier at the start of each launch (unused with EP = 1)
   std::size_t recv_off, comb_off;  // byte offsets in the window
   int rank, ranks, tokens, topk, hidden, inter, experts_local, l1_n_blocks, l2_n_blocks;
   const std::uint16_t* x;          // [T, hidden] bf16, this rank's tokens

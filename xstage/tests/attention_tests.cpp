@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 #include <numeric>
@@ -11,6 +12,7 @@
 
 #include "common/check.hpp"
 #include "xstage/attention.hpp"
+#include "xstage/bench_timing.hpp"
 
 using namespace xstage::attention;
 using ::testing::HasSubstr;
@@ -312,4 +314,43 @@ TEST(AttentionConfig, VariantsFollowOptions) {
   EXPECT_FALSE(choose_config(p, 132, o).pingpong);
   o.snake = 0;
   EXPECT_FALSE(choose_config(p, 132, o).snake);
+}
+
+// The benchmarks' sampling: batch sizes from the warm-up estimate, and variants
+// compared with one another sampled in turns.
+TEST(BenchTiming, InterleavedSamplingTakesTurnsAndDividesByTheBatch) {
+  std::vector<int> calls, batch;  // after the warm-ups: which variant, how many launches
+  double drift = 1.0;             // the card slows down 1 % per sample over the run
+  int warmups = 0;
+  auto fake = [&](int v, double launch_ms) -> std::function<double(int)> {
+    return [&, v, launch_ms](int n) {
+      if (warmups < 6) {  // two warm-ups of each of the three variants come first
+        ++warmups;
+        return n * launch_ms;
+      }
+      calls.push_back(v);
+      batch.push_back(n);
+      const double t = n * launch_ms * drift;
+      drift *= 1.01;
+      return t;
+    };
+  };
+  std::vector<std::function<double(int)>> timed = {fake(0, 0.5), fake(1, 0.5), fake(2, 4.0)};
+  const auto got = xstage::sample_interleaved_ms(timed, 2, 5);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(calls.size(), 15u);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i], int(i % 3)) << i;                // 0 1 2 0 1 2 ...
+    EXPECT_EQ(batch[i], calls[i] == 2 ? 1 : 4) << i;     // ~2 ms per sample: 4 x 0.5 ms, 1 x 4 ms
+  }
+  for (const auto& v : got) {
+    ASSERT_EQ(v.size(), 5u);
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+  }
+  // Per launch, not per batch; two equal variants differ by one turn's drift only
+  // (sampled one after the other, the second would read ~5 % slower).
+  EXPECT_NEAR(got[0][0], 0.5, 1e-12);
+  EXPECT_NEAR(got[2][0], 4.0 * 1.01 * 1.01, 1e-9);
+  const double ratio = xstage::median_of_sorted(got[1]) / xstage::median_of_sorted(got[0]);
+  EXPECT_NEAR(ratio, 1.01, 1e-9);
 }

@@ -287,9 +287,10 @@ TEST(UlyssesSchedule, PerCtaSignalCountsAreWhatTheReceiverWaitsFor) {
   }
 }
 
-TEST(UlyssesSchedule, DefaultSignalFollowsTheHeadDim) {
+TEST(UlyssesSchedule, DefaultSignalFollowsTheHeadDimAndLength) {
   EXPECT_EQ(default_signal(Problem{2, 1, 4096, 24, 64}), FusedSignal::per_slice);
-  EXPECT_EQ(default_signal(Problem{4, 1, 32768, 40, 128}), FusedSignal::per_cta);
+  EXPECT_EQ(default_signal(Problem{4, 1, 16384, 40, 128}), FusedSignal::per_cta);
+  EXPECT_EQ(default_signal(Problem{4, 1, 32768, 40, 128}), FusedSignal::per_slice);
   EXPECT_STREQ(to_string(FusedSignal::automatic), "automatic");
 }
 

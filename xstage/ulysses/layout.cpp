@@ -112,7 +112,9 @@ int coarse_chunk_owner(const Problem& p, int rank, int k) {
   return (rank + 1 + k) % p.ranks;
 }
 
-FusedSignal default_signal(const Problem& p) { return p.head_dim == 64 ? FusedSignal::per_slice : FusedSignal::per_cta; }
+FusedSignal default_signal(const Problem& p) {
+  return p.head_dim == 64 || p.seq >= 32768 ? FusedSignal::per_slice : FusedSignal::per_cta;
+}
 
 FusedGeometry fused_geometry(const Problem& p, int rank) {
   validate(p);

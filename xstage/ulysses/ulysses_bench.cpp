@@ -164,8 +164,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   return row;
 }
 
-KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps,
-                           double budget_ms) {
+KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps) {
   const Problem p = c.problem();
   validate(p);
   XS_ASSERT(rank >= 0 && rank < p.ranks, "bench ulysses --kernel-only: rank {} is outside 0 .. {}", rank, p.ranks - 1);
@@ -201,14 +200,26 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   row.config = c;
   row.rank = rank;
   row.order = sched.reason;
-  auto time = [&](auto&& launch) { return attention::time_median_ms(launch, warmup, reps, budget_ms); };
-  row.attention_ms = time([&] { attention::flash_fwd_with(a, cfg); });
-  row.attention_fused_order_ms = time([&] { attention::flash_fwd_with(a_ord, fused_cfg); });
-  t.signal = FusedSignal::per_cta;
-  row.loopback_per_cta_ms = time([&] { launch_fused_attention(a, fused_cfg, t, nullptr); });
-  row.loopback_head_major_ms = time([&] { launch_fused_attention(a, cfg, t, nullptr); });
-  t.signal = FusedSignal::per_slice;
-  row.loopback_per_slice_ms = time([&] { launch_fused_attention(a, fused_cfg, t, nullptr); });
+  // The five variants timed in turns (bench_timing.hpp: sample_interleaved_ms), so a
+  // drift of the card's clocks over the run does not favour one of them.
+  FusedTargets cta = t, slice = t;
+  cta.signal = FusedSignal::per_cta;
+  slice.signal = FusedSignal::per_slice;
+  const std::vector<std::function<void()>> launches = {
+      [&] { attention::flash_fwd_with(a, cfg); },
+      [&] { attention::flash_fwd_with(a_ord, fused_cfg); },
+      [&] { launch_fused_attention(a, fused_cfg, cta, nullptr); },
+      [&] { launch_fused_attention(a, fused_cfg, slice, nullptr); },
+      [&] { launch_fused_attention(a, cfg, cta, nullptr); }};
+  attention::EventTimer timer;
+  std::vector<std::function<double(int)>> timed;
+  for (const auto& launch : launches) timed.push_back([&timer, &launch](int n) { return timer(launch, n); });
+  const auto ms = sample_interleaved_ms(timed, warmup, reps);
+  row.attention_ms = median_of_sorted(ms[0]);
+  row.attention_fused_order_ms = median_of_sorted(ms[1]);
+  row.loopback_per_cta_ms = median_of_sorted(ms[2]);
+  row.loopback_per_slice_ms = median_of_sorted(ms[3]);
+  row.loopback_head_major_ms = median_of_sorted(ms[4]);
   // Same tiles, same math: the order must not change a bit (both outputs poisoned first).
   attention::fill_bf16_bits(o.get(), n_attn, 0xFFFF);
   attention::fill_bf16_bits(o_ord.get(), n_attn, 0xFFFF);

@@ -34,6 +34,26 @@ std::vector<double> sample_launch_ms(Timed&& timed, int warmup, int reps, double
   return ms;
 }
 
+// Several variants compared with one another: samples taken in turns (variant 0,
+// 1, ..., then 0, 1, ... again) so that a drift of the clock or the card's power
+// state over the run moves every variant alike instead of whichever ran last.
+// Each variant's batch size comes from its own warm-up, as in sample_launch_ms;
+// returns each variant's per-launch milliseconds, sorted ascending.
+template <typename Timed>
+std::vector<std::vector<double>> sample_interleaved_ms(std::vector<Timed>& timed, int warmup, int reps) {
+  std::vector<int> inner(timed.size());
+  for (std::size_t v = 0; v < timed.size(); ++v) {
+    double est = 0;
+    for (int i = 0; i < std::max(warmup, 1); ++i) est = timed[v](1);
+    inner[v] = std::clamp(static_cast<int>(std::ceil(2.0 / std::max(est, 1e-3))), 1, 50);
+  }
+  std::vector<std::vector<double>> ms(timed.size());
+  for (int r = 0; r < std::max(reps, 1); ++r)
+    for (std::size_t v = 0; v < timed.size(); ++v) ms[v].push_back(timed[v](inner[v]) / inner[v]);
+  for (auto& m : ms) std::sort(m.begin(), m.end());
+  return ms;
+}
+
 // Median of sorted, non-empty samples.
 inline double median_of_sorted(const std::vector<double>& ms) {
   const std::size_t n = ms.size();

@@ -71,7 +71,9 @@ class SymmetricWindow {
 };
 
 // The device communicator; `lsa_barriers` independent LSA barriers (one per block
-// that needs a cross-GPU barrier).
+// that needs a cross-GPU barrier). With one rank none is created (NCCL has no
+// symmetric memory for a one-rank communicator): get() is then zeroed, and a
+// kernel run on one rank must not use it (nothing to reach or wait for).
 class DeviceComm {
  public:
   DeviceComm(Rank& rank, int lsa_barriers);  // collective

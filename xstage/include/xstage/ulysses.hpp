@@ -124,9 +124,13 @@ struct OrderStats {  // the persistent schedule of one order, simulated on the h
 OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace& tiles, int grid);
 
 // The completion signal the layer uses when asked for FusedSignal::automatic, from the
-// H200 x2 measurement of 2026-11-29 (docs/xstage-ulysses.md): per_slice at D = 64
-// (within 1-5 % of attention alone; per_cta 12-17 % over it), per_cta at D = 128
-// (faster at S <= 16K with 24 heads; within 3 % either way above).
+// measurements in docs/xstage-ulysses.md: per_slice at D = 64 (H200 x2, 2026-11-29:
+// within 1-5 % of attention alone; per_cta 12-17 % over it) and at S >= 32K (the same
+// x2 run: per_slice 2-3 % faster at 32K with 24 and 40 heads; one H200, 2026-12-01,
+// the kernel with all targets local: per_cta 5-16 % over attention alone at S >= 32K,
+// per_slice 1-5 % except where the tile order itself cost 10 %); per_cta at D = 128
+// below 32K (faster at 4K-16K with 24 heads on x2, where each slice's fence waits on
+// its stores for longer than the tile computation hides).
 FusedSignal default_signal(const Problem& p);
 
 struct FusedSchedule {

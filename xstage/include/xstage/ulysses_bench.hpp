@@ -54,7 +54,7 @@ struct KernelRow {
   bool fused_order_equal = false;       // attention in the fused order == head_major, bitwise
   std::string order;                    // the chosen order and the advisor's reasoning
 };
-KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps,
-                           double budget_ms);
+// Each variant: `reps` samples, taken in turns with the other variants.
+KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps);
 
 }  // namespace xstage::ulysses

@@ -9,6 +9,8 @@
 //                 l = max(0, max_q d(a, q) - min_k d(a, k) + m), averaged over anchors and parts.
 // Cross-entropy (on logits [n, classes, p] read from the BN features): mean over samples
 // and parts, with label smoothing.
+// gait_loss: triplet_weight * triplet + ce_weight * CE of the model's (fused) head, plus
+// branch_weight times the same sum for each branch head (two_branch with branch heads).
 #pragma once
 
 #include "gait/nets/gait_net.hpp"
@@ -30,8 +32,10 @@ torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tenso
 
 struct LossTerms {
   torch::Tensor total;
-  double triplet = 0, ce = 0, accuracy = 0, active = 0;
+  double triplet = 0, ce = 0, accuracy = 0, active = 0;  // the model's (fused) head
+  double branches = 0;  // the branch heads' triplet + CE, summed and unweighted (0 without them)
 };
-LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg);
+LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg,
+                    double branch_weight = 0);
 
 }  // namespace gait::nets

@@ -68,6 +68,18 @@ struct GcnConfig {
 
 struct FusionConfig {
   int embed_dim = 256;      // per-part output of the separate FCs (the embedding's c)
+  // two_branch only (ignored by the single-branch modes). Without these the fused head
+  // learns the training identities from the skeleton alone long before the CNN is any
+  // good, its triplet loss runs out of active triplets and the CNN stops learning
+  // (measured: docs/gait-model.md, third GPU run).
+  // Weight of each branch's own head (separate FCs + BNNeck + classifier on that
+  // branch's features alone, the same triplet + CE): every branch keeps a loss of its
+  // own. 0: no branch heads. The embedding stays the fused head's.
+  double branch_loss_weight = 0;
+  // Per training step, with probability p/2 the skeleton feature and with p/2 the
+  // silhouette features enter the fused FCs as zeros (the whole batch), so the fused
+  // head cannot lean on one branch. Evaluation never drops. 0: off.
+  double modality_dropout = 0;
   bool operator==(const FusionConfig&) const = default;
 };
 

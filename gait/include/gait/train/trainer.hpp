@@ -28,6 +28,7 @@ namespace gait::train {
 struct StepStats {
   int iteration = 0;  // after the step
   double loss = 0, triplet = 0, ce = 0, accuracy = 0, active = 0, lr = 0, seconds = 0;
+  double branches = 0;  // the branch heads' losses (LossTerms::branches), 0 without them
 };
 
 // What one run() did (also written to out_dir/train_summary.json).
@@ -88,7 +89,10 @@ class Trainer {
   std::unique_ptr<PxKSampler> sampler_;
   int iteration_ = 0;
   double train_seconds_ = 0;
-  double time_progress_ = 0;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
+  double time_progress_ = 0;
+  // Which branch the fused head misses at `iteration` (model.fusion.modality_dropout),
+  // from the iteration's own stream: the same on a resumed run.
+  nets::FusionDrop fusion_drop(int iteration) const;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
   // With trainer.prefetch the next iteration's batch is prepared on a worker thread
   // while this one runs (on CUDA the CPU work, silhouette warps above all, otherwise
   // left the GPU half idle). Batches are the same with or without it: the sampler is drawn in
