@@ -123,6 +123,12 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(fc.scheduler.type, train::ScheduleType::Cosine);
   const train::Config two = train::load_config(fs::path(src) / "gait/configs/gpu-budget/two_branch.json");
   EXPECT_EQ(two.model, train::load_config(fs::path(src) / "gait/configs/ablation/two_branch.json").model);
+  EXPECT_EQ(two.model.fusion.branch_loss_weight, 1.0);  // the two-branch extras (gait_net.hpp)
+  EXPECT_EQ(two.model.fusion.modality_dropout, 0.5);
+  for (const char* bad : {R"({"model": {"fusion": {"modality_dropout": 1.0}}})",
+                          R"({"model": {"fusion": {"branch_loss_weight": -1}}})"})
+    EXPECT_NE(error_of([&] { train::parse_config(json::parse(bad), "c"); }).find("model.fusion."), std::string::npos)
+        << bad;
 }
 
 // data.cache_only: the cache alone is the dataset (no listing of ROOT); an empty or

@@ -33,7 +33,7 @@ struct UnfusedMoe::Impl {
   std::vector<int> send_cnt, recv_cnt, send_displ, recv_displ, expert_offset;
   DeviceBuffer<int> pack_token, pack_slot, unpack_row;
   DeviceBuffer<std::uint16_t> sendbuf, recvstage, recv, h, y, back, comb, out;
-  DeviceBuffer<float> g;
+  DeviceBuffer<std::uint16_t> g;  // L1 output [rows, 2I] bf16 (cuBLAS refuses a grouped bf16 -> fp32 GEMM)
   cudaEvent_t ev[4]{};
   // Grouped GEMMs: one group per non-empty local expert (group size 1), host-side
   // shapes, device-side pointer arrays (fixed by the layout, so built once).
@@ -140,7 +140,7 @@ UnfusedMoe::UnfusedMoe(comm::Rank& rank, const Problem& p, const Layout& L, cons
   m.sendbuf = DeviceBuffer<std::uint16_t>(std::size_t(TK) * H);
   m.recvstage = DeviceBuffer<std::uint16_t>(nrows * H);
   m.recv = DeviceBuffer<std::uint16_t>(nrows * H);
-  m.g = DeviceBuffer<float>(nrows * 2 * p.intermediate);
+  m.g = DeviceBuffer<std::uint16_t>(nrows * 2 * p.intermediate);
   m.h = DeviceBuffer<std::uint16_t>(nrows * p.intermediate);
   m.y = DeviceBuffer<std::uint16_t>(nrows * H);
   m.back = DeviceBuffer<std::uint16_t>(std::size_t(TK) * H);
@@ -154,7 +154,7 @@ UnfusedMoe::UnfusedMoe(comm::Rank& rank, const Problem& p, const Layout& L, cons
     rows_e[e] = m.expert_offset[e + 1] - m.expert_offset[e];
   }
   const int I = p.intermediate;
-  plan_grouped(m.l1, rows_e, 2 * I, H, m.recv.get(), H, w1, std::size_t(2) * I * H, m.g.get(), 2 * I * sizeof(float),
+  plan_grouped(m.l1, rows_e, 2 * I, H, m.recv.get(), H, w1, std::size_t(2) * I * H, m.g.get(), 2 * I * sizeof(std::uint16_t),
                row0);
   plan_grouped(m.l2, rows_e, H, I, m.h.get(), I, w2, std::size_t(H) * I, m.y.get(), H * sizeof(std::uint16_t), row0);
   for (auto& e : m.ev) XS_CHECK_CUDA(cudaEventCreate(&e));
@@ -193,9 +193,12 @@ UnfusedTimes UnfusedMoe::forward() {
   const int rows = m.expert_offset.back();
   scatter_rows(m.recv.get(), m.recvstage.get(), m.unpack_row.get(), rows, H, st);
   XS_CHECK_CUDA(cudaEventRecord(m.ev[1], st));
-  // Experts: L1 (fp32 out), SwiGLU, L2 (bf16 out); grouped GEMMs unless cuBLAS refused them.
+  // Experts: L1, SwiGLU, L2, all bf16 out (fp32 accumulation); grouped GEMMs unless cuBLAS
+  // refused them. (L1 with fp32 out was refused as a grouped GEMM on the H200 with
+  // CUDA 13.0, status 15 NOT_SUPPORTED, 2026-12-01; bf16 out is what frameworks' grouped
+  // GEMMs give too.)
   if (m.grouped) {
-    const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_32F);
+    const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_16BF);
     if (s != CUBLAS_STATUS_SUCCESS) {
       m.grouped = false;  // nothing was launched: the loop below does this forward's L1
       m.gemm_path = "per-expert loop (grouped GEMM refused: cuBLAS status " + std::to_string(int(s)) + ")";
@@ -206,7 +209,7 @@ UnfusedTimes UnfusedMoe::forward() {
       const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
       if (!n) continue;
       gemm_nt(m.blas, n, 2 * I, H, m.recv.get() + std::size_t(r0) * H, m.w1 + std::size_t(e) * 2 * I * H,
-              m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_32F);
+              m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_16BF);
     }
   swiglu(m.h.get(), m.g.get(), rows, I, st);
   if (m.grouped) {

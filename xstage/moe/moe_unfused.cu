@@ -29,11 +29,11 @@ __global__ void gather_kernel(uint4* dst, const uint4* src, const int* idx, int 
   }
 }
 
-__global__ void swiglu_kernel(std::uint16_t* h, const float* g, int rows, int inter) {
+__global__ void swiglu_kernel(std::uint16_t* h, const std::uint16_t* g, int rows, int inter) {
   const std::size_t n = std::size_t(rows) * inter;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t r = i / inter, j = i % inter;
-    const float gv = g[r * 2 * inter + j], uv = g[r * 2 * inter + inter + j];
+    const float gv = bf2f(g[r * 2 * inter + j]), uv = bf2f(g[r * 2 * inter + inter + j]);
     h[i] = f2bf(gv / (1.0f + __expf(-gv)) * uv);
   }
 }
@@ -77,7 +77,7 @@ void scatter_rows(std::uint16_t* dst, const std::uint16_t* src, const int* idx, 
   XS_CHECK_LAUNCH();
 }
 
-void swiglu(std::uint16_t* h, const float* g, int rows, int inter, cudaStream_t s) {
+void swiglu(std::uint16_t* h, const std::uint16_t* g, int rows, int inter, cudaStream_t s) {
   if (rows <= 0) return;
   swiglu_kernel<<<grid_for(std::size_t(rows) * inter), 256, 0, s>>>(h, g, rows, inter);
   XS_CHECK_LAUNCH();

@@ -24,8 +24,8 @@ namespace xstage::moe {
 void fill_random_bf16(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale, cudaStream_t s);
 void gather_rows(std::uint16_t* dst, const std::uint16_t* src, const int* idx, int rows, int cols, cudaStream_t s);
 void scatter_rows(std::uint16_t* dst, const std::uint16_t* src, const int* idx, int rows, int cols, cudaStream_t s);
-// h[r, j] = bf16(silu(g[r, j]) * g[r, I + j]), g fp32 [rows, 2I].
-void swiglu(std::uint16_t* h, const float* g, int rows, int inter, cudaStream_t s);
+// h[r, j] = bf16(silu(g[r, j]) * g[r, I + j]) in fp32, g bf16 [rows, 2I].
+void swiglu(std::uint16_t* h, const std::uint16_t* g, int rows, int inter, cudaStream_t s);
 // out[t] = bf16(sum_k w[t,k] * comb[t*k + j]) in fp32, slot order.
 void weighted_combine(std::uint16_t* out, const std::uint16_t* comb, const float* w, int tokens, int topk, int hidden,
                       cudaStream_t s);
