@@ -1,5 +1,7 @@
 // One configuration of `xstage bench moe`: both fused schedules and the unfused
-// path on the same inputs, timed with CUDA events, checked in the same loop.
+// path on the same inputs, timed with CUDA events, checked in the same loop. The
+// two schedules are sampled in turns and reported as the median of their samples;
+// the unfused path as the mean of its forwards.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -7,6 +9,7 @@
 #include "common/check.hpp"
 #include "moe_unfused.hpp"
 #include "sm90_moe_fused.hpp"
+#include "xstage/bench_timing.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
@@ -79,21 +82,39 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
     double us[2] = {0, 0}, e_max = 0;
     ScheduleConfig chosen;
+    std::vector<WorkItem> orders[2];
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
       const ScheduleConfig cfg = choose_schedule(kind, p, tiles, fused.blocks(), params);
       if (kind == ScheduleKind::interleaved) chosen = cfg;
-      fused.set_inputs(x.get(), routing[r], layout, make_scheduler(cfg)->order(tiles));
-      for (int i = 0; i < warmup; ++i) fused.launch();
-      fused.synchronize();
-      rank.host_barrier();
-      XS_CHECK_CUDA(cudaEventRecord(e0, st));
-      for (int i = 0; i < iters; ++i) fused.launch();
-      XS_CHECK_CUDA(cudaEventRecord(e1, st));
-      fused.synchronize();  // names the wait if the kernel timed out
-      float ms = 0;
-      XS_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      us[kind == ScheduleKind::interleaved] = ms * 1e3 / iters;
-      e_max = std::max(e_max, max_rel_diff(copy_out(fused.out(), n_out), want));
+      orders[kind == ScheduleKind::interleaved] = make_scheduler(cfg)->order(tiles);
+    }
+    // The two schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
+    // so that a drift of the card's clocks over the row moves both alike; each sample is
+    // `per` back-to-back launches, the median of `rounds` samples is the schedule's time.
+    const int rounds = std::min(iters, 5), per = (iters + rounds - 1) / rounds;
+    std::vector<double> samples[2];
+    for (int round = -1; round < rounds; ++round)  // round -1: warm-up
+      for (int k = 0; k < 2; ++k) {
+        fused.synchronize();  // the previous launches no longer read the old order
+        fused.set_inputs(x.get(), routing[r], layout, orders[k]);
+        if (round < 0) {
+          for (int i = 0; i < warmup; ++i) fused.launch();
+          continue;
+        }
+        fused.synchronize();
+        rank.host_barrier();
+        XS_CHECK_CUDA(cudaEventRecord(e0, st));
+        for (int i = 0; i < per; ++i) fused.launch();
+        XS_CHECK_CUDA(cudaEventRecord(e1, st));
+        fused.synchronize();  // names the wait if the kernel timed out
+        float ms = 0;
+        XS_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        samples[k].push_back(ms * 1e3 / per);
+        if (round == rounds - 1) e_max = std::max(e_max, max_rel_diff(copy_out(fused.out(), n_out), want));
+      }
+    for (int k = 0; k < 2; ++k) {
+      std::sort(samples[k].begin(), samples[k].end());
+      us[k] = median_of_sorted(samples[k]);
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);

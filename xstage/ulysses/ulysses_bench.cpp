@@ -2,11 +2,11 @@
 // timed with CUDA events, checked bitwise in the same run.
 //
 // Timing follows xstage/bench_timing.hpp (CUDA events around back-to-back
-// launches, warm-up, median of samples) with one difference: the ranks issue
-// collectives, so every rank must run the same number of launches. The batch
-// size of a sample comes from the attention FLOP count (not from a per-rank
-// warm-up estimate) and the number of samples is fixed; a host barrier lines
-// the ranks up before each sample.
+// launches, warm-up, median of samples, the paths sampled in turns) with one
+// difference: the ranks issue collectives, so every rank must run the same number
+// of launches. The batch size of a sample comes from the attention FLOP count (not
+// from a per-rank warm-up estimate) and the number of samples is fixed; a host
+// barrier lines the ranks up before each sample.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -72,35 +72,46 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     cudaEvent_t e0, e1;
     XS_CHECK_CUDA(cudaEventCreate(&e0));
     XS_CHECK_CUDA(cudaEventCreate(&e1));
-    auto median_ms = [&](const std::function<void()>& fn) {
-      for (int i = 0; i < o.warmup; ++i) fn();
-      std::vector<double> s;
-      for (int i = 0; i < o.samples; ++i) {
-        XS_CHECK_CUDA(cudaStreamSynchronize(st));
-        rank.host_barrier();
-        XS_CHECK_CUDA(cudaEventRecord(e0, st));
-        for (int j = 0; j < inner; ++j) fn();
-        XS_CHECK_CUDA(cudaEventRecord(e1, st));
-        XS_CHECK_CUDA(cudaEventSynchronize(e1));
-        float t = 0;
-        XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-        s.push_back(double(t) / inner);
-      }
-      std::sort(s.begin(), s.end());
-      return median_of_sorted(s);
+    // Every path's samples are taken in turns (path 0, 1, ..., then 0, 1, ... again), so
+    // that a drift of the card's clocks over the row moves them alike (on one H200,
+    // 2026-12-01, one path after the other read up to 10 % apart for the same kernel).
+    // Every rank runs the same sequence of launches: they hold collectives.
+    auto sample_ms = [&](const std::function<void()>& fn) {
+      XS_CHECK_CUDA(cudaStreamSynchronize(st));
+      rank.host_barrier();
+      XS_CHECK_CUDA(cudaEventRecord(e0, st));
+      for (int j = 0; j < inner; ++j) fn();
+      XS_CHECK_CUDA(cudaEventRecord(e1, st));
+      XS_CHECK_CUDA(cudaEventSynchronize(e1));
+      float t = 0;
+      XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+      return double(t) / inner;
     };
+    // Indexed as t below: 0 pre-A2A, 1 attention, 2 serial, 3 coarse, 4 fused sender-visible
+    // (the default signal's, derived), 5 receiver-complete, 6 per-slice, 7 loopback,
+    // 8 attention in the fused order, 9 per-CTA.
+    const std::vector<std::pair<int, std::function<void()>>> paths = {
+        {0, [&] { layer.pre_attention(); }},
+        {1, [&] { layer.attention_only(); }},
+        {2, [&] { layer.serial(); }},
+        {3, [&] { layer.coarse(); }},
+        {9, [&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); }},
+        {6, [&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); }},
+        {5, [&] { layer.fused(Completion::receiver_complete); }},
+        {7, [&] { layer.fused_loopback(); }},
+        {8, [&] { layer.attention_fused_order(); }}};
+    for (const auto& [i, fn] : paths)
+      for (int w = 0; w < o.warmup; ++w) fn();
+    std::array<std::vector<double>, 10> samples;
+    for (int k = 0; k < o.samples; ++k)
+      for (const auto& [i, fn] : paths) samples[i].push_back(sample_ms(fn));
     std::array<double, 10> t{};
-    t[0] = median_ms([&] { layer.pre_attention(); });
-    t[1] = median_ms([&] { layer.attention_only(); });
-    t[2] = median_ms([&] { layer.serial(); });
-    t[3] = median_ms([&] { layer.coarse(); });
-    // Sender-visible in both signal modes; the default mode's (default_signal) is fused_sender_ms.
-    t[9] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); });
-    t[6] = median_ms([&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); });
+    for (const auto& [i, fn] : paths) {
+      std::sort(samples[i].begin(), samples[i].end());
+      t[i] = median_of_sorted(samples[i]);
+    }
+    // Sender-visible in the layer's default signal mode (default_signal) is fused_sender_ms.
     t[4] = default_signal(p) == FusedSignal::per_cta ? t[9] : t[6];
-    t[5] = median_ms([&] { layer.fused(Completion::receiver_complete); });
-    t[7] = median_ms([&] { layer.fused_loopback(); });
-    t[8] = median_ms([&] { layer.attention_fused_order(); });
 
     // Bitwise checks: serial is the reference; the fused output is poisoned
     // (0xFFFF, a NaN) before each run, on every rank, before any peer writes.
