@@ -349,15 +349,13 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
     } else if constexpr (Epilogue::kSignal == Signal::at_exit) {
       // After this warpgroup's last slice, inside the loop: the same code after
       // the loop made ptxas spill the D = 128 consumer (440 bytes), even when
-      // nothing there needed a value from before the loop.
-      if (!p.scheduler.next_work(w, gridDim.x).valid) {
+      // nothing there needed a value from before the loop. is_last is index
+      // arithmetic only: the version that decoded the next tile and walked the
+      // schedule again to count slices per owner ran 8-24 % over attention alone
+      // on one H200, its SASS ~1,600 instructions longer (docs/xstage-ulysses.md).
+      if (p.scheduler.is_last(w, gridDim.x)) {
         named_sync(epi_bar, 128);  // every thread's stores of every slice are issued
-        Epilogue::worker_done(p.epilogue, tid, [&](auto&& f) {
-#pragma unroll 1
-          for (WorkTile x = p.scheduler.initial_work(blockIdx.x, gridDim.x); x.valid;
-               x = p.scheduler.next_work(x, gridDim.x))
-            f(OutputSlice{x.batch, x.head, x.m_block * T::kBlockM + wg * 64, 0});
-        });
+        Epilogue::worker_done(p.epilogue, tid);
       }
     }
   }

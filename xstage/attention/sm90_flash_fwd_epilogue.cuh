@@ -14,11 +14,9 @@
 //   static void slice_done(const Params&, const OutputSlice&, int tid);
 //       Signal::per_slice: all 128 threads, after a warpgroup barrier that follows
 //       every store of the slice
-//   template <class ForEachSlice> static void worker_done(const Params&, int tid, ForEachSlice&&);
+//   static void worker_done(const Params&, int tid);
 //       Signal::at_exit: all 128 threads of a consumer warpgroup, once, after its
-//       last slice and a warpgroup barrier; for_each(f) calls f(OutputSlice) for
-//       every slice this warpgroup stored (the static schedule walked again, so
-//       nothing is kept in registers through the mainloop; rows is left 0)
+//       last slice (StaticPersistentScheduler::is_last) and a warpgroup barrier
 //
 // LocalStoreEpilogue writes into this GPU's O. The Ulysses remote store
 // (issue 6) is the same copy with a peer's base pointer from target() and a

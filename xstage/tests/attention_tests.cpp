@@ -354,3 +354,23 @@ TEST(BenchTiming, InterleavedSamplingTakesTurnsAndDividesByTheBatch) {
   const double ratio = xstage::median_of_sorted(got[1]) / xstage::median_of_sorted(got[0]);
   EXPECT_NEAR(ratio, 1.01, 1e-9);
 }
+
+// is_last (the fused kernel's per-CTA signal test, index arithmetic only) agrees with
+// next_work for every tile, plain and snake rounds, grids below, at and above the tiles.
+TEST(TileScheduler, IsLastAgreesWithNextWork) {
+  for (bool snake : {false, true})
+    for (int grid : {1, 5, 13, 64, 200}) {
+      TileSpace t;
+      t.m_blocks = 16;
+      t.heads = 4;
+      t.batches = 1;
+      const StaticPersistentScheduler s{t, snake};
+      int64_t lasts = 0;
+      for (int cta = 0; cta < grid; ++cta)
+        for (WorkTile w = s.initial_work(cta, grid); w.valid; w = s.next_work(w, grid)) {
+          EXPECT_EQ(s.is_last(w, grid), !s.next_work(w, grid).valid) << "snake " << snake << " grid " << grid;
+          lasts += s.is_last(w, grid);
+        }
+      EXPECT_EQ(lasts, std::min<int64_t>(grid, t.count())) << "snake " << snake << " grid " << grid;
+    }
+}

@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "common/testing.hpp"
 #include "xstage/ulysses.hpp"
 
@@ -251,40 +253,48 @@ TEST(UlyssesSchedule, AdvisorChoosesInterleavedLocalLast) {
   }
 }
 
-// The per-CTA completion signal (FusedSignal::per_cta): each consumer warpgroup walks
-// its CTA's static schedule again after its last slice and adds, per owner, the
-// slices it stored there. Walked here the same way for every CTA, the adds must
-// come to exactly what each owner's receiver-complete wait expects per source,
-// B x (S/P)/64 x H/P, for every order the advisor may choose, grids that do and do
-// not divide the tile count, and P up to 8.
-TEST(UlyssesSchedule, PerCtaSignalCountsAreWhatTheReceiverWaitsFor) {
+// The completion counts (FusedSignal): walking every CTA's static schedule the way the
+// kernel does, what a source adds to each owner's counter in one forward must be
+// what the owner's receiver-complete wait expects from it
+// (fused_signals_per_forward): per_slice one per slice sent there; per_cta one per
+// consumer warpgroup that had a tile (it signals every owner once, after its last
+// tile, StaticPersistentScheduler::is_last). For every order the advisor may choose,
+// grids that do and do not divide the tile count and grids larger than it, P up to 8.
+TEST(UlyssesSchedule, SignalCountsAreWhatTheReceiverWaitsFor) {
   const auto params = h200_like();
+  constexpr int kWgs = 2;  // consumer warpgroups of the kernel
   for (const Problem p : {Problem{2, 1, 4096, 24, 128}, Problem{4, 2, 8192, 8, 64}, Problem{8, 1, 16384, 40, 128},
-                          Problem{8, 3, 2048, 8, 64}}) {
+                          Problem{8, 3, 2048, 8, 64}, Problem{8, 1, 1024, 8, 64}}) {
     SCOPED_TRACE(describe(p));
-    const uint32_t per_source = uint32_t(p.batch * (p.rows_per_rank() / 64) * p.heads_per_rank());
     for (int r = 0; r < p.ranks; ++r) {
       const FusedGeometry g = fused_geometry(p, r);
       ASSERT_EQ(g.ranks, p.ranks);
-      for (int grid : {132, 7}) {
-        attention::TileSpace orders[] = {choose_schedule(p, r, grid, params).tiles, {}};
+      for (int grid : {132, 7, 1000}) {
+        attention::TileSpace orders[] = {choose_schedule(p, r, std::min(grid, 132), params).tiles, {}};
         orders[1] = orders[0];
         orders[1].order = attention::TileOrder::head_major;
         for (const attention::TileSpace& tiles : orders) {
           const attention::StaticPersistentScheduler sched{tiles, false};
-          std::vector<uint32_t> added(p.ranks, 0);
+          std::vector<uint32_t> slices(p.ranks, 0), warpgroups(p.ranks, 0);
           for (int cta = 0; cta < grid; ++cta)
-            for (int wg = 0; wg < 2; ++wg)
-              for (int owner = 0; owner < g.ranks; ++owner)
-                for (attention::WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid))
-                  added[owner] += slice_owner(g, w.m_block * kTileRows + wg * 64) == owner ? 1 : 0;
-          for (int owner = 0; owner < p.ranks; ++owner)
-            EXPECT_EQ(added[owner], per_source) << "rank " << r << " grid " << grid << " owner " << owner << " order "
-                                                << attention::tile_order_name(tiles.order);
+            for (int wg = 0; wg < kWgs; ++wg)
+              for (attention::WorkTile w = sched.initial_work(cta, grid); w.valid; w = sched.next_work(w, grid)) {
+                ++slices[slice_owner(g, w.m_block * kTileRows + wg * 64)];
+                if (sched.is_last(w, grid))
+                  for (int owner = 0; owner < p.ranks; ++owner) ++warpgroups[owner];
+              }
+          const std::string where = fmt::format("rank {} grid {} order {}", r, grid, attention::tile_order_name(tiles.order));
+          for (int owner = 0; owner < p.ranks; ++owner) {
+            EXPECT_EQ(slices[owner], fused_signals_per_forward(p, FusedSignal::per_slice, grid, kWgs)) << where;
+            EXPECT_EQ(warpgroups[owner], fused_signals_per_forward(p, FusedSignal::per_cta, grid, kWgs)) << where;
+          }
         }
       }
     }
   }
+  EXPECT_NE(error_of([] { fused_signals_per_forward(Problem{}, FusedSignal::automatic, 132, 2); })
+                .find("automatic"),
+            std::string::npos);
 }
 
 TEST(UlyssesSchedule, DefaultSignalFollowsTheHeadDimAndLength) {

@@ -2,6 +2,7 @@
 // host executor for them (the CPU reference runs the plans the GPU runs).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/check.hpp"
@@ -114,6 +115,16 @@ int coarse_chunk_owner(const Problem& p, int rank, int k) {
 
 FusedSignal default_signal(const Problem& p) {
   return p.head_dim == 64 || p.seq >= 32768 ? FusedSignal::per_slice : FusedSignal::per_cta;
+}
+
+uint32_t fused_signals_per_forward(const Problem& p, FusedSignal s, int grid, int consumer_wgs) {
+  validate(p);
+  XS_ASSERT(s != FusedSignal::automatic, "ulysses: resolve FusedSignal::automatic (default_signal) first");
+  XS_ASSERT(grid >= 1 && consumer_wgs >= 1, "ulysses: grid and consumer_wgs must be >= 1 (got {}, {})", grid,
+            consumer_wgs);
+  if (s == FusedSignal::per_slice) return static_cast<uint32_t>(p.batch * (p.rows_per_rank() / 64) * p.heads_per_rank());
+  const int64_t tiles = p.batch * (p.seq / kTileRows) * p.heads_per_rank();
+  return static_cast<uint32_t>(consumer_wgs * std::min<int64_t>(grid, tiles));
 }
 
 FusedGeometry fused_geometry(const Problem& p, int rank) {

@@ -9,11 +9,14 @@
 //            pointer out[owner], at row row0 - owner·S/P, head r·H/P + h
 //            (fused_target, xstage/ulysses_geometry.hpp). The owner may be r itself.
 //   signal   two modes (FusedSignal, chosen per launch; same stores, same counts):
-//            per_cta (default): each consumer warpgroup, once after its last
-//              slice: warpgroup barrier, then thread 0 runs fence.acq_rel.sys and
-//              one red.relaxed.sys.add per owner of the number of slices it sent
-//              there. The fence waits for the warpgroup's remote stores to drain,
-//              but only once, when the warpgroup has no tile left to compute.
+//            per_cta: each consumer warpgroup, once after its last slice:
+//              warpgroup barrier, then thread 0 runs fence.acq_rel.sys and one
+//              red.relaxed.sys.add of 1 to every owner's counter, whether or not
+//              it sent that owner a slice: the counter counts finished
+//              warpgroups, and an owner waits for all of a source's warpgroups
+//              that had a tile (fused_signals_per_forward). The fence waits for
+//              the warpgroup's remote stores to drain, but only once, when the
+//              warpgroup has no tile left to compute.
 //            per_slice: after each slice: warpgroup barrier, thread 0
 //              fence.acq_rel.sys, red.relaxed.sys.add of 1 to counter[owner]. The
 //              fence stalls the warpgroup until the slice's remote stores drain
@@ -23,10 +26,11 @@
 //            acquire sees the rows. counter[owner] is the owner's counter for
 //            source rank r.
 //   wait     receiver-complete only, after the kernel on the owner's stream: one
-//            thread per source rank acquires counter[src] >= the cumulative number
-//            of slices src has sent so far (counters only grow, so a late or
-//            early launch is never mistaken for another), with a timeout that
-//            names the rank and the source's counter (ulysses_fused.cu).
+//            thread per source rank acquires counter[src] >= the cumulative count
+//            src has signalled so far, slices (per_slice) or warpgroups (per_cta)
+//            (counters only grow, so a late or early launch is never mistaken for
+//            another), with a timeout that names the rank and the source's
+//            counter (ulysses_fused.cu).
 // No other kernel, warp or SM moves data: the stores come from the consumer
 // warpgroups that computed the slice, between two tiles.
 #pragma once
@@ -67,18 +71,12 @@ struct RemoteStoreEpilogue {
     }
   }
 
-  template <class ForEachSlice>
-  __device__ __forceinline__ static void worker_done(const Params& p, int tid, ForEachSlice&& for_each) {
+  __device__ __forceinline__ static void worker_done(const Params& p, int tid) {
     if (tid != 0) return;
     asm volatile("fence.acq_rel.sys;" ::: "memory");
-    // Count per owner by walking the schedule once per owner (P <= 8, a few tiles
-    // each): no per-owner array, so nothing lands in local memory.
 #pragma unroll 1
-    for (int owner = 0; owner < p.geo.ranks; ++owner) {
-      uint32_t n = 0;
-      for_each([&](const attention::sm90::OutputSlice& s) { n += slice_owner(p.geo, s.row0) == owner ? 1u : 0u; });
-      if (n != 0) asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.counter[owner]), "r"(n) : "memory");
-    }
+    for (int owner = 0; owner < p.geo.ranks; ++owner)
+      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[owner]) : "memory");
   }
 };
 

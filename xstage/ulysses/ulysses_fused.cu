@@ -15,19 +15,20 @@ namespace xstage::ulysses {
 
 namespace {
 
-__global__ void wait_sources_kernel(const uint32_t* counters, int ranks, uint32_t expected, comm::WaitBudget b) {
+__global__ void wait_sources_kernel(const uint32_t* counters, int ranks, SourceCounts expected, comm::WaitBudget b) {
   const int src = threadIdx.x;
   if (src >= ranks) return;
   const uint32_t* flag = counters + src;
+  const uint32_t want = expected.v[src];
   const unsigned long long start = comm::global_ns();
 #pragma unroll 1
   while (true) {
     const uint32_t seen = comm::load_acquire_sys(flag);
-    if (static_cast<int32_t>(seen - expected) >= 0) return;
+    if (static_cast<int32_t>(seen - want) >= 0) return;
     if (comm::global_ns() - start > b.timeout_ns) {
       printf("xstage device timeout: ulysses rank %d waited %.3f s for source rank %d's tiles (flag: slice counter "
              "%d at %p): expected >= %u, saw %u\n",
-             b.rank, b.timeout_ns * 1e-9, src, src, flag, expected, seen);
+             b.rank, b.timeout_ns * 1e-9, src, src, flag, want, seen);
       __trap();
     }
   }
@@ -58,7 +59,7 @@ void launch_fused_attention(const attention::FwdArgs& args, const attention::Fwd
     attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::at_exit>>(args, prob, cfg, epi, stream);
 }
 
-void launch_wait_sources(const uint32_t* counters, int ranks, uint32_t expected, comm::WaitBudget budget,
+void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, comm::WaitBudget budget,
                          cudaStream_t stream) {
   wait_sources_kernel<<<1, 32, 0, stream>>>(counters, ranks, expected, budget);
   XS_CHECK_LAUNCH();

@@ -26,10 +26,15 @@ struct FusedTargets {
 void launch_fused_attention(const attention::FwdArgs& args, const attention::FwdConfig& cfg, const FusedTargets& t,
                             cudaStream_t stream);
 
+// Per source rank: a cumulative count (what each source has signalled so far).
+struct SourceCounts {
+  uint32_t v[kMaxRanks] = {};
+};
+
 // Receiver-complete: one thread per source rank acquires counters[src] >=
-// expected; on timeout prints rank, source rank, counter address, expected and
-// seen, then traps.
-void launch_wait_sources(const uint32_t* counters, int ranks, uint32_t expected, comm::WaitBudget budget,
+// expected.v[src]; on timeout prints rank, source rank, counter address, expected
+// and seen, then traps.
+void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, comm::WaitBudget budget,
                          cudaStream_t stream);
 
 // LSA pointers of window offset `offset` on ranks 0 .. ranks-1 (a one-thread kernel; blocking).

@@ -45,7 +45,10 @@ struct Layer::Impl {
   const std::uint16_t *q = nullptr, *k = nullptr, *v = nullptr;
   std::unique_ptr<DeviceBuffer<std::uint16_t>> loop_out;  // fused_loopback scratch, made on first use
   std::unique_ptr<DeviceBuffer<uint32_t>> loop_counter;
-  uint32_t epoch = 0;
+  // Receiver-complete: what each source has signalled so far (counters only grow),
+  // from every source's own launch (grid, consumer warpgroups), gathered once.
+  SourceCounts expected;
+  std::array<int, kMaxRanks> source_grid{}, source_wgs{};
 
   Impl(comm::Rank& r, const Problem& prob, const burstgap::ModelParams& params)
       : rank(r),
@@ -82,6 +85,19 @@ struct Layer::Impl {
     chunk_done.resize(p.ranks);
     for (auto& e : chunk_done) XS_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     XS_CHECK_CUDA(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
+    // Every source's launch shape, for what its per-CTA signal adds (fused_signals_per_forward).
+    {
+      DeviceBuffer<int> mine(2), all(2 * static_cast<std::size_t>(p.ranks));
+      const int shape[2] = {cfg.grid, cfg.consumer_wgs};
+      XS_CHECK_CUDA(cudaMemcpy(mine.get(), shape, sizeof shape, cudaMemcpyHostToDevice));
+      XS_CHECK_NCCL(ncclAllGather(mine.get(), all.get(), 2, ncclInt32, r.comm(), r.stream()));
+      XS_CHECK_CUDA(cudaStreamSynchronize(r.stream()));  // a non-blocking stream: to_host would not wait for it
+      const std::vector<int> h = all.to_host(all.size());
+      for (int j = 0; j < p.ranks; ++j) {
+        source_grid[j] = h[2 * j];
+        source_wgs[j] = h[2 * j + 1];
+      }
+    }
     // Counters start at zero everywhere before any peer may add to them.
     XS_CHECK_CUDA(cudaMemset(window.local(), 0, kCounterBytes));
     XS_CHECK_CUDA(cudaDeviceSynchronize());
@@ -203,16 +219,17 @@ void Layer::coarse() {
 void Layer::fused(Completion c, FusedSignal signal) {
   Impl& m = *impl_;
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
-  ++m.epoch;
   FusedTargets t = m.targets;
   t.signal = signal == FusedSignal::automatic ? default_signal(m.p) : signal;
   launch_fused_attention(m.args(nullptr), m.fused_cfg, t, m.rank.stream());
-  if (c == Completion::receiver_complete) {
-    // Every source sends B x (S/P)/64 x H/P slices of this rank's rows per forward.
-    const uint32_t per_source = static_cast<uint32_t>(m.p.batch * (m.p.rows_per_rank() / 64) * m.p.heads_per_rank());
-    launch_wait_sources(static_cast<const uint32_t*>(m.window.local()), m.p.ranks, m.epoch * per_source,
+  // Every rank launches the same sequence of modes, so each source's counter here
+  // grows by what that source's launch signals (fused_signals_per_forward), also
+  // when only sender-visible launches came before.
+  for (int src = 0; src < m.p.ranks; ++src)
+    m.expected.v[src] += fused_signals_per_forward(m.p, t.signal, m.source_grid[src], m.source_wgs[src]);
+  if (c == Completion::receiver_complete)
+    launch_wait_sources(static_cast<const uint32_t*>(m.window.local()), m.p.ranks, m.expected,
                         {comm::wait_timeout_ns(), m.rank.rank()}, m.rank.stream());
-  }
 }
 
 void Layer::attention_fused_order() {

@@ -126,6 +126,14 @@ struct StaticPersistentScheduler {
     return (snake && (round_of(w, grid) & 1)) ? grid - 1 - slot : slot;
   }
   XS_HD WorkTile initial_work(int cta, int grid) const { return at(0, cta, grid); }
+  // Whether `cur` is its CTA's last tile (next_work(cur, grid) is not valid), without
+  // decoding the next tile: index arithmetic only, cheap inside a kernel's tile loop.
+  XS_HD bool is_last(const WorkTile& cur, int grid) const {
+    if (!snake) return cur.linear + grid >= space.count();
+    const int next_round = round_of(cur, grid) + 1, cta = cta_of(cur, grid);
+    const int slot = (next_round & 1) ? grid - 1 - cta : cta;
+    return static_cast<int64_t>(next_round) * grid + slot >= space.count();
+  }
   XS_HD WorkTile next_work(const WorkTile& cur, int grid) const {
     if (!snake) return space.tile(cur.linear + grid);  // plain round-robin
     return at(round_of(cur, grid) + 1, cta_of(cur, grid), grid);

@@ -127,11 +127,20 @@ OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace
 // measurements in docs/xstage-ulysses.md: per_slice at D = 64 (H200 x2, 2026-11-29:
 // within 1-5 % of attention alone; per_cta 12-17 % over it) and at S >= 32K (the same
 // x2 run: per_slice 2-3 % faster at 32K with 24 and 40 heads; one H200, 2026-12-01,
-// the kernel with all targets local: per_cta 5-16 % over attention alone at S >= 32K,
-// per_slice 1-5 % except where the tile order itself cost 10 %); per_cta at D = 128
-// below 32K (faster at 4K-16K with 24 heads on x2, where each slice's fence waits on
-// its stores for longer than the tile computation hides).
+// the kernel with all targets local: per_slice within 3.8 % of attention alone at
+// S >= 32K, the per-CTA kernel of that day 8-14 % over it); per_cta at D = 128 below
+// 32K (faster at 4K-16K with 24 heads on x2, where each slice's fence waits on its
+// stores for longer than the tile computation hides). Measured before per_cta lost
+// its schedule walk (fused_signals_per_forward); to be measured again.
 FusedSignal default_signal(const Problem& p);
+
+// What one fused forward of a source rank adds to each owner's counter for it, so
+// what the owner's receiver-complete wait adds to its expectation:
+//   per_slice  one per 64-row slice sent to the owner: B x (S/P)/64 x H/P;
+//   per_cta    one per consumer warpgroup that had a tile, to every owner:
+//              consumer_wgs x min(grid, tiles), tiles = B x S/128 x H/P;
+// `grid` and `consumer_wgs` are the source's own launch (FwdConfig).
+uint32_t fused_signals_per_forward(const Problem& p, FusedSignal s, int grid, int consumer_wgs);
 
 struct FusedSchedule {
   attention::TileSpace tiles;       // the order the kernel walks
