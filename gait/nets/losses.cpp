@@ -78,12 +78,11 @@ LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels,
     return total;
   };
   t.total = head_loss(out, true);
-  if (branch_weight > 0) {
-    for (const HeadOutput& b : out.branches) {
-      const torch::Tensor bl = head_loss(b, false);
-      t.branches += bl.item<double>();
-      t.total = t.total + branch_weight * bl;
-    }
+  if (branch_weight > 0 && !out.branches.empty()) {
+    torch::Tensor branches = torch::zeros_like(t.total);
+    for (const HeadOutput& b : out.branches) branches = branches + head_loss(b, false);
+    t.branches = branches.item<double>();
+    t.total = t.total + branch_weight * branches;
   }
   return t;
 }

@@ -250,6 +250,7 @@ RunSummary Trainer::run(bool progress) {
     }
   }
   bar.finish();
+  time_progress_ = 0;  // a step() after run() follows the iteration schedule again
   sum.iterations = iteration_;
   sum.planned_iterations = cfg_.trainer.iterations;
   sum.run_seconds = elapsed();

@@ -2,13 +2,13 @@
 # GPU can check and measure of the multi-GPU issues, for sessions that are lent one H200.
 #   RUN_NAME=onegpu ./run device onegpu
 # 1. own build (build-onegpu): the xstage CLI and the MoE, DiT and Ulysses tests;
-# 2. the fused Ulysses kernel's own cost (below, 3.) first, then GPU tests that need one GPU: the fused MoE kernel and the unfused cuBLAS
+# 2. the fused Ulysses kernel's own cost (`xstage bench ulysses --kernel-only`, no NCCL):
+#    attention alone, attention in the fused order, and the remote-store kernel with
+#    every target local, for rank 0's share at P = 2 and 4 (ONEGPU_MAX_SEQ, default 65536);
+# 3. GPU tests that need one GPU: the fused MoE kernel and the unfused cuBLAS
 #    grouped-GEMM baseline at EP = 1 against the host reference (the multi-rank cases
 #    skip), the DiT forward with the GELU and the MoE FFN against the CPU reference,
 #    the Ulysses tests (P >= 2 cases skip);
-# 3. the fused Ulysses kernel's own cost (`xstage bench ulysses --kernel-only`, no NCCL):
-#    attention alone, attention in the fused order, and the remote-store kernel with
-#    every target local, for rank 0's share at P = 2 and 4 (ONEGPU_MAX_SEQ, default 65536);
 # 4. the SASS of the local-store and remote-store attention kernels (opcode counts side
 #    by side; the full dumps in the archive).
 # Knobs: ONEGPU_MAX_SEQ, ONEGPU_RANKS (default 2,4), ONEGPU_BUDGET_S (wall seconds of the
