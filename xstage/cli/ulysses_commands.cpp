@@ -78,12 +78,16 @@ double sdpa_best_ms(const ulysses::Problem& p, const std::string& mode) {
 #endif
 }
 
+void check_ranks(const std::vector<int>& ranks) {
+  for (int P : ranks)
+    XS_ASSERT(P >= 2 && P <= ulysses::kMaxRanks, "bench ulysses: --ranks {} is outside 2 .. {}", P, ulysses::kMaxRanks);
+}
+
 // --kernel-only: rank c.rank's share of every configuration on GPU 0, no peers.
 void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
   const auto& peer = params.find("peer", "st16");
-  for (int P : c.ranks)
-    XS_ASSERT(P >= 2 && P <= ulysses::kMaxRanks, "bench ulysses: --ranks {} is outside 2 .. {}", P, ulysses::kMaxRanks);
+  check_ranks(c.ranks);
   const auto configs = ulysses::bench_sweep(c.ranks, c.min_seq, c.max_seq);
   XS_ASSERT(!configs.empty(), "bench ulysses: no configuration with S in [{}, {}]", c.min_seq, c.max_seq);
   for (int P : c.ranks)
@@ -143,8 +147,8 @@ void run(const UlyssesCli& c) {
   const auto& peer = params.find("peer", "st16");
   const int gpus = comm::visible_gpus();
   std::vector<int> ranks;
+  check_ranks(c.ranks);
   for (int P : c.ranks) {
-    XS_ASSERT(P >= 2 && P <= ulysses::kMaxRanks, "bench ulysses: --ranks {} is outside 2 .. {}", P, ulysses::kMaxRanks);
     if (P <= gpus) ranks.push_back(P);
     else std::printf("note: skipping P = %d: only %d GPU(s) visible\n", P, gpus);
   }

@@ -69,9 +69,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     layer.pre_attention();
     XS_CHECK_CUDA(cudaStreamSynchronize(st));
 
-    cudaEvent_t e0, e1;
-    XS_CHECK_CUDA(cudaEventCreate(&e0));
-    XS_CHECK_CUDA(cudaEventCreate(&e1));
+    attention::EventTimer timer;
     // Every path's samples are taken in turns (path 0, 1, ..., then 0, 1, ... again), so
     // that a drift of the card's clocks over the row moves them alike (on one H200,
     // 2026-12-01, one path after the other read up to 10 % apart for the same kernel).
@@ -79,13 +77,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     auto sample_ms = [&](const std::function<void()>& fn) {
       XS_CHECK_CUDA(cudaStreamSynchronize(st));
       rank.host_barrier();
-      XS_CHECK_CUDA(cudaEventRecord(e0, st));
-      for (int j = 0; j < inner; ++j) fn();
-      XS_CHECK_CUDA(cudaEventRecord(e1, st));
-      XS_CHECK_CUDA(cudaEventSynchronize(e1));
-      float t = 0;
-      XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-      return double(t) / inner;
+      return timer(fn, inner, st) / inner;
     };
     // Indexed as t below: 0 pre-A2A, 1 attention, 2 serial, 3 coarse, 4 fused sender-visible
     // (the default signal's, derived), 5 receiver-complete, 6 per-slice, 7 loopback,
@@ -137,8 +129,6 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     XS_CHECK_CUDA(cudaStreamSynchronize(st));
     const bool coarse_same = same(to_host(layer.coarse_out(), n_out), want);
     rank.host_barrier();
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     std::lock_guard lock(mu);
     ms[r] = t;
     fused_ok[r] = ok;
