@@ -34,7 +34,8 @@ if [ -n "$GAIT_HELP" ] && [[ "$GAIT_HELP" != *"unavailable: built without LibTor
   G="$OUTDIR/gait"
   mkdir -p "$G"
   echo "==> gait: synthetic dataset (--small), tiny two-branch model, CASIA-B evaluation"
-  [ -f "$G/synth-small/synth.json" ] || "$GAIT" synth --small --out "$G/synth-small" --force
+  # Made afresh every time (~20 s): a set left by an older build may come from an older generator.
+  "$GAIT" synth --small --out "$G/synth-small" --force
   rm -rf "$G/tiny"
   "$GAIT" train --config "$ROOT/gait/configs/tiny-cpu.json" --data "$G/synth-small" --out "$G/tiny"
   "$GAIT" eval --ckpt "$G/tiny/latest.gckpt" --out "$G/tiny/eval" --dump-embeddings "$G/tiny/eval/embeddings"

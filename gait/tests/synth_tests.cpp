@@ -13,6 +13,7 @@
 #include "gait/cache_build.hpp"
 #include "gait/dataset.hpp"
 #include "gait/motion/mocap_folder.hpp"
+#include "gait/synth/scene.hpp"
 #include "gait/synth/synth.hpp"
 
 namespace gait {
@@ -92,6 +93,43 @@ TEST(Synth, BagsAndCoatsEnlargeTheSilhouette) {
   }
   EXPECT_GE(bigger_bg, 5);
   EXPECT_EQ(bigger_cl, 6);
+}
+
+// The coat's hem: along the thigh up to the knee, straight down from the knee beyond it;
+// only CL has coat parts, and the skeleton is the same in every condition.
+TEST(Synth, CoatHemFollowsTheThighThenHangsBelowTheKnee) {
+  CanonPose p{};
+  p[cPelvis] = {0, 0.95, 0};
+  p[cLHip] = {-0.09, 0.92, 0};
+  p[cRHip] = {0.09, 0.92, 0};
+  p[cLKnee] = {-0.09, 0.50, 0.15};  // the left thigh swung forward
+  p[cRKnee] = {0.09, 0.48, -0.05};
+  p[cLAnkle] = {-0.09, 0.08, 0.10};
+  p[cRAnkle] = {0.09, 0.08, -0.10};
+  p[cNeck] = {0, 1.45, 0};
+  p[cHead] = {0, 1.55, 0};
+  p[cLShoulder] = {-0.19, 1.42, 0};
+  p[cRShoulder] = {0.19, 1.42, 0};
+  BodyShape b;
+  auto hem_ends = [&](double length) {
+    b.coat_length = length;
+    std::vector<Vec3> ends;
+    for (const Capsule& c : build_scene(p, b, Condition::CL).capsules)
+      if (c.part == Part::Coat && c.a.x != 0) ends.push_back(c.b);  // the two thigh panels
+    return ends;
+  };
+  const auto half = hem_ends(0.5);
+  ASSERT_EQ(half.size(), 2u);
+  EXPECT_NEAR(half[0].y, 0.71, 1e-9);   // halfway down the left thigh
+  EXPECT_NEAR(half[0].z, 0.075, 1e-9);
+  const auto longc = hem_ends(1.4);
+  ASSERT_EQ(longc.size(), 2u);
+  const double thigh = norm(p[cLKnee] - p[cLHip]);
+  EXPECT_NEAR(longc[0].y, 0.50 - 0.4 * thigh, 1e-9);  // 0.4 thigh lengths below the knee
+  EXPECT_NEAR(longc[0].z, 0.15, 1e-9);
+  EXPECT_LT(longc[1].y, p[cRKnee].y);
+  for (Condition c : {Condition::NM, Condition::BG})
+    for (const Capsule& cap : build_scene(p, b, c).capsules) EXPECT_NE(cap.part, Part::Coat);
 }
 
 TEST(Synth, RefusesANonEmptyOutputUnlessForced) {

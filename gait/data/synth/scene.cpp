@@ -63,8 +63,14 @@ Scene build_scene(const CanonPose& p, const BodyShape& b, Condition cond) {
     cap(p[wr], p[wr] + hand_dir * b.hand, kHandR * k, kHandR * k * 0.8, Part::Arm);
   }
   if (coat) {
-    // The hem spans both thighs at coat_length; a wide capsule from the pelvis to it.
-    const Vec3 hl = lerp(p[cLHip], p[cLKnee], b.coat_length), hr = lerp(p[cRHip], p[cRKnee], b.coat_length);
+    // The hem spans both legs at coat_length: along the thigh up to the knee; a longer
+    // coat hangs on straight down from the knee. A wide capsule from the pelvis to the
+    // hem's middle closes the gap between the legs, as the coat's skirt does.
+    auto hem = [&](int hip, int knee) {
+      if (b.coat_length <= 1.0) return lerp(p[hip], p[knee], b.coat_length);
+      return p[knee] + Vec3{0, -1, 0} * ((b.coat_length - 1.0) * norm(p[knee] - p[hip]));
+    };
+    const Vec3 hl = hem(cLHip, cLKnee), hr = hem(cRHip, cRKnee);
     const double spread = 0.5 * norm(hl - hr);
     cap(p[cPelvis], (hl + hr) * 0.5, kPelvisR * g + b.coat_bulk, 0.75 * spread + kThighR * lg * 0.6 + b.coat_bulk * 0.5, Part::Coat);
     cap(p[cLHip], hl, kThighR * lg + b.coat_bulk, kThighR * lg + b.coat_bulk * 0.7, Part::Coat);

@@ -25,8 +25,8 @@ struct BodyShape {
   int bag_side = 1;            // +1 right, -1 left
   double bag_w = 0.3, bag_h = 0.25, bag_d = 0.1;  // m: along the walk, vertical, across
   // CL: the subject's coat.
-  double coat_bulk = 0.035;    // m added to torso and arm radii
-  double coat_length = 0.5;    // hem position along the thigh, 0 = hip, 1 = knee
+  double coat_bulk = 0.06;     // m added to torso and thigh radii (0.6x to the sleeves)
+  double coat_length = 1.0;    // hem: 0 = hip, 1 = knee, beyond 1 that many thigh lengths below the knee
   double leg_length() const { return thigh + shin + ankle_height; }
 };
 

@@ -4,8 +4,9 @@
 //   NM  body + everyday clothes (top_bulk, trouser looseness via leg_girth);
 //   BG  + the subject's bag: on a strap at the hip (shoulder bag), hanging from the hand
 //       (the arm swings less and stays straight: see WalkStyle), or a backpack;
-//   CL  + a coat: thicker torso, arms and thighs and a hem across both thighs down to
-//       coat_length; the skeleton (and so the keypoints) is unchanged.
+//   CL  + a padded coat: thicker torso, sleeves and thighs and a skirt across both legs
+//       down to coat_length (mid-thigh to below the knee); the skeleton is unchanged
+//       (the joints the coat hides count as occluded for the keypoint simulation).
 #pragma once
 
 #include <vector>
