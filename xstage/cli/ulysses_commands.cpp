@@ -97,21 +97,23 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   std::printf("kernel only: rank %d's share on one GPU (%s), no NCCL; loopback = the fused kernel with every target "
               "local; ratios to attention alone\n", c.rank, prop.name);
   std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s | %7s %7s %7s %7s | %s\n", "S", "P", "H", "D", "attn", "attn-ord",
-              "loop-cta", "loop-sl", "loop-hm", "ord", "cta", "slice", "hm", "order bitwise");
+              "loop-cta", "loop-sl", "loop-hm", "ord", "cta", "slice", "hm", "order bitwise, signal counts");
   nlohmann::json rows = nlohmann::json::array();
-  bool all_equal = true;
+  bool all_equal = true, counts_ok = true;
   common::ProgressBar progress("bench ulysses --kernel-only", configs.size());
   for (const auto& b : configs) {
     const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3));
     progress.tick();
     const double a = r.attention_ms;
-    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f | %s\n", long(b.seq),
-                b.ranks, long(b.heads), long(b.head_dim), a, r.attention_fused_order_ms, r.loopback_per_cta_ms,
-                r.loopback_per_slice_ms, r.loopback_head_major_ms, r.attention_fused_order_ms / a,
-                r.loopback_per_cta_ms / a, r.loopback_per_slice_ms / a, r.loopback_head_major_ms / a,
-                r.fused_order_equal ? "yes" : "NO");
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f | %s, %s (%s)\n",
+                long(b.seq), b.ranks, long(b.heads), long(b.head_dim), a, r.attention_fused_order_ms,
+                r.loopback_per_cta_ms, r.loopback_per_slice_ms, r.loopback_head_major_ms,
+                r.attention_fused_order_ms / a, r.loopback_per_cta_ms / a, r.loopback_per_slice_ms / a,
+                r.loopback_head_major_ms / a, r.fused_order_equal ? "yes" : "NO", r.signal_counts_ok ? "ok" : "WRONG",
+                r.signal_counts.c_str());
     std::fflush(stdout);
     all_equal = all_equal && r.fused_order_equal;
+    counts_ok = counts_ok && r.signal_counts_ok;
     rows.push_back({{"S", b.seq},
                     {"P", b.ranks},
                     {"H", b.heads},
@@ -123,6 +125,8 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
                     {"loopback_per_slice_ms", r.loopback_per_slice_ms},
                     {"loopback_head_major_ms", r.loopback_head_major_ms},
                     {"fused_order_bitwise_equal", r.fused_order_equal},
+                    {"signal_counts_ok", r.signal_counts_ok},
+                    {"signal_counts", r.signal_counts},
                     {"order", r.order}});
     if (!json_path.empty()) {
       const nlohmann::json out = {{"card", prop.name},
@@ -139,7 +143,10 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   std::printf("attention in the fused order %s attention in head_major order bitwise in every row\n",
               all_equal ? "==" : "!= (SOME ROWS DIFFER)");
   if (!json_path.empty()) std::printf("wrote %s\n", json_path.c_str());
+  std::printf("signal counts %s fused_signals_per_forward at every owner in every row\n",
+              counts_ok ? "==" : "!= (SOME ROWS DIFFER: the receivers would wait for the wrong count)");
   XS_ASSERT(all_equal, "bench ulysses --kernel-only: the fused order changed attention's output");
+  XS_ASSERT(counts_ok, "bench ulysses --kernel-only: a signal mode's counts differ from fused_signals_per_forward");
 }
 
 void run(const UlyssesCli& c) {

@@ -7,6 +7,8 @@
 // of launches. The batch size of a sample comes from the attention FLOP count (not
 // from a per-rank warm-up estimate) and the number of samples is fixed; a host
 // barrier lines the ranks up before each sample.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -32,6 +34,12 @@ namespace {
 std::vector<std::uint16_t> to_host(const std::uint16_t* d, std::size_t n) {
   std::vector<std::uint16_t> h(n);
   XS_CHECK_CUDA(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<uint32_t> to_host(const uint32_t* d, std::size_t n) {
+  std::vector<uint32_t> h(n);
+  XS_CHECK_CUDA(cudaMemcpy(h.data(), d, n * sizeof(uint32_t), cudaMemcpyDeviceToHost));
   return h;
 }
 
@@ -230,6 +238,25 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   const auto head_major = to_host(o.get(), n_attn);
   row.fused_order_equal = same(head_major, to_host(o_ord.get(), n_attn)) &&
                           std::find(head_major.begin(), head_major.end(), std::uint16_t{0xFFFF}) == head_major.end();
+  // The completion counts the receivers wait for: one launch of each signal mode from
+  // zeroed counters must leave exactly fused_signals_per_forward at every owner.
+  row.signal_counts_ok = true;
+  for (const FusedTargets* mode : {&cta, &slice}) {
+    XS_CHECK_CUDA(cudaMemset(loop_counter.get(), 0, kMaxRanks * sizeof(uint32_t)));
+    launch_fused_attention(a, fused_cfg, *mode, nullptr);
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    const auto got = to_host(loop_counter.get(), kMaxRanks);
+    const uint32_t want = fused_signals_per_forward(p, mode->signal, fused_cfg.grid, fused_cfg.consumer_wgs);
+    uint32_t lo = got[0], hi = got[0];
+    for (int j = 0; j < p.ranks; ++j) {
+      lo = std::min(lo, got[j]);
+      hi = std::max(hi, got[j]);
+      row.signal_counts_ok = row.signal_counts_ok && got[j] == want;
+    }
+    row.signal_counts += fmt::format("{}{} {}{}/{}", row.signal_counts.empty() ? "" : ", ",
+                                     mode->signal == FusedSignal::per_cta ? "per_cta" : "per_slice", lo,
+                                     lo == hi ? "" : fmt::format("..{}", hi), want);
+  }
   return row;
 }
 

@@ -52,6 +52,10 @@ struct KernelRow {
   double loopback_per_slice_ms = 0;     // remote-store kernel, fused order, per-slice signal
   double loopback_head_major_ms = 0;    // remote-store kernel, head_major order, per-CTA signal
   bool fused_order_equal = false;       // attention in the fused order == head_major, bitwise
+  // One launch per signal mode from zeroed counters: every owner's counter holds what
+  // fused_signals_per_forward says that mode adds (what the receiver waits for).
+  bool signal_counts_ok = false;
+  std::string signal_counts;            // "per_cta a/b, per_slice c/d" (counted / expected, every owner)
   std::string order;                    // the chosen order and the advisor's reasoning
 };
 // Each variant: `reps` samples, taken in turns with the other variants.
