@@ -3,14 +3,24 @@
 
     gait_results.py --runs DIR --previous docs/results/gait.json --out FILE
                     --card TEXT --date YYYY-MM-DD --command TEXT [--dataset TEXT] [--cmu-dataset TEXT]
+                    [--data-version HASH] [--seed N]
+    gait_results.py --cpu-run DIR --previous F --out F --card TEXT --date YYYY-MM-DD --command TEXT
+                    [--dataset TEXT]     (replaces the tiny CPU row, and cpu_infer_ms_per_seq
+                                          from DIR/bench_infer.json when present)
 
 DIR holds one folder per variant, as scripts/device.d/gait.sh leaves them:
     DIR/<variant>/train_summary.json   (gait train: iterations done, train seconds)
     DIR/<variant>/eval/rank1.json      (gait eval: rank-1 NM/BG/CL)
     DIR/two_branch/eval_cmu/rank1.json (gait eval --test-all on the `--motion cmu` set)
+    DIR/two_branch/eval_heads_<h>/rank1.json (gait eval --heads h: the same checkpoint's
+                                       other test embeddings, h = fused, branches, silhouette, skeleton)
 Rows come only from files that exist: a variant without both files is listed under
 "not_run" with the reason. The previous file's CPU rows and cpu_infer_ms_per_seq are
-kept (its own card, date and command move into those rows). Prints a Markdown table.
+kept (its own card, date and command move into those rows). The previous file's GPU run
+moves into "previous_runs" (with its own earlier runs, newest first), and "mean_over_runs"
+averages each variant over this run and the previous runs of the same generator version
+(--data-version) when there are two or more, with the issue's comparisons on the means.
+Prints a Markdown table.
 """
 import argparse
 import json
@@ -52,10 +62,82 @@ def gpu_row(variant, runs):
     return row, None
 
 
+def gpu_run_of(doc):
+    """The GPU run a results file holds (its GPU rows and provenance), or None."""
+    rows = [r for r in doc.get("rows", []) if r.get("variant") in VARIANTS]
+    if not rows:
+        return None
+    run = {k: doc[k] for k in ("card", "date", "command", "data_version", "seed") if k in doc}
+    run["rows"] = rows
+    for k in ("cmu", "two_branch_heads", "issue_checks"):
+        if k in doc:
+            run[k] = doc[k]
+    return run
+
+
+def mean_over_runs(current, previous, version):
+    """Per variant, the mean of NM/BG/CL over the runs of this generator version."""
+    if not version:
+        return None
+    runs = [current] + [r for r in previous if r.get("data_version") == version]
+    if len(runs) < 2:
+        return None
+    rows = []
+    for v in VARIANTS:
+        got = [r2 for run in runs for r2 in run["rows"] if r2.get("variant") == v and
+               all(r2.get(c) is not None for c in CONDITIONS)]
+        if got:
+            row = {"variant": v, "runs": len(got)}
+            row.update({c: round(sum(r2[c] for r2 in got) / len(got), 2) for c in CONDITIONS})
+            row.update({f"{c}_spread": round(max(r2[c] for r2 in got) - min(r2[c] for r2 in got), 2)
+                        for c in CONDITIONS})
+            rows.append(row)
+    return {"data_version": version, "runs": [{"date": r.get("date"), "seed": r.get("seed")} for r in runs],
+            "rows": rows, "issue_checks": issue_checks(rows)}
+
+
+CPU_VARIANT = "two_branch_tiny_cpu"
+
+
+def replace_cpu_row(args):
+    """The previous file with its tiny-CPU row rebuilt from a `gait train` + `gait eval`
+    of gait/configs/tiny-cpu.json (DIR/train_summary.json, DIR/eval/rank1.json)."""
+    prev = load(args.previous) or {}
+    if "__error__" in prev:
+        sys.exit(prev["__error__"])
+    summ = load(os.path.join(args.cpu_run, "train_summary.json"))
+    ev = load(os.path.join(args.cpu_run, "eval", "rank1.json"))
+    for what, j in (("train_summary.json", summ), ("eval/rank1.json", ev)):
+        if j is None or "__error__" in j:
+            sys.exit((j or {}).get("__error__", f"{args.cpu_run}: no {what}"))
+    old = next((r for r in prev.get("rows", []) if r.get("variant") == CPU_VARIANT), {})
+    row = {"variant": CPU_VARIANT, "config": "gait/configs/tiny-cpu.json",
+           "dataset": args.dataset or old.get("dataset", ""), **means(ev),
+           "heads": ev.get("heads"), "epochs_or_iterations": summ["iterations"],
+           "train_seconds": summ["train_seconds"], "eval_seconds": round(ev.get("embed_seconds", 0.0), 1),
+           "card": args.card, "date": args.date, "command": args.command}
+    if args.data_version:
+        row["data_version"] = args.data_version
+    out = dict(prev)
+    out["rows"] = [r for r in prev.get("rows", []) if r.get("variant") != CPU_VARIANT] + [row]
+    bench = load(os.path.join(args.cpu_run, "bench_infer.json"))  # gait bench-infer --json, if it ran
+    if bench and "__error__" not in bench:
+        out["cpu_infer_ms_per_seq"] = round(bench["median_ms"], 2)
+        out["cpu_infer_note"] = (f"gait bench-infer --ckpt DIR/latest.gckpt --device cpu: {bench['frames']} frames, "
+                                 f"batch 1, {bench['threads']} thread(s), median of {bench['runs']} runs "
+                                 f"(p10 {bench['p10_ms']:.2f}, p90 {bench['p90_ms']:.2f}), the test embedding "
+                                 f"{ev.get('heads', 'fused')}")
+    return out
+
+
 def build(args):
     prev = load(args.previous) or {}
     if "__error__" in prev:
         sys.exit(prev["__error__"])
+    previous_runs = []
+    prev_run = gpu_run_of(prev)
+    if prev_run:
+        previous_runs = [prev_run] + prev.get("previous_runs", [])
     rows, not_run = [], []
     for v in VARIANTS:
         row, why = gpu_row(v, args.runs)
@@ -73,6 +155,10 @@ def build(args):
                 r[k] = prev[k]
         rows.append(r)
     out = {"card": args.card, "date": args.date, "command": args.command}
+    if args.data_version:
+        out["data_version"] = args.data_version
+    if args.seed is not None:
+        out["seed"] = args.seed
     if args.dataset:
         out["dataset"] = args.dataset
     out["rows"] = rows
@@ -84,9 +170,18 @@ def build(args):
     else:
         not_run.append({"variant": "two_branch on the cmu set",
                         "why": (cmu or {}).get("__error__", "no two_branch/eval_cmu/rank1.json")})
+    heads = two_branch_heads(args.runs)
+    if heads:
+        out["two_branch_heads"] = heads
     out["issue_checks"] = issue_checks(rows)
     if not_run:
         out["not_run"] = not_run
+    current = {"date": args.date, "seed": args.seed, "rows": [r for r in rows if r.get("variant") in VARIANTS]}
+    mean = mean_over_runs(current, previous_runs, args.data_version)
+    if mean:
+        out["mean_over_runs"] = mean
+    if previous_runs:
+        out["previous_runs"] = previous_runs[:4]
     for k in ("cpu_infer_ms_per_seq", "cpu_infer_note"):
         if k in prev:
             out[k] = prev[k]
@@ -94,6 +189,19 @@ def build(args):
 
 
 CONDITIONS = ("NM", "BG", "CL")
+HEADS = ("fused", "branches", "silhouette", "skeleton")
+
+
+def two_branch_heads(runs):
+    """The two-branch checkpoint evaluated on each test embedding: its config's (the row
+    above, usually fused+branches) and those of `gait eval --heads`; [] if none ran."""
+    out = []
+    for h, path in [(None, os.path.join(runs, "two_branch", "eval", "rank1.json"))] + \
+            [(h, os.path.join(runs, "two_branch", f"eval_heads_{h}", "rank1.json")) for h in HEADS]:
+        j = load(path)
+        if j and "__error__" not in j:
+            out.append({"heads": j.get("heads", h or "fused"), "from_config": h is None, **means(j)})
+    return out if len(out) > 1 else []
 
 
 def issue_checks(rows):
@@ -141,7 +249,26 @@ def table(out):
                      f"{c.get('trained_iterations', '-')} | |")
     for n in out.get("not_run", []):
         lines.append(f"| {n['variant']} | not run: {n['why']} | | | | |")
-    checks = out.get("issue_checks", {})
+    if out.get("two_branch_heads"):
+        lines += ["", "| two_branch test embedding | NM | BG | CL |", "|---|---|---|---|"]
+        for h in out["two_branch_heads"]:
+            name = h["heads"] + (" (its config's)" if h["from_config"] else "")
+            lines.append(f"| {name} | {fmt(h.get('NM'))} | {fmt(h.get('BG'))} | {fmt(h.get('CL'))} |")
+    lines += check_lines(out.get("issue_checks", {}))
+    mean = out.get("mean_over_runs")
+    if mean:
+        lines += ["", f"mean over {len(mean['runs'])} runs of generator {mean['data_version']} "
+                  f"(seeds {', '.join(str(r['seed']) for r in mean['runs'])}):",
+                  "| variant | NM | BG | CL | spread NM/BG/CL |", "|---|---|---|---|---|"]
+        for r in mean["rows"]:
+            lines.append(f"| {r['variant']} | {fmt(r['NM'])} | {fmt(r['BG'])} | {fmt(r['CL'])} | "
+                         f"{fmt(r['NM_spread'])}/{fmt(r['BG_spread'])}/{fmt(r['CL_spread'])} |")
+        lines += [l.replace("check ", "check mean ", 1) for l in check_lines(mean["issue_checks"])]
+    return "\n".join(lines)
+
+
+def check_lines(checks):
+    lines = []
     if checks:
         lines.append("")
         for name, v in checks.items():
@@ -152,12 +279,13 @@ def table(out):
             else:
                 text = "n/a" if v is None else str(v)
             lines.append(f"check {name}: {text}")
-    return "\n".join(lines)
+    return lines
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", required=True)
+    p.add_argument("--runs")
+    p.add_argument("--cpu-run", help="a tiny-cpu run folder: replace only the CPU row")
     p.add_argument("--previous", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--card", required=True)
@@ -165,8 +293,12 @@ def main():
     p.add_argument("--command", required=True)
     p.add_argument("--dataset", default="")
     p.add_argument("--cmu-dataset", default="")
+    p.add_argument("--data-version", default="")
+    p.add_argument("--seed", type=int, default=None)
     args = p.parse_args()
-    out = build(args)
+    if bool(args.runs) == bool(args.cpu_run):
+        p.error("give exactly one of --runs (a GPU stage's folder) and --cpu-run (a tiny-cpu run)")
+    out = replace_cpu_row(args) if args.cpu_run else build(args)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=2)

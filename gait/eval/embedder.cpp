@@ -61,16 +61,50 @@ torch::Tensor Embedder::forward_batch(std::span<const CachedSequence* const> bat
     }
     pose = pose.to(device_);
   }
+  const train::EvalHeads heads = cfg_.evaluator.heads;
   nets::GaitNetImpl::Output out;
   {
     train::AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
-    out = model_->forward(sil, pose);
+    out = model_->forward(sil, pose, nets::FusionDrop::none, heads != train::EvalHeads::Fused);
   }
-  return (cfg_.evaluator.feature == train::EvalFeature::BnFeature ? out.bn : out.embed)
-      .to(torch::kFloat)
-      .reshape({b, -1})
-      .cpu()
-      .contiguous();
+  const bool bn = cfg_.evaluator.feature == train::EvalFeature::BnFeature;
+  auto pick = [&](const nets::HeadOutput& h) { return (bn ? h.bn : h.embed).to(torch::kFloat); };  // [b, d, parts]
+  torch::Tensor f;
+  switch (heads) {
+    case train::EvalHeads::Fused: f = pick(out); break;
+    case train::EvalHeads::SilhouetteHead: f = pick(out.branches.at(0)); break;
+    case train::EvalHeads::SkeletonHead: f = pick(out.branches.at(1)); break;
+    case train::EvalHeads::FusedAndBranches: {
+      const int64_t p = model_->parts();
+      f = torch::cat({pick(out), pick(out.branches.at(0)), pick(out.branches.at(1)).expand({b, channels(), p})}, 2);
+      break;
+    }
+    case train::EvalHeads::Branches: {
+      const int64_t p = model_->parts();
+      f = torch::cat({pick(out.branches.at(0)), pick(out.branches.at(1)).expand({b, channels(), p})}, 2);
+      break;
+    }
+  }
+  return f.reshape({b, -1}).cpu().contiguous();
+}
+
+int Embedder::parts() const {
+  switch (cfg_.evaluator.heads) {
+    case train::EvalHeads::Fused:
+    case train::EvalHeads::SilhouetteHead: return model_->parts();
+    case train::EvalHeads::SkeletonHead: return 1;
+    case train::EvalHeads::FusedAndBranches: return 3 * model_->parts();
+    case train::EvalHeads::Branches: return 2 * model_->parts();
+  }
+  return model_->parts();
+}
+
+void Embedder::set_heads(train::EvalHeads heads) {
+  XS_ASSERT(heads == train::EvalHeads::Fused || model_->has_branch_heads(),
+            "heads '{}' need the branch heads; this model has only the fused head (two_branch with "
+            "model.fusion.branch_loss_weight > 0 has them)",
+            train::to_string(heads));
+  cfg_.evaluator.heads = heads;
 }
 
 std::vector<float> Embedder::embed(const CachedSequence& seq) {

@@ -27,7 +27,7 @@ using eval::EmbeddingSet;
 namespace {
 
 struct Common {
-  std::string ckpt, data, pose, cache, device = "auto", cudnn = "on";
+  std::string ckpt, data, pose, cache, device = "auto", cudnn = "on", heads;
   int threads = -1;  // -1: the model config's trainer.threads
   bool no_progress = false, cache_only = false;
 };
@@ -46,6 +46,17 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--cudnn", a.cudnn, "on: cuDNN convolutions on CUDA; off: LibTorch's own (no per-shape cuDNN set-up)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  c->add_option("--heads", a.heads,
+                "test embedding from: fused, fused+branches, branches, silhouette or skeleton (default: the checkpoint's "
+                "evaluator.heads; all but fused need a two-branch model with branch heads)")
+      ->check(CLI::IsMember({"fused", "fused+branches", "branches", "silhouette", "skeleton"}));
+}
+
+// The checkpoint's model, with --heads applied.
+std::unique_ptr<eval::Embedder> open_embedder(const Common& a, torch::Device device) {
+  auto e = std::make_unique<eval::Embedder>(a.ckpt, device);
+  if (!a.heads.empty()) e->set_heads(train::parse_eval_heads(a.heads));
+  return e;
 }
 
 // --device resolved, and cuDNN switched as --cudnn asks (CUDA only).
@@ -146,7 +157,8 @@ void run_eval(const EvalArgs& a) {
   }
   XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
   const torch::Device device = device_of(a);
-  eval::Embedder emb(a.ckpt, device);
+  const auto owned = open_embedder(a, device);
+  eval::Embedder& emb = *owned;
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
@@ -163,15 +175,18 @@ void run_eval(const EvalArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const eval::Rank1Result r = eval::evaluate_rank1(set, src.protocol);
   const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "eval" : fs::path(a.out);
-  fmt::print("embedded {} test sequences (subjects {}..{}) in {:.1f} s ({:.1f} ms each), {} model at iteration {}\n",
+  fmt::print("embedded {} test sequences (subjects {}..{}) in {:.1f} s ({:.1f} ms each), {} model at iteration {}, "
+             "{} heads\n",
              set.size(), src.protocol.train_last_subject + 1, src.max_subject, secs, 1000 * secs / set.size(),
-             train::to_string(emb.config().model.mode), emb.meta().iteration);
+             train::to_string(emb.config().model.mode), emb.meta().iteration,
+             train::to_string(emb.config().evaluator.heads));
   write_reports(out, r,
                 fmt::format("{} ({} it.) on {}", train::to_string(emb.config().model.mode), emb.meta().iteration,
                             fs::path(data.root).filename().string()),
                 {{"checkpoint", a.ckpt},
                  {"iteration", emb.meta().iteration},
                  {"mode", train::to_string(emb.config().model.mode)},
+                 {"heads", train::to_string(emb.config().evaluator.heads)},
                  {"data", data.root},
                  {"test_subjects_from", src.protocol.train_last_subject + 1},
                  {"sequences", set.size()},
@@ -194,7 +209,8 @@ struct EmbedArgs : Common {
 };
 
 void run_embed(const EmbedArgs& a) {
-  eval::Embedder emb(a.ckpt, device_of(a));
+  const auto owned = open_embedder(a, device_of(a));
+  eval::Embedder& emb = *owned;
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   std::vector<CachedSequence> seqs;
@@ -220,7 +236,8 @@ struct IdentifyArgs : Common {
 };
 
 void run_identify(const IdentifyArgs& a) {
-  eval::Embedder emb(a.ckpt, device_of(a));
+  const auto owned = open_embedder(a, device_of(a));
+  eval::Embedder& emb = *owned;
   set_threads(a.threads, emb.config());
   const EmbeddingSet gallery = eval::load_embeddings(a.gallery);
   XS_ASSERT(gallery.channels == emb.channels() && gallery.parts == emb.parts(),
@@ -289,6 +306,7 @@ void run_bench(const BenchArgs& a) {
     torch::manual_seed(cfg.trainer.seed);
     emb = std::make_unique<eval::Embedder>(nets::GaitNet(cfg.model, 74), cfg, device);
   }
+  if (!a.heads.empty()) emb->set_heads(train::parse_eval_heads(a.heads));
   set_threads(a.threads, emb->config());
   const CachedSequence seq = synthetic_sequence(a.frames);
   for (int i = 0; i < a.warmup; ++i) emb->embed(seq);

@@ -60,7 +60,8 @@ GaitNetImpl::GaitNetImpl(const train::ModelConfig& cfg, int num_classes)
   }
 }
 
-GaitNetImpl::Output GaitNetImpl::forward(const torch::Tensor& sil, const torch::Tensor& pose, FusionDrop drop) {
+GaitNetImpl::Output GaitNetImpl::forward(const torch::Tensor& sil, const torch::Tensor& pose, FusionDrop drop,
+                                         bool with_branches) {
   torch::Tensor s, g;
   if (uses_silhouettes()) {
     XS_ASSERT(sil.defined(), "this model reads silhouettes but none were given");
@@ -83,7 +84,9 @@ GaitNetImpl::Output GaitNetImpl::forward(const torch::Tensor& sil, const torch::
   }
   Output o;
   static_cast<HeadOutput&>(o) = apply_head(fc_, bnneck_, classifier_, f, embed_dim_, parts_);
-  if (!sil_head_.is_empty() && is_training()) o.branches = {sil_head_->forward(s), skel_head_->forward(g)};
+  XS_ASSERT(!with_branches || has_branch_heads(), "this model has no branch heads (two_branch with branch_loss_weight > 0)");
+  if (has_branch_heads() && (is_training() || with_branches))
+    o.branches = {sil_head_->forward(s), skel_head_->forward(g)};
   return o;
 }
 

@@ -80,6 +80,16 @@ TEST(Config, WrongTypesAndValuesAreErrors) {
   const std::string e6 =
       error_of([] { train::parse_config(json::parse(R"({"trainer": {"fit_schedule_to_time": true}})"), "c"); });
   EXPECT_NE(e6.find("needs trainer.max_minutes > 0"), std::string::npos) << e6;
+  // Test embeddings from the branch heads need a model that has them.
+  const std::string e7 = error_of([] { train::parse_config(json::parse(R"({"evaluator": {"heads": "skeleton"}})"), "c"); });
+  EXPECT_NE(e7.find("needs the branch heads"), std::string::npos) << e7;
+  const std::string e8 = error_of([] { train::parse_config(json::parse(R"({"evaluator": {"heads": "both"}})"), "c"); });
+  EXPECT_NE(e8.find("fused, fused+branches, branches, silhouette, skeleton"), std::string::npos) << e8;
+  const train::Config ok = train::parse_config(
+      json::parse(R"({"model": {"fusion": {"branch_loss_weight": 1}}, "evaluator": {"heads": "fused+branches"}})"), "c");
+  EXPECT_EQ(ok.evaluator.heads, train::EvalHeads::FusedAndBranches);
+  EXPECT_EQ(train::parse_eval_heads("silhouette"), train::EvalHeads::SilhouetteHead);
+  EXPECT_NE(error_of([] { train::parse_eval_heads("all"); }).find("--heads 'all'"), std::string::npos);
 }
 
 TEST(Config, BaseFilesMergeAndStayStrict) {
@@ -125,6 +135,8 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(two.model, train::load_config(fs::path(src) / "gait/configs/ablation/two_branch.json").model);
   EXPECT_EQ(two.model.fusion.branch_loss_weight, 1.0);  // the two-branch extras (gait_net.hpp)
   EXPECT_EQ(two.model.fusion.modality_dropout, 0.5);
+  EXPECT_EQ(two.evaluator.heads, train::EvalHeads::FusedAndBranches);  // the two-branch test embedding
+  EXPECT_EQ(fc.evaluator.heads, train::EvalHeads::Fused);
   for (const char* bad : {R"({"model": {"fusion": {"modality_dropout": 1.0}}})",
                           R"({"model": {"fusion": {"branch_loss_weight": -1}}})"})
     EXPECT_NE(error_of([&] { train::parse_config(json::parse(bad), "c"); }).find("model.fusion."), std::string::npos)

@@ -201,6 +201,13 @@ TEST(GaitNet, BranchHeadsAndModalityDropout) {
   net->eval();
   EXPECT_TRUE(net->forward(sil, pose).branches.empty());
   EXPECT_THROW(net->forward(sil, pose, FusionDrop::skeleton), common::Error);
+  // ...unless asked for (evaluator.heads): the branch heads' embeddings in eval mode.
+  const auto ev = net->forward(sil, pose, FusionDrop::none, /*with_branches=*/true);
+  ASSERT_EQ(ev.branches.size(), 2u);
+  EXPECT_EQ(ev.branches[1].bn.sizes(), (std::vector<int64_t>{4, 5, 1}));
+  EXPECT_TRUE(torch::allclose(ev.embed, net->forward(sil, pose).embed));
+  plain->eval();
+  EXPECT_THROW(plain->forward(sil, pose, FusionDrop::none, true), common::Error);
 }
 
 TEST(Losses, BranchHeadsAddTheirWeightedLosses) {

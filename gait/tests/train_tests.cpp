@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <filesystem>
 
 #include "common/testing.hpp"
@@ -215,6 +216,41 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
     q8.evaluator.length_quantum = 8;
     eval::Embedder eights(emb.model(), q8, torch::kCPU);
     EXPECT_EQ(eights.embed(cut), eights.embed(mixed[0]));
+  }
+  // Test embeddings from the branch heads: fused+branches is [fused p | silhouette p |
+  // skeleton x p] along the part axis; each head alone is its own slice of it.
+  {
+    const int c = emb.channels(), p4 = emb.parts();
+    ASSERT_EQ(p4, 4);
+    std::map<EvalHeads, std::vector<float>> by;
+    for (EvalHeads h : {EvalHeads::Fused, EvalHeads::FusedAndBranches, EvalHeads::Branches, EvalHeads::SilhouetteHead,
+                        EvalHeads::SkeletonHead}) {
+      Config hc = emb.config();
+      hc.evaluator.heads = h;
+      eval::Embedder e(emb.model(), hc, torch::kCPU);
+      by[h] = e.embed(test[0]);
+      EXPECT_EQ(by[h].size(), static_cast<std::size_t>(c * e.parts()));
+      const eval::EmbeddingSet hs = e.embed_all({test[0], test[1]}, false);
+      EXPECT_EQ(hs.parts, e.parts());
+    }
+    EXPECT_EQ(by[EvalHeads::Fused], emb.embed(test[0]));
+    const std::vector<float>& all = by[EvalHeads::FusedAndBranches];  // [c, 12] row-major
+    ASSERT_EQ(all.size(), static_cast<std::size_t>(c * 12));
+    for (int ch = 0; ch < c; ++ch)
+      for (int q = 0; q < p4; ++q) {
+        EXPECT_FLOAT_EQ(all[ch * 12 + q], by[EvalHeads::Fused][ch * p4 + q]);
+        EXPECT_FLOAT_EQ(all[ch * 12 + p4 + q], by[EvalHeads::SilhouetteHead][ch * p4 + q]);
+        EXPECT_FLOAT_EQ(all[ch * 12 + 2 * p4 + q], by[EvalHeads::SkeletonHead][ch]);
+        EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + q], all[ch * 12 + p4 + q]);
+        EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + p4 + q], all[ch * 12 + 2 * p4 + q]);
+      }
+    EXPECT_NE(by[EvalHeads::SilhouetteHead], by[EvalHeads::Fused]);
+    // A model without branch heads refuses them.
+    Config plain = emb.config();
+    plain.model.fusion.branch_loss_weight = 0;
+    eval::Embedder fused_only(nets::GaitNet(plain.model, 4), plain, torch::kCPU);
+    const std::string e = error_of([&] { fused_only.set_heads(EvalHeads::SkeletonHead); });
+    EXPECT_NE(e.find("need the branch heads"), std::string::npos) << e;
   }
   for (int batch_frames : {2048, 20}) {
     Config ecfg = emb.config();

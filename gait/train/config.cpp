@@ -53,6 +53,15 @@ struct EnumNames<EvalFeature> {
   static constexpr std::array<std::pair<EvalFeature, const char*>, 2> v = {
       {{EvalFeature::Embedding, "embedding"}, {EvalFeature::BnFeature, "bn"}}};
 };
+template <>
+struct EnumNames<EvalHeads> {
+  static constexpr std::array<std::pair<EvalHeads, const char*>, 5> v = {
+      {{EvalHeads::Fused, "fused"},
+       {EvalHeads::FusedAndBranches, "fused+branches"},
+       {EvalHeads::Branches, "branches"},
+       {EvalHeads::SilhouetteHead, "silhouette"},
+       {EvalHeads::SkeletonHead, "skeleton"}}};
+};
 
 template <class E>
 std::string enum_name(E e) {
@@ -162,6 +171,7 @@ void visit_fields(V& v, TrainerConfig& c) {
 template <class V>
 void visit_fields(V& v, EvaluatorConfig& c) {
   v("feature", c.feature);
+  v("heads", c.heads);
   v("max_frames", c.max_frames);
   v("batch_frames", c.batch_frames);
   v("length_quantum", c.length_quantum);
@@ -338,6 +348,10 @@ void validate(const Config& c, const std::string& src) {
   for (double p : {a.sil_erase_p, a.pose_mirror_p, a.pose_time_flip_p})
     need(p >= 0 && p <= 1, "trainer.augment probabilities must be in [0, 1]");
   need(a.sil_rotate_deg >= 0 && a.sil_shift_px >= 0 && a.pose_noise_px >= 0, "trainer.augment magnitudes must be >= 0");
+  need(c.evaluator.heads == EvalHeads::Fused || (m.mode == ModelMode::TwoBranch && m.fusion.branch_loss_weight > 0),
+       fmt::format("evaluator.heads \"{}\" needs the branch heads (model.mode two_branch with "
+                   "model.fusion.branch_loss_weight > 0)",
+                   enum_name(c.evaluator.heads)));
   need(c.evaluator.max_frames >= 3, "evaluator.max_frames must be >= 3");
   need(c.evaluator.batch_frames >= 1, "evaluator.batch_frames must be >= 1");
   need(c.evaluator.length_quantum >= 1, "evaluator.length_quantum must be >= 1 (1: every frame)");
@@ -403,6 +417,13 @@ json to_json(const Config& c) {
 
 std::string to_string(ModelMode m) { return enum_name(m); }
 std::string to_string(GraphOperator o) { return enum_name(o); }
+std::string to_string(EvalHeads h) { return enum_name(h); }
+
+EvalHeads parse_eval_heads(const std::string& name) {
+  for (const auto& [k, n] : EnumNames<EvalHeads>::v)
+    if (name == n) return k;
+  throw common::Error(fmt::format("--heads '{}': expected one of {}", name, enum_choices<EvalHeads>()));
+}
 
 std::string first_difference(const json& a, const json& b, const std::string& path) {
   if (a.is_object() && b.is_object()) {

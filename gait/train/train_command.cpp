@@ -1,6 +1,7 @@
 // `gait train --config CFG`: see gait/eval/model_commands.hpp.
 #include <fmt/format.h>
 
+#include <optional>
 #include <thread>
 
 #include "gait/eval/commands.hpp"
@@ -19,6 +20,7 @@ namespace {
 struct TrainArgs {
   std::string config, data, pose, cache, out, device, resume_from;
   int iterations = 0, threads = -1;
+  std::optional<std::uint64_t> seed;
   double max_minutes = -1;  // -1: the config's trainer.max_minutes
   bool resume = false, no_progress = false, cache_only = false;
 };
@@ -38,6 +40,7 @@ void run_train(const TrainArgs& a) {
   if (!a.device.empty()) cfg.trainer.device = a.device;
   if (a.iterations > 0) cfg.trainer.iterations = a.iterations;
   if (a.threads >= 0) cfg.trainer.threads = a.threads;
+  if (a.seed) cfg.trainer.seed = *a.seed;
   if (a.max_minutes >= 0) cfg.trainer.max_minutes = a.max_minutes;
   if (a.cache_only) cfg.data.cache_only = true;
   cfg = train::parse_config(train::to_json(cfg), a.config);  // re-validate the overrides
@@ -86,6 +89,7 @@ void add_train_command(CLI::App& app) {
   c->add_option("--iterations", args->iterations, "iterations (overrides trainer.iterations)");
   c->add_option("--device", args->device, "auto, cpu or cuda (overrides trainer.device)");
   c->add_option("--threads", args->threads, "CPU threads, 0 = all (overrides trainer.threads)");
+  c->add_option("--seed", args->seed, "seed of weights, batches and augmentation (overrides trainer.seed)");
   c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)");
   c->add_flag("--resume", args->resume, "continue from OUT/latest.gckpt");
   c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")->check(CLI::ExistingFile);

@@ -26,6 +26,9 @@
 #   GAIT_CORES          cores the stage may use (default nproc; e.g. 12 when another job
 #                       shares the machine): synth/preprocess threads, build jobs
 #   GAIT_JOBS           build jobs (default GAIT_CORES)
+#   GAIT_SEED           trainer.seed of every variant (default: the configs', 1): a
+#                       replicate run; the results file keeps earlier runs (previous_runs)
+#                       and averages the runs made on the same generator (mean_over_runs)
 
 gait_t0=$(date +%s)
 GAIT_SMOKE=${GAIT_STAGE_SMOKE:-0}
@@ -93,10 +96,16 @@ else
   GAIT_FULL_ARGS=(--subjects 124 --motion procedural)
   GAIT_CMU_ARGS=(--subjects 50 --seed 2 --motion cmu)
 fi
+# The generator's version: a hash of its sources without // comments and whitespace, so
+# that a dataset left by an earlier call is reused only when the same code made it, and
+# the results file can tell which runs saw the same data (an edit of a comment keeps it).
+GAIT_DATA_VERSION=$(export LC_ALL=C; cat "$ROOT"/gait/data/synth/*.cpp "$ROOT"/gait/include/gait/synth/*.hpp \
+  "$ROOT"/gait/data/motion/*.cpp 2>/dev/null | sed -e 's://.*$::' | tr -d '[:space:]' | sha1sum | cut -c1-12)
+export GAIT_DATA_VERSION
 gait_make_data() { # name, threads, synth args...: synth + preprocess, reused when complete
   # (exported and run through `bash -c '...'`, so that `timeout` can bound it)
   local name=$1 threads=$2; shift 2
-  local d=$GD/$name want="$*"
+  local d=$GD/$name want="$* (generator $GAIT_DATA_VERSION)"
   if [ -f "$d/.complete" ] && [ "$(cat "$d/.complete")" = "$want" ]; then echo "reusing $d ($want)"; return 0; fi
   rm -rf "$d"
   "$GAIT_BIN" synth --out "$d" "$@" --threads "$threads" --no-progress --results "$GO/data_$name.json" &&
@@ -154,7 +163,8 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
   [ "$GAIT_SMOKE" != 1 ] && export CUDA_VISIBLE_DEVICES=$(gait_gpu_of "$v")
   rm -rf "$run"; mkdir -p "$GO/$v"
   gait_job "${v}_train" $(($(gait_left) - 20)) "$GAIT_BIN" train --config "$(gait_config "$v")" --data "$GD/full" \
-    --out "$run" --max-minutes "$minutes" --cache-only --threads "$threads" --device "$dev"
+    --out "$run" --max-minutes "$minutes" --cache-only --threads "$threads" --device "$dev" \
+    ${GAIT_SEED:+--seed "$GAIT_SEED"}
   cp "$run"/train_summary.json "$run"/train_log.csv "$run"/config.json "$GO/$v/" 2>/dev/null
   [ -f "$run/latest.gckpt" ] || return 0
   if [ "$v" = two_branch ]; then
@@ -172,6 +182,17 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
   fi
   gait_job "${v}_eval" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" --out "$GO/$v/eval" \
     --data "$GD/full" --cache-only --threads "$threads" --device "$dev" --no-progress
+  if [ "$v" = two_branch ]; then
+    # The same checkpoint's other test embeddings (its config's is fused+branches): the
+    # fused head alone, the two branch heads together and each alone, for the table of heads.
+    local h
+    for h in fused branches silhouette skeleton; do
+      [ "$(gait_left)" -gt 25 ] || break
+      gait_job "two_branch_eval_$h" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
+        --heads "$h" --out "$GO/two_branch/eval_heads_$h" --data "$GD/full" --cache-only --threads "$threads" \
+        --device "$dev" --no-progress
+    done
+  fi
   wait
 }
 
@@ -206,13 +227,14 @@ if [ "$GAIT_OK" = 1 ]; then
     gait_note_job "${v}_eval"
   done
   gait_note_job two_branch_eval_cmu
+  for h in fused branches silhouette skeleton; do gait_note_job "two_branch_eval_$h"; done
 elif [ "$GAIT_OK" != prep ]; then
   note gait_train "skipped: no gait binary or no dataset"
 fi
 
 # ---------------------------------------------------------------- results file
 # The command as run (the reused datasets say whether a GAIT_STAGE_PREP=1 call came first).
-GAIT_COMMAND="GAIT_STAGE_SECONDS=$GAIT_BUDGET GAIT_EVAL_RESERVE=$GAIT_RESERVE RUN_NAME=${RUN_NAME:-} ./run device gait"
+GAIT_COMMAND="${GAIT_SEED:+GAIT_SEED=$GAIT_SEED }GAIT_STAGE_SECONDS=$GAIT_BUDGET GAIT_EVAL_RESERVE=$GAIT_RESERVE RUN_NAME=${RUN_NAME:-} ./run device gait"
 grep -q reusing "$OUT/gait_data_full.log" 2>/dev/null &&
   GAIT_COMMAND="$GAIT_COMMAND (build and datasets from a GAIT_STAGE_PREP=1 call just before, same machine)"
 if [ "$GAIT_OK" != prep ]; then
@@ -226,7 +248,7 @@ if [ "$GAIT_OK" != prep ]; then
   GAIT_CMU_DS="gait synth ${GAIT_CMU_ARGS[*]}: walkers driven by the captured CMU people, never seen in training; every subject a test identity (gait eval --test-all)"
   step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO" --previous "$ROOT/docs/results/gait.json" \
     --out "$OUT/gait.json" --card "$GAIT_CARD" --date "$(date -u +%F)" --command "$GAIT_COMMAND" \
-    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS"
+    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS" --data-version "$GAIT_DATA_VERSION" --seed "${GAIT_SEED:-1}"
   cat "$OUT/gait_results.log" | tee "$GO/summary.md"
   while IFS= read -r line; do
     case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac

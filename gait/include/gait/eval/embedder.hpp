@@ -4,7 +4,7 @@
 // evaluator.max_frames of them), model in eval mode (BatchNorm running statistics), no
 // augmentation. embed_all batches sequences of equal length (evaluator.batch_frames
 // frames per pass); the result equals one-at-a-time embedding up to float rounding. The embedding is the model's `bn` or `embed` output
-// (evaluator.feature), [c, p] floats.
+// (evaluator.feature) of the heads evaluator.heads names, [c, p] floats (p: parts()).
 #pragma once
 
 #include <filesystem>
@@ -34,7 +34,10 @@ class Embedder {
   const train::CheckpointMeta& meta() const { return meta_; }
   nets::GaitNet& model() { return model_; }
   int channels() const { return model_->embed_dim(); }
-  int parts() const { return model_->parts(); }
+  int parts() const;  // of the embedding: the model's parts, 3x for fused+branches, 1 for the skeleton head
+  // Overrides the checkpoint's evaluator.heads (gait eval / embed / identify --heads);
+  // a head the model lacks is an error.
+  void set_heads(train::EvalHeads heads);
   bool needs_pose() const { return model_->uses_pose(); }
 
  private:

@@ -11,10 +11,12 @@
 //   logits = SeparateFCs(bn)                      [n, classes, p]
 //
 // Losses (losses.hpp): triplet on `embed`, cross-entropy on `logits` (from the BN
-// features). At test time the embedding is `bn` or `embed` (evaluator.feature) and
+// features). At test time the embedding is `bn` or `embed` (evaluator.feature) of the
+// heads evaluator.heads names (the fused head, or with the branch heads' parts too) and
 // distances are per-part Euclidean averaged over parts, as OpenGait computes them.
 //
-// two_branch extras (model.fusion; training only, none of them at test time):
+// two_branch extras (model.fusion; training only, unless evaluator.heads asks for the
+// branch heads' embeddings at test time too):
 //   branch heads  (branch_loss_weight > 0) the same SeparateFCs -> BNNeck -> classifier
 //                 on CNN(sil) alone [n, c_s, p] and on GCN(pose) alone [n, c_g, 1], each
 //                 with its own triplet + CE, so neither branch stops learning once the
@@ -67,14 +69,17 @@ class GaitNetImpl : public torch::nn::Module {
   GaitNetImpl(const train::ModelConfig& cfg, int num_classes);
 
   struct Output : HeadOutput {   // the fused head: the model's embedding
-    std::vector<HeadOutput> branches;  // two_branch with branch heads, training: silhouette, skeleton
+    std::vector<HeadOutput> branches;  // two_branch with branch heads, in training or with_branches: silhouette, skeleton
   };
   // sil [n, s, 64, 44] in [0, 1]; pose [n, s, 17, 3]. The input of a branch that is off
   // may be undefined. `drop` (two_branch, training only) zeroes one branch in the fused input.
-  Output forward(const torch::Tensor& sil, const torch::Tensor& pose, FusionDrop drop = FusionDrop::none);
+  // with_branches: the branch heads' outputs in eval mode too (needs has_branch_heads()).
+  Output forward(const torch::Tensor& sil, const torch::Tensor& pose, FusionDrop drop = FusionDrop::none,
+                 bool with_branches = false);
 
   bool uses_silhouettes() const { return !cnn_.is_empty(); }
   bool uses_pose() const { return !gcn_.is_empty(); }
+  bool has_branch_heads() const { return !sil_head_.is_empty(); }
   int parts() const { return parts_; }
   int embed_dim() const { return embed_dim_; }
   int classes() const { return classes_; }

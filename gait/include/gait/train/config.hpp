@@ -32,6 +32,9 @@ enum class TripletMining { BatchAll, Hard };                  // "batch_all" | "
 enum class OptimizerType { Adam, Sgd };                       // "adam" | "sgd"
 enum class ScheduleType { Constant, Step, Cosine };           // "constant" | "step" | "cosine"
 enum class EvalFeature { Embedding, BnFeature };              // "embedding" | "bn"
+// Which heads make the test embedding (two_branch with branch heads may use any; the
+// others have only the fused head): "fused" | "fused+branches" | "branches" | "silhouette" | "skeleton".
+enum class EvalHeads { Fused, FusedAndBranches, Branches, SilhouetteHead, SkeletonHead };
 
 struct DataConfig {
   std::string root;         // dataset root: a `gait synth` output, or a CASIA-B silhouette root
@@ -155,6 +158,12 @@ struct TrainerConfig {
 
 struct EvaluatorConfig {
   EvalFeature feature = EvalFeature::BnFeature;  // which head output is the embedding
+  // fused: the fused head's [d, p]. fused+branches: the fused head's p parts, the
+  // silhouette head's p parts and the skeleton head's one part repeated p times, [d, 3p]
+  // (per-part distances averaged over the 3p parts: each head weighs a third).
+  // branches: the two branch heads without the fused one, [d, 2p] (half each).
+  // silhouette / skeleton: one branch head alone (ablations), [d, p] / [d, 1].
+  EvalHeads heads = EvalHeads::Fused;
   int max_frames = 720;     // frames of a sequence used at test time (OpenGait: all, capped at 720)
   int batch_frames = 2048;  // frames per forward pass when embedding many sequences (same-length ones batched; 1: one at a time)
   int length_quantum = 1;   // frames used rounded down to a multiple of this (1: all, as OpenGait): fewer input shapes
@@ -183,6 +192,9 @@ nlohmann::json to_json(const Config& c);
 // Names used in files and logs: "two_branch", "fc", ...
 std::string to_string(ModelMode m);
 std::string to_string(GraphOperator o);
+std::string to_string(EvalHeads h);
+// A heads name as in evaluator.heads ("fused", "fused+branches", "branches", "silhouette", "skeleton"); common::Error otherwise.
+EvalHeads parse_eval_heads(const std::string& name);
 
 // The parts of a model that must match for a checkpoint to be resumed or evaluated
 // with a config: the first differing key path, or "" when they agree.
