@@ -3,7 +3,7 @@
 
     gait_results.py --runs DIR --previous docs/results/gait.json --out FILE
                     --card TEXT --date YYYY-MM-DD --command TEXT [--dataset TEXT] [--cmu-dataset TEXT]
-                    [--data-version HASH] [--seed N]
+                    [--data-version HASH] [--seed N] [--dev-dataset TEXT]
     gait_results.py --cpu-run DIR --previous F --out F --card TEXT --date YYYY-MM-DD --command TEXT
                     [--dataset TEXT]     (replaces the tiny CPU row, and cpu_infer_ms_per_seq
                                           from DIR/bench_infer.json when present)
@@ -12,8 +12,11 @@ DIR holds one folder per variant, as scripts/device.d/gait.sh leaves them:
     DIR/<variant>/train_summary.json   (gait train: iterations done, train seconds)
     DIR/<variant>/eval/rank1.json      (gait eval: rank-1 NM/BG/CL)
     DIR/two_branch/eval_cmu/rank1.json (gait eval --test-all on the `--motion cmu` set)
-    DIR/two_branch/eval_heads_<h>/rank1.json (gait eval --heads h: the same checkpoint's
-                                       other test embeddings, h = fused, branches, silhouette, skeleton)
+    DIR/two_branch/eval_heads_<h>/rank1.json (gait eval --heads h --skeleton-scale 1: the same
+                                       checkpoint's other test embeddings, h = fused_and_branches,
+                                       fused, branches, silhouette, skeleton)
+    DIR/two_branch/fusion/fusion_tuning.json (gait tune-fusion on the development set: the
+                                       heads and skeleton scale the two_branch row uses)
 Rows come only from files that exist: a variant without both files is listed under
 "not_run" with the reason. The previous file's CPU rows and cpu_infer_ms_per_seq are
 kept (its own card, date and command move into those rows). The previous file's GPU run
@@ -59,6 +62,10 @@ def gpu_row(variant, runs):
     row["train_seconds"] = summ["train_seconds"]
     row["eval_seconds"] = round(ev.get("embed_seconds", 0.0), 1)
     row["test_sequences"] = ev.get("sequences")
+    if "heads" in ev:
+        row["heads"] = ev["heads"]
+        row["skeleton_scale"] = ev.get("skeleton_scale")
+        row["fusion_tuned_on_dev_set"] = bool(ev.get("fusion_from"))
     return row, None
 
 
@@ -67,31 +74,43 @@ def gpu_run_of(doc):
     rows = [r for r in doc.get("rows", []) if r.get("variant") in VARIANTS]
     if not rows:
         return None
-    run = {k: doc[k] for k in ("card", "date", "command", "data_version", "seed") if k in doc}
+    run = {k: doc[k] for k in ("card", "date", "command", "data_version", "seed", "dataset") if k in doc}
     run["rows"] = rows
-    for k in ("cmu", "two_branch_heads", "issue_checks"):
+    for k in ("cmu", "two_branch_heads", "two_branch_fusion", "issue_checks"):
         if k in doc:
             run[k] = doc[k]
     return run
 
 
+def same_setup(a, b):
+    """Two rows of one variant trained and evaluated alike (as far as the files say)."""
+    return (a.get("planned_iterations") == b.get("planned_iterations") and
+            bool(a.get("fusion_tuned_on_dev_set")) == bool(b.get("fusion_tuned_on_dev_set")))
+
+
 def mean_over_runs(current, previous, version):
-    """Per variant, the mean of NM/BG/CL over the runs of this generator version."""
+    """Per variant, the mean of NM/BG/CL over the runs of this generator version and
+    dataset whose row of that variant has this run's setup (same_setup); None when no
+    variant has two such runs."""
     if not version:
         return None
-    runs = [current] + [r for r in previous if r.get("data_version") == version]
+    runs = [current] + [r for r in previous if r.get("data_version") == version and
+                        r.get("dataset", current.get("dataset")) == current.get("dataset")]
     if len(runs) < 2:
         return None
     rows = []
     for v in VARIANTS:
-        got = [r2 for run in runs for r2 in run["rows"] if r2.get("variant") == v and
-               all(r2.get(c) is not None for c in CONDITIONS)]
-        if got:
+        mine = next((r2 for r2 in current["rows"] if r2.get("variant") == v), None)
+        got = [r2 for run in runs for r2 in run["rows"] if r2.get("variant") == v and mine is not None and
+               same_setup(r2, mine) and all(r2.get(c) is not None for c in CONDITIONS)]
+        if len(got) >= 2:
             row = {"variant": v, "runs": len(got)}
             row.update({c: round(sum(r2[c] for r2 in got) / len(got), 2) for c in CONDITIONS})
             row.update({f"{c}_spread": round(max(r2[c] for r2 in got) - min(r2[c] for r2 in got), 2)
                         for c in CONDITIONS})
             rows.append(row)
+    if not rows:
+        return None
     return {"data_version": version, "runs": [{"date": r.get("date"), "seed": r.get("seed")} for r in runs],
             "rows": rows, "issue_checks": issue_checks(rows)}
 
@@ -173,10 +192,14 @@ def build(args):
     heads = two_branch_heads(args.runs)
     if heads:
         out["two_branch_heads"] = heads
+    tuning = fusion_tuning(args.runs, args.dev_dataset)
+    if tuning:
+        out["two_branch_fusion"] = tuning
     out["issue_checks"] = issue_checks(rows)
     if not_run:
         out["not_run"] = not_run
-    current = {"date": args.date, "seed": args.seed, "rows": [r for r in rows if r.get("variant") in VARIANTS]}
+    current = {"date": args.date, "seed": args.seed, "dataset": args.dataset,
+               "rows": [r for r in rows if r.get("variant") in VARIANTS]}
     mean = mean_over_runs(current, previous_runs, args.data_version)
     if mean:
         out["mean_over_runs"] = mean
@@ -189,7 +212,7 @@ def build(args):
 
 
 CONDITIONS = ("NM", "BG", "CL")
-HEADS = ("fused", "branches", "silhouette", "skeleton")
+HEADS = ("fused_and_branches", "fused", "branches", "silhouette", "skeleton")  # folder names (+ -> _and_)
 
 
 def two_branch_heads(runs):
@@ -200,8 +223,19 @@ def two_branch_heads(runs):
             [(h, os.path.join(runs, "two_branch", f"eval_heads_{h}", "rank1.json")) for h in HEADS]:
         j = load(path)
         if j and "__error__" not in j:
-            out.append({"heads": j.get("heads", h or "fused"), "from_config": h is None, **means(j)})
+            out.append({"heads": j.get("heads", (h or "fused").replace("_and_", "+")),
+                        "skeleton_scale": j.get("skeleton_scale"), "tuned": bool(j.get("fusion_from")),
+                        "from_config": h is None, **means(j)})
     return out if len(out) > 1 else []
+
+
+def fusion_tuning(runs, dev_dataset):
+    """gait tune-fusion's choice for two_branch on the development set, or None."""
+    j = load(os.path.join(runs, "two_branch", "fusion", "fusion_tuning.json"))
+    if not j or "__error__" in j:
+        return None
+    return {"dataset": dev_dataset or j.get("development_data"), "subjects": j.get("development_subjects"),
+            "sequences": j.get("sequences"), "best": j.get("best"), "rows": j.get("rows")}
 
 
 def issue_checks(rows):
@@ -252,8 +286,16 @@ def table(out):
     if out.get("two_branch_heads"):
         lines += ["", "| two_branch test embedding | NM | BG | CL |", "|---|---|---|---|"]
         for h in out["two_branch_heads"]:
-            name = h["heads"] + (" (its config's)" if h["from_config"] else "")
+            scale = h.get("skeleton_scale")
+            name = h["heads"] + ("" if scale is None or h["heads"] in ("fused", "silhouette", "skeleton")
+                                 else f" x{scale:g}")
+            name += " (tuned on the dev set: the row above)" if h.get("tuned") else (
+                " (its config's)" if h["from_config"] else "")
             lines.append(f"| {name} | {fmt(h.get('NM'))} | {fmt(h.get('BG'))} | {fmt(h.get('CL'))} |")
+    if out.get("two_branch_fusion"):
+        b = out["two_branch_fusion"]["best"] or {}
+        lines += ["", f"tune-fusion on the dev set: best {b.get('heads')} x{b.get('skeleton_scale')} "
+                      f"(dev NM {fmt(b.get('NM'))} BG {fmt(b.get('BG'))} CL {fmt(b.get('CL'))})"]
     lines += check_lines(out.get("issue_checks", {}))
     mean = out.get("mean_over_runs")
     if mean:
@@ -294,6 +336,7 @@ def main():
     p.add_argument("--dataset", default="")
     p.add_argument("--cmu-dataset", default="")
     p.add_argument("--data-version", default="")
+    p.add_argument("--dev-dataset", default="")
     p.add_argument("--seed", type=int, default=None)
     args = p.parse_args()
     if bool(args.runs) == bool(args.cpu_run):

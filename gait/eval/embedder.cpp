@@ -1,6 +1,7 @@
 #include "gait/eval/embedder.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -69,21 +70,17 @@ torch::Tensor Embedder::forward_batch(std::span<const CachedSequence* const> bat
   }
   const bool bn = cfg_.evaluator.feature == train::EvalFeature::BnFeature;
   auto pick = [&](const nets::HeadOutput& h) { return (bn ? h.bn : h.embed).to(torch::kFloat); };  // [b, d, parts]
+  // The skeleton head beside others: a times its embedding (evaluator.skeleton_scale), p times.
+  auto skeleton_parts = [&] {
+    return (pick(out.branches.at(1)) * cfg_.evaluator.skeleton_scale).expand({b, channels(), model_->parts()});
+  };
   torch::Tensor f;
   switch (heads) {
     case train::EvalHeads::Fused: f = pick(out); break;
     case train::EvalHeads::SilhouetteHead: f = pick(out.branches.at(0)); break;
     case train::EvalHeads::SkeletonHead: f = pick(out.branches.at(1)); break;
-    case train::EvalHeads::FusedAndBranches: {
-      const int64_t p = model_->parts();
-      f = torch::cat({pick(out), pick(out.branches.at(0)), pick(out.branches.at(1)).expand({b, channels(), p})}, 2);
-      break;
-    }
-    case train::EvalHeads::Branches: {
-      const int64_t p = model_->parts();
-      f = torch::cat({pick(out.branches.at(0)), pick(out.branches.at(1)).expand({b, channels(), p})}, 2);
-      break;
-    }
+    case train::EvalHeads::FusedAndBranches: f = torch::cat({pick(out), pick(out.branches.at(0)), skeleton_parts()}, 2); break;
+    case train::EvalHeads::Branches: f = torch::cat({pick(out.branches.at(0)), skeleton_parts()}, 2); break;
   }
   return f.reshape({b, -1}).cpu().contiguous();
 }
@@ -105,6 +102,11 @@ void Embedder::set_heads(train::EvalHeads heads) {
             "model.fusion.branch_loss_weight > 0 has them)",
             train::to_string(heads));
   cfg_.evaluator.heads = heads;
+}
+
+void Embedder::set_skeleton_scale(double scale) {
+  XS_ASSERT(std::isfinite(scale) && scale >= 0, "skeleton scale {} must be finite and >= 0", scale);
+  cfg_.evaluator.skeleton_scale = scale;
 }
 
 std::vector<float> Embedder::embed(const CachedSequence& seq) {

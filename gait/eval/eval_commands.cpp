@@ -1,4 +1,4 @@
-// `gait eval`, `gait embed`, `gait identify`, `gait bench-infer`: see gait/eval/commands.hpp.
+// `gait eval`, `gait embed`, `gait identify`, `gait bench-infer`, `gait tune-fusion`: see gait/eval/commands.hpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "gait/dataset.hpp"
 #include "gait/eval/commands.hpp"
 #include "gait/eval/embedder.hpp"
+#include "gait/eval/fusion.hpp"
 #include "gait/eval/rank1.hpp"
 #include "gait/eval/report.hpp"
 #include "gait/rng.hpp"
@@ -27,7 +28,8 @@ using eval::EmbeddingSet;
 namespace {
 
 struct Common {
-  std::string ckpt, data, pose, cache, device = "auto", cudnn = "on", heads;
+  std::string ckpt, data, pose, cache, device = "auto", cudnn = "on", heads, fusion;
+  double skeleton_scale = -1;  // -1: the checkpoint's evaluator.skeleton_scale
   int threads = -1;  // -1: the model config's trainer.threads
   bool no_progress = false, cache_only = false;
 };
@@ -50,12 +52,38 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
                 "test embedding from: fused, fused+branches, branches, silhouette or skeleton (default: the checkpoint's "
                 "evaluator.heads; all but fused need a two-branch model with branch heads)")
       ->check(CLI::IsMember({"fused", "fused+branches", "branches", "silhouette", "skeleton"}));
+  c->add_option("--skeleton-scale", a.skeleton_scale,
+                "weight of the skeleton head beside the others in fused+branches and branches (default: the "
+                "checkpoint's evaluator.skeleton_scale)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--fusion", a.fusion,
+                "heads and skeleton scale from a `gait tune-fusion` result (fusion_tuning.json) of this checkpoint")
+      ->check(CLI::ExistingFile)
+      ->excludes("--heads")
+      ->excludes("--skeleton-scale");
 }
 
-// The checkpoint's model, with --heads applied.
+// The checkpoint's model, with --fusion or --heads / --skeleton-scale applied.
 std::unique_ptr<eval::Embedder> open_embedder(const Common& a, torch::Device device) {
   auto e = std::make_unique<eval::Embedder>(a.ckpt, device);
+  if (!a.fusion.empty()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(common::read_file(a.fusion));
+      const int64_t it = j.at("iteration").get<int64_t>();
+      XS_ASSERT(it == e->meta().iteration && j.at("mode").get<std::string>() == train::to_string(e->config().model.mode),
+                "{}: tuned for a {} checkpoint at iteration {}, but {} is a {} checkpoint at iteration {}", a.fusion,
+                j.at("mode").get<std::string>(), it, a.ckpt, train::to_string(e->config().model.mode),
+                e->meta().iteration);
+      e->set_heads(train::parse_eval_heads(j.at("best").at("heads").get<std::string>()));
+      e->set_skeleton_scale(j.at("best").at("skeleton_scale").get<double>());
+    } catch (const nlohmann::json::exception& ex) {
+      throw common::Error(fmt::format("{}: not a gait tune-fusion result ({})", a.fusion, ex.what()));
+    }
+    return e;
+  }
   if (!a.heads.empty()) e->set_heads(train::parse_eval_heads(a.heads));
+  if (a.skeleton_scale >= 0) e->set_skeleton_scale(a.skeleton_scale);
   return e;
 }
 
@@ -187,6 +215,8 @@ void run_eval(const EvalArgs& a) {
                  {"iteration", emb.meta().iteration},
                  {"mode", train::to_string(emb.config().model.mode)},
                  {"heads", train::to_string(emb.config().evaluator.heads)},
+                 {"skeleton_scale", emb.config().evaluator.skeleton_scale},
+                 {"fusion_from", a.fusion},
                  {"data", data.root},
                  {"test_subjects_from", src.protocol.train_last_subject + 1},
                  {"sequences", set.size()},
@@ -307,6 +337,7 @@ void run_bench(const BenchArgs& a) {
     emb = std::make_unique<eval::Embedder>(nets::GaitNet(cfg.model, 74), cfg, device);
   }
   if (!a.heads.empty()) emb->set_heads(train::parse_eval_heads(a.heads));
+  if (a.skeleton_scale >= 0) emb->set_skeleton_scale(a.skeleton_scale);
   set_threads(a.threads, emb->config());
   const CachedSequence seq = synthetic_sequence(a.frames);
   for (int i = 0; i < a.warmup; ++i) emb->embed(seq);
@@ -329,6 +360,68 @@ void run_bench(const BenchArgs& a) {
                               {"source", a.ckpt.empty() ? a.config : a.ckpt}};
     common::write_file_atomic(a.json, j.dump(2) + "\n");
   }
+}
+
+// ------------------------------------------------------------------------- tune-fusion
+
+struct TuneArgs : Common {
+  std::string out;
+  std::vector<double> scales = {0, 0.125, 0.25, 0.375, 0.5, 0.75, 1, 1.5, 2};
+};
+
+void run_tune(const TuneArgs& a) {
+  XS_ASSERT(!a.data.empty(), "give the development set with --data (identities neither trained on nor tested)");
+  XS_ASSERT(a.heads.empty() && a.skeleton_scale < 0 && a.fusion.empty(),
+            "tune-fusion tries every heads choice and skeleton scale: --heads, --skeleton-scale and --fusion do not apply");
+  const torch::Device device = device_of(a);
+  eval::Embedder emb(a.ckpt, device);
+  emb.set_heads(train::EvalHeads::FusedAndBranches);  // refuses a model without branch heads
+  emb.set_skeleton_scale(1.0);
+  set_threads(a.threads, emb.config());
+  {
+    std::error_code ec;
+    XS_ASSERT(!fs::equivalent(a.data, emb.config().data.root, ec),
+              "{} is the checkpoint's training data; the development set must hold other identities", a.data);
+  }
+  const train::DataConfig data = data_config(emb, a);
+  train::DataSource src = train::open_data_source(data, !a.no_progress);
+  src.protocol.train_last_subject = 0;  // every subject of the development set
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < src.entries.size(); ++i)
+    if (src.protocol.is_gallery(src.entries[i].key) || src.protocol.probe_set(src.entries[i].key)) idx.push_back(i);
+  XS_ASSERT(!idx.empty(), "{}: no gallery or probe sequences", data.root);
+  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  const EmbeddingSet set = emb.embed_all(seqs, !a.no_progress);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const eval::FusionTuning t = eval::tune_fusion(set, src.protocol, a.scales, a.threads > 0 ? a.threads : 0);
+  const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "fusion" : fs::path(a.out);
+  fs::create_directories(out);
+  nlohmann::json j = eval::fusion_json(t);
+  j["checkpoint"] = a.ckpt;
+  j["iteration"] = emb.meta().iteration;
+  j["mode"] = train::to_string(emb.config().model.mode);
+  j["feature"] = emb.config().evaluator.feature == train::EvalFeature::BnFeature ? "bn" : "embedding";
+  j["development_data"] = data.root;
+  j["development_subjects"] = src.max_subject;
+  j["sequences"] = set.size();
+  j["embed_seconds"] = secs;
+  common::write_file_atomic(out / "fusion_tuning.json", j.dump(2) + "\n");
+  std::string csv = "heads,skeleton_scale,NM,BG,CL,score\n";
+  for (const auto& r : j["rows"])
+    csv += fmt::format("{},{},{},{},{},{}\n", r["heads"].get<std::string>(), r["skeleton_scale"].get<double>(),
+                       r["NM"].get<double>(), r["BG"].get<double>(), r["CL"].get<double>(), r["score"].get<double>());
+  common::write_file_atomic(out / "fusion_tuning.csv", csv);
+  eval::write_fusion_chart(out / "fusion_tuning.png", t,
+                           fmt::format("test embedding on {} ({} it.)", fs::path(data.root).filename().string(),
+                                       emb.meta().iteration));
+  const eval::FusionRow& best = t.rows[t.best];
+  fmt::print("development set {}: {} sequences of {} subjects embedded in {:.1f} s\n{}", data.root, set.size(),
+             src.max_subject, secs, eval::format_fusion_table(t));
+  fmt::print("best: heads {} with skeleton scale {:g}; wrote {}/fusion_tuning.{{json,csv,png}}\n"
+             "apply: gait eval --ckpt {} --fusion {}\n",
+             best.candidate.heads, best.candidate.skeleton_scale, out.string(), a.ckpt,
+             (out / "fusion_tuning.json").string());
 }
 
 }  // namespace
@@ -372,6 +465,16 @@ void add_eval_commands(CLI::App& app) {
     c->add_option("--warmup", a->warmup, "untimed runs first");
     c->add_option("--json", a->json, "write the figures as JSON");
     c->callback([a] { run_bench(*a); });
+  }
+  {
+    auto a = std::make_shared<TuneArgs>();
+    CLI::App* c = app.add_subcommand(
+        "tune-fusion", "Choose a two-branch model's test embedding (heads, skeleton weight) on a development set");
+    add_common(c, *a, true);
+    c->add_option("--out", a->out, "report folder (default: CKPT's folder/fusion)");
+    c->add_option("--scales", a->scales, "skeleton scales to try (default 0 0.125 0.25 0.375 0.5 0.75 1 1.5 2)")
+        ->check(CLI::NonNegativeNumber);
+    c->callback([a] { run_tune(*a); });
   }
 }
 

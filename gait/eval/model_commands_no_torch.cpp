@@ -8,7 +8,7 @@
 namespace gait::cli {
 
 void add_model_commands(CLI::App& app) {
-  for (const char* name : {"train", "eval", "embed", "identify", "bench-infer"}) {
+  for (const char* name : {"train", "eval", "embed", "identify", "bench-infer", "tune-fusion"}) {
     CLI::App* c = app.add_subcommand(name, std::string(name) + " (unavailable: built without LibTorch)");
     c->allow_extras();
     c->callback([name] {

@@ -59,53 +59,51 @@ double part_major_distance(const float* a, const float* b, int channels, int par
 }
 }  // namespace
 
-Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, int threads) {
-  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+PairDistances pair_distances(const EmbeddingSet& set, const Protocol& protocol, int threads) {
   XS_ASSERT(set.channels > 0 && set.parts > 0, "empty embedding set");
+  PairDistances out;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    if (!protocol.is_test(set.keys[i].subject)) continue;
+    if (protocol.is_gallery(set.keys[i])) out.gallery.push_back(i);
+    else if (protocol.probe_set(set.keys[i])) out.probes.push_back(i);
+  }
+  const std::vector<float> pm = part_major(set, out.probes), gm = part_major(set, out.gallery);
+  const std::size_t row = set.row_size(), ng = out.gallery.size();
+  out.d.assign(out.probes.size() * ng, 0.0);
+  common::parallel_for(out.probes.size(), threads, [&](std::size_t p) {
+    for (std::size_t g = 0; g < ng; ++g)
+      out.d[p * ng + g] = part_major_distance(pm.data() + p * row, gm.data() + g * row, set.channels, set.parts);
+  });
+  return out;
+}
+
+Rank1Result rank1_from_distances(const std::vector<SequenceKey>& keys, const Protocol& protocol,
+                                 const PairDistances& d) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  const std::size_t ng = d.gallery.size();
+  XS_ASSERT(d.d.size() == d.probes.size() * ng, "distance matrix is {} values for {} x {} pairs", d.d.size(),
+            d.probes.size(), ng);
   Rank1Result r;
-  std::vector<std::size_t> test;
-  for (std::size_t i = 0; i < set.size(); ++i)
-    if (protocol.is_test(set.keys[i].subject)) test.push_back(i);
-  for (std::size_t i : test) r.views.push_back(set.keys[i].view);
+  for (const auto* rows : {&d.probes, &d.gallery})
+    for (std::size_t i : *rows) {
+      XS_ASSERT(i < keys.size(), "distance row {} is outside the {} keys", i, keys.size());
+      r.views.push_back(keys[i].view);
+    }
   std::sort(r.views.begin(), r.views.end());
   r.views.erase(std::unique(r.views.begin(), r.views.end()), r.views.end());
   const std::size_t nv = r.views.size();
   auto view_index = [&](int v) { return static_cast<std::size_t>(std::lower_bound(r.views.begin(), r.views.end(), v) - r.views.begin()); };
 
-  // Gallery per view, in key order (ties go to the first).
+  // Gallery per view, in key order (ties go to the first); `at` is the matrix column.
   std::vector<std::vector<std::size_t>> gallery(nv);
-  for (std::size_t i : test)
-    if (protocol.is_gallery(set.keys[i])) {
-      gallery[view_index(set.keys[i].view)].push_back(i);
-      ++r.gallery;
-    }
-
-  // Every probe against every gallery sequence, once, on up to `threads` threads
-  // (the cells below pick their rows out of this matrix).
-  std::vector<std::size_t> probe_rows, gallery_rows;
-  std::vector<std::size_t> at(set.size(), 0);
-  for (std::size_t i : test) {
-    if (protocol.is_gallery(set.keys[i])) {
-      at[i] = gallery_rows.size();
-      gallery_rows.push_back(i);
-    } else if (protocol.probe_set(set.keys[i])) {
-      at[i] = probe_rows.size();
-      probe_rows.push_back(i);
-    }
-  }
-  const std::vector<float> pm = part_major(set, probe_rows), gm = part_major(set, gallery_rows);
-  const std::size_t row = set.row_size(), ng = gallery_rows.size();
-  std::vector<double> dist(probe_rows.size() * ng);
-  common::parallel_for(probe_rows.size(), threads, [&](std::size_t p) {
-    for (std::size_t g = 0; g < ng; ++g)
-      dist[p * ng + g] = part_major_distance(pm.data() + p * row, gm.data() + g * row, set.channels, set.parts);
-  });
+  for (std::size_t g = 0; g < ng; ++g) gallery[view_index(keys[d.gallery[g]].view)].push_back(g);
+  r.gallery = ng;
 
   for (std::size_t s = 0; s < kProbeSets.size(); ++s) {
     std::vector<std::vector<std::size_t>> probes(nv);
-    for (std::size_t i : test)
-      if (protocol.probe_set(set.keys[i]) == kProbeSets[s]) {
-        probes[view_index(set.keys[i].view)].push_back(i);
+    for (std::size_t p = 0; p < d.probes.size(); ++p)
+      if (protocol.probe_set(keys[d.probes[p]]) == kProbeSets[s]) {
+        probes[view_index(keys[d.probes[p]].view)].push_back(p);
         ++r.probes[s];
       }
     r.acc[s].assign(nv, std::vector<double>(nv, kNaN));
@@ -117,13 +115,13 @@ Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, in
           double best = std::numeric_limits<double>::infinity();
           int best_subject = -1;
           for (std::size_t g : gallery[v2]) {
-            const double d = dist[at[p] * ng + at[g]];
-            if (d < best) {
-              best = d;
-              best_subject = set.keys[g].subject;
+            const double dist = d.d[p * ng + g];
+            if (dist < best) {
+              best = dist;
+              best_subject = keys[d.gallery[g]].subject;
             }
           }
-          hits += best_subject == set.keys[p].subject;
+          hits += best_subject == keys[d.probes[p]].subject;
         }
         r.acc[s][v1][v2] = round2(100.0 * static_cast<double>(hits) / static_cast<double>(probes[v1].size()));
       }
@@ -149,6 +147,25 @@ Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, in
     r.mean[s] = count > 0 ? sum / count : kNaN;
   }
   return r;
+}
+
+Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, int threads) {
+  return rank1_from_distances(set.keys, protocol, pair_distances(set, protocol, threads));
+}
+
+EmbeddingSet slice_parts(const EmbeddingSet& set, int first, int count) {
+  XS_ASSERT(first >= 0 && count >= 1 && first + count <= set.parts, "parts [{}, {}) of an embedding with {} parts",
+            first, first + count, set.parts);
+  EmbeddingSet out;
+  out.channels = set.channels;
+  out.parts = count;
+  out.keys = set.keys;
+  out.data.resize(set.size() * out.row_size());
+  for (std::size_t i = 0; i < set.size(); ++i)
+    for (int c = 0; c < set.channels; ++c)
+      std::copy_n(set.row(i) + static_cast<std::size_t>(c) * set.parts + first, count,
+                  out.data.data() + i * out.row_size() + static_cast<std::size_t>(c) * count);
+  return out;
 }
 
 }  // namespace gait::eval

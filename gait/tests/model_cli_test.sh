@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end smoke test of the model sub-commands on a small generated dataset:
 #   synth (8 subjects, 2 views) -> train 2 iterations -> resume to 3 -> eval (+ dump)
-#   -> the same table recomputed from the dump -> gallery -> identify; and a strict-config error.
+#   -> the same table recomputed from the dump -> gallery -> identify -> tune-fusion on a
+#   second (development) set and eval with its choice; and a strict-config error.
 # Usage: model_cli_test.sh GAIT_BINARY SOURCE_DIR
 set -euo pipefail
 GAIT=$1
@@ -33,6 +34,23 @@ step embed + identify
 "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" --data "$T/data" 007-cl-01-090 | tee "$T/id.txt"
 grep -q "the probe's own subject 007 ranks" "$T/id.txt"
 "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" "$T/data/silhouettes/008/bg-01/000" >/dev/null
+step tune-fusion
+"$GAIT" synth --subjects 3 --seed 3 --views 0,90 --out "$T/dev" --no-progress >/dev/null
+"$GAIT" tune-fusion --ckpt "$T/run/latest.gckpt" --data "$T/dev" --scales 0 0.5 1 --out "$T/fusion" --threads 1 \
+  --no-progress | tee "$T/tune.txt"
+grep -q "^best: heads " "$T/tune.txt"
+for f in fusion_tuning.json fusion_tuning.csv fusion_tuning.png; do test -s "$T/fusion/$f"; done
+test "$(wc -l <"$T/fusion/fusion_tuning.csv")" -eq 8  # header + fused + 2 x 3 scales
+"$GAIT" eval --ckpt "$T/run/latest.gckpt" --fusion "$T/fusion/fusion_tuning.json" --out "$T/tuned" --threads 1 \
+  --no-progress >/dev/null
+python3 - "$T/fusion/fusion_tuning.json" "$T/tuned/rank1.json" <<'PY'
+import json, sys
+best = json.load(open(sys.argv[1]))["best"]
+got = json.load(open(sys.argv[2]))
+assert (got["heads"], got["skeleton_scale"]) == (best["heads"], best["skeleton_scale"]), (got, best)
+PY
+if "$GAIT" tune-fusion --ckpt "$T/run/latest.gckpt" --data "$T/data" --no-progress 2>"$T/err3.txt"; then exit 1; fi
+grep -q "the development set must hold other identities" "$T/err3.txt"
 step strict config
 echo '{"base": "'"$CFG"'", "model": {"gcn": {"stc_attn": true}}}' >"$T/bad.json"
 if "$GAIT" train --config "$T/bad.json" --data "$T/data" 2>"$T/err.txt"; then exit 1; fi

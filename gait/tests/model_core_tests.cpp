@@ -16,6 +16,7 @@
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "gait/eval/embeddings.hpp"
+#include "gait/eval/fusion.hpp"
 #include "gait/eval/rank1.hpp"
 #include "gait/eval/report.hpp"
 #include "gait/nets/graph.hpp"
@@ -229,6 +230,99 @@ TEST(Rank1, ParallelDistanceMatrixEqualsDirectNearestNeighbour) {
         EXPECT_NEAR(one.acc[k][v1][v2], 100.0 * hits / n, 0.006) << k << " " << v1 << " " << v2;
       }
   }
+}
+
+// tune_fusion's weighted mixes of the three heads' distances rank exactly like the
+// concatenated embeddings the embedder builds for each choice ([f | s | a * k repeated]);
+// the best is the highest mean, ties to the first; bad inputs are refused.
+TEST(Fusion, MixedDistancesEqualTheConcatenatedEmbeddings) {
+  constexpr int C = 3, P = 2;
+  Rng rng(21);
+  eval::EmbeddingSet all;  // [C, 3P]: fused P, silhouette P, skeleton once repeated P
+  all.channels = C;
+  all.parts = 3 * P;
+  std::vector<std::array<std::vector<float>, 3>> heads;  // per row: f [C*P], s [C*P], k [C]
+  for (int s = 1; s <= 5; ++s)
+    for (int v : {0, 90, 180})
+      for (auto [c, q] : {std::pair{Condition::NM, 1}, {Condition::NM, 2}, {Condition::NM, 5}, {Condition::BG, 1},
+                          {Condition::CL, 1}}) {
+        std::array<std::vector<float>, 3> h = {std::vector<float>(C * P), std::vector<float>(C * P),
+                                               std::vector<float>(C)};
+        // Subject signal in each head, the skeleton's blurred by the condition.
+        for (auto& x : h[0]) x = static_cast<float>(0.3 * s + rng.normal(0, 1.0));
+        for (auto& x : h[1]) x = static_cast<float>((c == Condition::CL ? 0.1 : 0.6) * s + rng.normal(0, 1.0));
+        for (auto& x : h[2]) x = static_cast<float>(0.5 * s + rng.normal(0, 0.8));
+        std::vector<float> row(C * 3 * P);
+        for (int ch = 0; ch < C; ++ch)
+          for (int p = 0; p < P; ++p) {
+            row[ch * 3 * P + p] = h[0][ch * P + p];
+            row[ch * 3 * P + P + p] = h[1][ch * P + p];
+            row[ch * 3 * P + 2 * P + p] = h[2][ch];
+          }
+        all.add({s, c, q, v}, row);
+        heads.push_back(h);
+      }
+  Protocol proto;
+  proto.train_last_subject = 0;
+  const std::vector<double> scales = {2, 0, 0.5, 0.5};  // unsorted, a duplicate
+  const eval::FusionTuning t = eval::tune_fusion(all, proto, scales, 2);
+  ASSERT_EQ(t.rows.size(), 7u);  // fused + 2 x {0, 0.5, 2}
+  EXPECT_EQ(t.parts, P);
+  EXPECT_EQ(t.rows[0].candidate.heads, "fused");
+  EXPECT_EQ(t.rows[1].candidate.heads, "branches");
+  EXPECT_EQ(t.rows[1].candidate.skeleton_scale, 0);
+  EXPECT_EQ(t.rows[6].candidate.heads, "fused+branches");
+  EXPECT_EQ(t.rows[6].candidate.skeleton_scale, 2);
+  for (const eval::FusionRow& r : t.rows) {
+    // The embedding the embedder would build for this choice.
+    eval::EmbeddingSet e;
+    e.channels = C;
+    const bool fused = r.candidate.heads != "branches", sil = r.candidate.heads != "fused";
+    e.parts = (fused ? P : 0) + (sil ? 2 * P : 0);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      std::vector<float> row;
+      for (int ch = 0; ch < C; ++ch) {
+        if (fused)
+          for (int p = 0; p < P; ++p) row.push_back(heads[i][0][ch * P + p]);
+        if (sil) {
+          for (int p = 0; p < P; ++p) row.push_back(heads[i][1][ch * P + p]);
+          for (int p = 0; p < P; ++p) row.push_back(static_cast<float>(r.candidate.skeleton_scale * heads[i][2][ch]));
+        }
+      }
+      e.add(all.keys[i], row);
+    }
+    const eval::Rank1Result direct = eval::evaluate_rank1(e, proto, 1);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(r.rank1.mean[k], direct.mean[k], 1e-9) << r.candidate.heads << " " << r.candidate.skeleton_scale;
+      EXPECT_EQ(r.rank1.acc[k], direct.acc[k]);
+    }
+    EXPECT_NEAR(r.score, (direct.mean[0] + direct.mean[1] + direct.mean[2]) / 3, 1e-9);
+    EXPECT_LE(r.score, t.rows[t.best].score);
+  }
+  for (std::size_t i = 0; i < t.best; ++i) EXPECT_LT(t.rows[i].score, t.rows[t.best].score);  // first of the best
+  // The three heads differ here, so the choice matters.
+  EXPECT_NE(t.rows[0].score, t.rows[1].score);
+  const json j = eval::fusion_json(t);
+  EXPECT_EQ(j["rows"].size(), 7u);
+  EXPECT_EQ(j["best"]["heads"], t.rows[t.best].candidate.heads);
+  EXPECT_NE(eval::format_fusion_table(t).find("<- best"), std::string::npos);
+  const fs::path png = temp_dir("fusion") / "fusion.png";
+  eval::write_fusion_chart(png, t, "test");
+  EXPECT_GT(fs::file_size(png), 1000u);
+  // Refusals: not 3p parts; a last third that is not one part repeated; bad scales.
+  eval::EmbeddingSet two = eval::slice_parts(all, 0, 2 * P);
+  EXPECT_NE(error_of([&] { eval::tune_fusion(two, proto, scales); }).find("not the 3p"), std::string::npos);
+  eval::EmbeddingSet broken = all;
+  broken.data[2 * P + 1] += 1.0f;
+  EXPECT_NE(error_of([&] { eval::tune_fusion(broken, proto, scales); }).find("not one part repeated"), std::string::npos);
+  EXPECT_NE(error_of([] { eval::fusion_candidates(std::vector<double>{-1}); }).find(">= 0"), std::string::npos);
+  EXPECT_NE(error_of([] { eval::fusion_candidates(std::vector<double>{}); }).find("no skeleton scales"), std::string::npos);
+  // slice_parts keeps channels and keys and picks the parts of every channel.
+  const eval::EmbeddingSet sil = eval::slice_parts(all, P, P);
+  EXPECT_EQ(sil.parts, P);
+  EXPECT_EQ(sil.keys, all.keys);
+  EXPECT_EQ(sil.row(3)[1 * P + 1], all.row(3)[1 * 3 * P + P + 1]);
+  EXPECT_THROW(eval::slice_parts(all, 5, 2), common::Error);
 }
 
 TEST(Rank1, HandComputedCase) {

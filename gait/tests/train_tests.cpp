@@ -245,6 +245,20 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
         EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + p4 + q], all[ch * 12 + 2 * p4 + q]);
       }
     EXPECT_NE(by[EvalHeads::SilhouetteHead], by[EvalHeads::Fused]);
+    // evaluator.skeleton_scale multiplies the skeleton head's parts beside the others.
+    {
+      Config sc = emb.config();
+      sc.evaluator.heads = EvalHeads::Branches;
+      eval::Embedder scaled(emb.model(), sc, torch::kCPU);
+      scaled.set_skeleton_scale(0.25);
+      const std::vector<float> half = scaled.embed(test[0]);
+      for (int ch = 0; ch < c; ++ch)
+        for (int q = 0; q < p4; ++q) {
+          EXPECT_FLOAT_EQ(half[ch * 8 + q], by[EvalHeads::Branches][ch * 8 + q]);
+          EXPECT_FLOAT_EQ(half[ch * 8 + p4 + q], 0.25f * by[EvalHeads::SkeletonHead][ch]);
+        }
+      EXPECT_THROW(scaled.set_skeleton_scale(-1), common::Error);
+    }
     // A model without branch heads refuses them.
     Config plain = emb.config();
     plain.model.fusion.branch_loss_weight = 0;

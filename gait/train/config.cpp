@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -172,6 +173,7 @@ template <class V>
 void visit_fields(V& v, EvaluatorConfig& c) {
   v("feature", c.feature);
   v("heads", c.heads);
+  v("skeleton_scale", c.skeleton_scale);
   v("max_frames", c.max_frames);
   v("batch_frames", c.batch_frames);
   v("length_quantum", c.length_quantum);
@@ -352,6 +354,8 @@ void validate(const Config& c, const std::string& src) {
        fmt::format("evaluator.heads \"{}\" needs the branch heads (model.mode two_branch with "
                    "model.fusion.branch_loss_weight > 0)",
                    enum_name(c.evaluator.heads)));
+  need(std::isfinite(c.evaluator.skeleton_scale) && c.evaluator.skeleton_scale >= 0,
+       "evaluator.skeleton_scale must be finite and >= 0");
   need(c.evaluator.max_frames >= 3, "evaluator.max_frames must be >= 3");
   need(c.evaluator.batch_frames >= 1, "evaluator.batch_frames must be >= 1");
   need(c.evaluator.length_quantum >= 1, "evaluator.length_quantum must be >= 1 (1: every frame)");

@@ -92,9 +92,12 @@ fi
 if [ "$GAIT_SMOKE" = 1 ]; then
   GAIT_FULL_ARGS=(--small --motion procedural)
   GAIT_CMU_ARGS=(--small --seed 2 --motion cmu)
+  GAIT_DEV_ARGS=(--small --seed 3 --motion procedural)
 else
   GAIT_FULL_ARGS=(--subjects 124 --motion procedural)
   GAIT_CMU_ARGS=(--subjects 50 --seed 2 --motion cmu)
+  # Development set: other procedural identities, for two_branch's `gait tune-fusion`.
+  GAIT_DEV_ARGS=(--subjects 30 --seed 3 --motion procedural)
 fi
 # The generator's version: a hash of its sources without // comments and whitespace, so
 # that a dataset left by an earlier call is reused only when the same code made it, and
@@ -125,7 +128,9 @@ fi
 if [ $GAIT_OK = 1 ] && [ "${GAIT_STAGE_PREP:-0}" = 1 ]; then
   step gait_data_cmu timeout $(($(gait_left) > 60 ? $(gait_left) : 60)) \
     bash -c 'gait_make_data "$@"' gait_make_data cmu "$GAIT_CORES" "${GAIT_CMU_ARGS[@]}"
-  note gait_stage "prepared (build, full and cmu sets) in $(gait_secs "$gait_t0")s; GAIT_STAGE_PREP=1: no training"
+  step gait_data_dev timeout $(($(gait_left) > 60 ? $(gait_left) : 60)) \
+    bash -c 'gait_make_data "$@"' gait_make_data dev "$GAIT_CORES" "${GAIT_DEV_ARGS[@]}"
+  note gait_stage "prepared (build, full, cmu and dev sets) in $(gait_secs "$gait_t0")s; GAIT_STAGE_PREP=1: no training"
   GAIT_OK=prep
 fi
 
@@ -167,13 +172,27 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
     ${GAIT_SEED:+--seed "$GAIT_SEED"}
   cp "$run"/train_summary.json "$run"/train_log.csv "$run"/config.json "$GO/$v/" 2>/dev/null
   [ -f "$run/latest.gckpt" ] || return 0
+  local fusion=()
   if [ "$v" = two_branch ]; then
+    # Its test embedding (heads, skeleton weight) chosen on the development set, then
+    # used for the test set and the cmu walkers; the other variants are done by now, so
+    # the evaluations get more CPU threads for their distance matrices.
+    [ "$GAIT_SMOKE" != 1 ] && threads=$((GAIT_CORES / 2 > 2 ? GAIT_CORES / 2 : 2))
+    while [ ! -f "$GD/jobs/data_dev.rc" ] && [ "$(gait_left)" -gt 15 ]; do sleep 2; done
+    if [ "$(cat "$GD/jobs/data_dev.rc" 2>/dev/null)" = 0 ]; then
+      gait_job two_branch_tune_fusion $(($(gait_left) - 10)) "$GAIT_BIN" tune-fusion --ckpt "$run/latest.gckpt" \
+        --data "$GD/dev" --cache-only --out "$GO/two_branch/fusion" --threads "$threads" --device "$dev" --no-progress
+    else
+      echo "no development set (data_dev failed or did not finish)" >"$GO/two_branch_tune_fusion.log"
+      echo 1 >"$GD/jobs/two_branch_tune_fusion.rc"
+    fi
+    [ -f "$GO/two_branch/fusion/fusion_tuning.json" ] && fusion=(--fusion "$GO/two_branch/fusion/fusion_tuning.json")
     (
       while [ ! -f "$GD/jobs/data_cmu.rc" ] && [ "$(gait_left)" -gt 15 ]; do sleep 2; done
       if [ "$(cat "$GD/jobs/data_cmu.rc" 2>/dev/null)" = 0 ]; then
         gait_job two_branch_eval_cmu $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
           --data "$GD/cmu" --cache-only --test-all --out "$GO/two_branch/eval_cmu" --threads "$threads" \
-          --device "$dev" --no-progress
+          --device "$dev" --no-progress "${fusion[@]}"
       else
         echo "no cmu dataset (data_cmu failed or did not finish)" >"$GO/two_branch_eval_cmu.log"
         echo 1 >"$GD/jobs/two_branch_eval_cmu.rc"
@@ -181,16 +200,18 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
     ) &
   fi
   gait_job "${v}_eval" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" --out "$GO/$v/eval" \
-    --data "$GD/full" --cache-only --threads "$threads" --device "$dev" --no-progress
+    --data "$GD/full" --cache-only --threads "$threads" --device "$dev" --no-progress "${fusion[@]}"
   if [ "$v" = two_branch ]; then
-    # The same checkpoint's other test embeddings (its config's is fused+branches): the
-    # fused head alone, the two branch heads together and each alone, for the table of heads.
-    local h
-    for h in fused branches silhouette skeleton; do
+    # The same checkpoint's other test embeddings, untuned (skeleton scale 1): its
+    # config's fused+branches, the fused head alone, the two branch heads together and
+    # each alone, for the table of heads.
+    local h hn
+    for h in fused+branches fused branches silhouette skeleton; do
       [ "$(gait_left)" -gt 25 ] || break
-      gait_job "two_branch_eval_$h" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
-        --heads "$h" --out "$GO/two_branch/eval_heads_$h" --data "$GD/full" --cache-only --threads "$threads" \
-        --device "$dev" --no-progress
+      hn=${h//+/_and_}  # plain file names for the archive
+      gait_job "two_branch_eval_$hn" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
+        --heads "$h" --skeleton-scale 1 --out "$GO/two_branch/eval_heads_$hn" --data "$GD/full" --cache-only \
+        --threads "$threads" --device "$dev" --no-progress
     done
   fi
   wait
@@ -209,25 +230,32 @@ if [ "$GAIT_OK" = 1 ]; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw --format=csv -l 5 >"$GO/gpu_util.csv" 2>&1 &
     GAIT_MON=$!
   fi
-  # The cmu set is generated meanwhile on a quarter of the cores (the trainers need ~1-2 each).
+  # The cmu and development sets are made meanwhile (reused after a GAIT_STAGE_PREP=1
+  # call), each on an eighth of the cores (the trainers need ~1-2 each).
   gait_job data_cmu $(($(gait_left) - 60)) bash -c 'gait_make_data "$@"' gait_make_data cmu \
-    $((GAIT_CORES / 4 > 1 ? GAIT_CORES / 4 : 1)) "${GAIT_CMU_ARGS[@]}" &
+    $((GAIT_CORES / 8 > 1 ? GAIT_CORES / 8 : 1)) "${GAIT_CMU_ARGS[@]}" &
   GAIT_CMU_PID=$!
+  gait_job data_dev $(($(gait_left) - 60)) bash -c 'gait_make_data "$@"' gait_make_data dev \
+    $((GAIT_CORES / 8 > 1 ? GAIT_CORES / 8 : 1)) "${GAIT_DEV_ARGS[@]}" &
+  GAIT_DEV_PID=$!
   GAIT_PIDS=()
   for v in "${GAIT_VARIANTS[@]}"; do
     gait_chain "$v" "$GAIT_MINUTES" &
     GAIT_PIDS+=($!)
   done
-  for p in "${GAIT_PIDS[@]}" "$GAIT_CMU_PID"; do wait "$p"; done
+  for p in "${GAIT_PIDS[@]}" "$GAIT_CMU_PID" "$GAIT_DEV_PID"; do wait "$p"; done
   [ -n "$GAIT_MON" ] && kill "$GAIT_MON" 2>/dev/null
   gait_note_job data_cmu
+  gait_note_job data_dev
   for v in "${GAIT_VARIANTS[@]}"; do
     gait_note_job "${v}_train"
     grep -h -E "fit_schedule_to_time|stopped at the time limit|trained to iteration" "$GO/${v}_train.log" | head -3
     gait_note_job "${v}_eval"
   done
+  gait_note_job two_branch_tune_fusion
+  grep -h "^best: " "$GO/two_branch_tune_fusion.log" 2>/dev/null | head -1
   gait_note_job two_branch_eval_cmu
-  for h in fused branches silhouette skeleton; do gait_note_job "two_branch_eval_$h"; done
+  for h in fused_and_branches fused branches silhouette skeleton; do gait_note_job "two_branch_eval_$h"; done
 elif [ "$GAIT_OK" != prep ]; then
   note gait_train "skipped: no gait binary or no dataset"
 fi
@@ -246,9 +274,10 @@ if [ "$GAIT_OK" != prep ]; then
   fi
   GAIT_DS="gait synth ${GAIT_FULL_ARGS[*]} (seed 1), gait preprocess; the CASIA-B protocol scaled to the subject count (124 subjects: train 1-74, test 75-124)"
   GAIT_CMU_DS="gait synth ${GAIT_CMU_ARGS[*]}: walkers driven by the captured CMU people, never seen in training; every subject a test identity (gait eval --test-all)"
+  GAIT_DEV_DS="gait synth ${GAIT_DEV_ARGS[*]}: procedural identities neither trained on nor tested, every subject a development identity (gait tune-fusion)"
   step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO" --previous "$ROOT/docs/results/gait.json" \
     --out "$OUT/gait.json" --card "$GAIT_CARD" --date "$(date -u +%F)" --command "$GAIT_COMMAND" \
-    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS" --data-version "$GAIT_DATA_VERSION" --seed "${GAIT_SEED:-1}"
+    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS" --dev-dataset "$GAIT_DEV_DS" --data-version "$GAIT_DATA_VERSION" --seed "${GAIT_SEED:-1}"
   cat "$OUT/gait_results.log" | tee "$GO/summary.md"
   while IFS= read -r line; do
     case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac

@@ -38,6 +38,7 @@ class Embedder {
   // Overrides the checkpoint's evaluator.heads (gait eval / embed / identify --heads);
   // a head the model lacks is an error.
   void set_heads(train::EvalHeads heads);
+  void set_skeleton_scale(double scale);  // evaluator.skeleton_scale; >= 0
   bool needs_pose() const { return model_->uses_pose(); }
 
  private:

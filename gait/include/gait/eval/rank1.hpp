@@ -45,4 +45,18 @@ struct Rank1Result {
 // (0: every core); the result does not depend on it.
 Rank1Result evaluate_rank1(const EmbeddingSet& set, const Protocol& protocol, int threads = 0);
 
+// The same in two steps, for callers that combine distances of several embeddings of
+// one set of sequences (gait tune-fusion): every probe x gallery distance of the test
+// subjects, then the table from a matrix of that shape.
+struct PairDistances {
+  std::vector<std::size_t> probes, gallery;  // rows of the set, in set order
+  std::vector<double> d;                     // [probes.size()][gallery.size()]
+};
+PairDistances pair_distances(const EmbeddingSet& set, const Protocol& protocol, int threads = 0);
+// keys: the set's keys (the rows PairDistances names); d: any matrix of that shape.
+Rank1Result rank1_from_distances(const std::vector<SequenceKey>& keys, const Protocol& protocol,
+                                 const PairDistances& d);
+// The parts [first, first + count) of every row (e.g. one head of a concatenated embedding).
+EmbeddingSet slice_parts(const EmbeddingSet& set, int first, int count);
+
 }  // namespace gait::eval

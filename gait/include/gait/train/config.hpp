@@ -164,6 +164,9 @@ struct EvaluatorConfig {
   // branches: the two branch heads without the fused one, [d, 2p] (half each).
   // silhouette / skeleton: one branch head alone (ablations), [d, p] / [d, 1].
   EvalHeads heads = EvalHeads::Fused;
+  // Multiplies the skeleton head's embedding in fused+branches and branches (so its
+  // distances weigh a times as much; `gait tune-fusion` picks it on a development set).
+  double skeleton_scale = 1.0;
   int max_frames = 720;     // frames of a sequence used at test time (OpenGait: all, capped at 720)
   int batch_frames = 2048;  // frames per forward pass when embedding many sequences (same-length ones batched; 1: one at a time)
   int length_quantum = 1;   // frames used rounded down to a multiple of this (1: all, as OpenGait): fewer input shapes
