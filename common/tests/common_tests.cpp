@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "common/check.hpp"
 #include "common/csv.hpp"
@@ -24,9 +26,10 @@ TEST(Parallel, EveryIndexOnceAndTheFirstErrorRethrown) {
     for (const auto& h : hits) ASSERT_EQ(h.load(), 1) << threads;
   }
   common::parallel_for(0, 4, [](std::size_t) { FAIL() << "no items: never called"; });
+  // On one thread the error stops the loop right after the failing item.
   std::atomic<int> calls{0};
   try {
-    common::parallel_for(100000, 4, [&](std::size_t i) {
+    common::parallel_for(100000, 1, [&](std::size_t i) {
       ++calls;
       if (i == 10) throw common::Error("item 10 failed");
     });
@@ -34,7 +37,23 @@ TEST(Parallel, EveryIndexOnceAndTheFirstErrorRethrown) {
   } catch (const common::Error& e) {
     EXPECT_STREQ(e.what(), "item 10 failed");
   }
-  EXPECT_LT(calls.load(), 100000);  // stopped early
+  EXPECT_EQ(calls.load(), 11);
+  // On several threads the others stop soon after: every other item takes 0.2 ms, so
+  // running all 10,000 would take 0.5 s on 4 threads, far longer than the failing
+  // thread needs to be scheduled, even on a loaded 2-core machine (with instant items
+  // the other threads could finish all of them before it runs: this test was flaky so).
+  calls = 0;
+  try {
+    common::parallel_for(10000, 4, [&](std::size_t i) {
+      ++calls;
+      if (i == 10) throw common::Error("item 10 failed");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    FAIL() << "expected the item's error";
+  } catch (const common::Error& e) {
+    EXPECT_STREQ(e.what(), "item 10 failed");
+  }
+  EXPECT_LT(calls.load(), 10000);  // stopped early
 }
 
 TEST(Stats, QuantileInterpolatesBetweenRanks) {
