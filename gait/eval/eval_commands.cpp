@@ -55,7 +55,7 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--skeleton-scale", a.skeleton_scale,
                 "weight of the skeleton head beside the others in fused+branches and branches (default: the "
                 "checkpoint's evaluator.skeleton_scale)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1000.0));
   c->add_option("--fusion", a.fusion,
                 "heads and skeleton scale from a `gait tune-fusion` result (fusion_tuning.json) of this checkpoint")
       ->check(CLI::ExistingFile)
@@ -473,7 +473,7 @@ void add_eval_commands(CLI::App& app) {
     add_common(c, *a, true);
     c->add_option("--out", a->out, "report folder (default: CKPT's folder/fusion)");
     c->add_option("--scales", a->scales, "skeleton scales to try (default 0 0.125 0.25 0.375 0.5 0.75 1 1.5 2)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0.0, 1000.0));
     c->callback([a] { run_tune(*a); });
   }
 }
