@@ -202,11 +202,12 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
   gait_job "${v}_eval" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" --out "$GO/$v/eval" \
     --data "$GD/full" --cache-only --threads "$threads" --device "$dev" --no-progress "${fusion[@]}"
   if [ "$v" = two_branch ]; then
-    # The same checkpoint's other test embeddings, untuned (skeleton scale 1): its
-    # config's fused+branches, the fused head alone, the two branch heads together and
-    # each alone, for the table of heads.
+    # The same checkpoint's other test embeddings, untuned (skeleton scale 1), for the
+    # table of heads, most telling first (each branch head and the fused head alone,
+    # then the config's fused+branches and both branch heads); those the deadline leaves
+    # no time for are skipped.
     local h hn
-    for h in fused+branches fused branches silhouette skeleton; do
+    for h in silhouette fused skeleton fused+branches branches; do
       [ "$(gait_left)" -gt 25 ] || break
       hn=${h//+/_and_}  # plain file names for the archive
       gait_job "two_branch_eval_$hn" $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
@@ -255,7 +256,7 @@ if [ "$GAIT_OK" = 1 ]; then
   gait_note_job two_branch_tune_fusion
   grep -h "^best: " "$GO/two_branch_tune_fusion.log" 2>/dev/null | head -1
   gait_note_job two_branch_eval_cmu
-  for h in fused_and_branches fused branches silhouette skeleton; do gait_note_job "two_branch_eval_$h"; done
+  for h in silhouette fused skeleton fused_and_branches branches; do gait_note_job "two_branch_eval_$h"; done
 elif [ "$GAIT_OK" != prep ]; then
   note gait_train "skipped: no gait binary or no dataset"
 fi
