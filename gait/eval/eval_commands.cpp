@@ -165,6 +165,26 @@ void write_reports(const fs::path& out, const eval::Rank1Result& r, const std::s
 
 // ------------------------------------------------------------------------- eval
 
+// The protocol's gallery and probe sequences of `src` (its test subjects), embedded.
+struct EmbeddedSet {
+  EmbeddingSet set;
+  double seconds = 0;  // embedding alone, not reading
+};
+EmbeddedSet embed_protocol_sequences(eval::Embedder& emb, const train::DataSource& src, const train::DataConfig& data,
+                                     bool progress) {
+  std::vector<std::size_t> idx;
+  for (std::size_t i = 0; i < src.entries.size(); ++i) {
+    const auto& k = src.entries[i].key;
+    if (src.protocol.is_gallery(k) || src.protocol.probe_set(k)) idx.push_back(i);
+  }
+  XS_ASSERT(!idx.empty(), "{}: no test sequences (subjects after {})", data.root, src.protocol.train_last_subject);
+  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  EmbeddedSet out{emb.embed_all(seqs, progress), 0};
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 struct EvalArgs : Common {
   std::string out, dump, embeddings;
   bool test_all = false;
@@ -191,16 +211,7 @@ void run_eval(const EvalArgs& a) {
   const train::DataConfig data = data_config(emb, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
   if (a.test_all) src.protocol.train_last_subject = 0;
-  std::vector<std::size_t> idx;
-  for (std::size_t i = 0; i < src.entries.size(); ++i) {
-    const auto& k = src.entries[i].key;
-    if (src.protocol.is_gallery(k) || src.protocol.probe_set(k)) idx.push_back(i);
-  }
-  XS_ASSERT(!idx.empty(), "{}: no test sequences (subjects after {})", data.root, src.protocol.train_last_subject);
-  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
-  const auto t0 = std::chrono::steady_clock::now();
-  const EmbeddingSet set = emb.embed_all(seqs, !a.no_progress);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto [set, secs] = embed_protocol_sequences(emb, src, data, !a.no_progress);
   const eval::Rank1Result r = eval::evaluate_rank1(set, src.protocol);
   const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "eval" : fs::path(a.out);
   fmt::print("embedded {} test sequences (subjects {}..{}) in {:.1f} s ({:.1f} ms each), {} model at iteration {}, "
@@ -386,14 +397,7 @@ void run_tune(const TuneArgs& a) {
   const train::DataConfig data = data_config(emb, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
   src.protocol.train_last_subject = 0;  // every subject of the development set
-  std::vector<std::size_t> idx;
-  for (std::size_t i = 0; i < src.entries.size(); ++i)
-    if (src.protocol.is_gallery(src.entries[i].key) || src.protocol.probe_set(src.entries[i].key)) idx.push_back(i);
-  XS_ASSERT(!idx.empty(), "{}: no gallery or probe sequences", data.root);
-  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
-  const auto t0 = std::chrono::steady_clock::now();
-  const EmbeddingSet set = emb.embed_all(seqs, !a.no_progress);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto [set, secs] = embed_protocol_sequences(emb, src, data, !a.no_progress);
   const eval::FusionTuning t = eval::tune_fusion(set, src.protocol, a.scales, a.threads > 0 ? a.threads : 0);
   const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "fusion" : fs::path(a.out);
   fs::create_directories(out);
