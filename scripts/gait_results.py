@@ -46,14 +46,22 @@ def means(rank1):
     return {c: (r.get(c) or {}).get("mean") for c in ("NM", "BG", "CL")}
 
 
-def gpu_row(variant, runs):
-    summ = load(os.path.join(runs, variant, "train_summary.json"))
-    ev = load(os.path.join(runs, variant, "eval", "rank1.json"))
+def train_and_eval(folder):
+    """(train_summary.json, eval/rank1.json, None) of a run folder, or (None, None, why)."""
+    summ = load(os.path.join(folder, "train_summary.json"))
+    ev = load(os.path.join(folder, "eval", "rank1.json"))
     for what, j in (("train_summary.json", summ), ("eval/rank1.json", ev)):
         if j is None:
-            return None, f"no {what} (training or evaluation did not finish; see {variant}/*.log)"
+            return None, None, f"no {what} in {folder} (training or evaluation did not finish)"
         if "__error__" in j:
-            return None, j["__error__"]
+            return None, None, j["__error__"]
+    return summ, ev, None
+
+
+def gpu_row(variant, runs):
+    summ, ev, why = train_and_eval(os.path.join(runs, variant))
+    if why:
+        return None, why + f"; see {variant}*.log"
     row = {"variant": variant, "config": f"gait/configs/gpu-budget/{variant}.json", "device": ev.get("device", "?")}
     row.update(means(ev))
     row["epochs_or_iterations"] = summ["iterations"]
@@ -124,11 +132,9 @@ def replace_cpu_row(args):
     prev = load(args.previous) or {}
     if "__error__" in prev:
         sys.exit(prev["__error__"])
-    summ = load(os.path.join(args.cpu_run, "train_summary.json"))
-    ev = load(os.path.join(args.cpu_run, "eval", "rank1.json"))
-    for what, j in (("train_summary.json", summ), ("eval/rank1.json", ev)):
-        if j is None or "__error__" in j:
-            sys.exit((j or {}).get("__error__", f"{args.cpu_run}: no {what}"))
+    summ, ev, why = train_and_eval(args.cpu_run)
+    if why:
+        sys.exit(why)
     old = next((r for r in prev.get("rows", []) if r.get("variant") == CPU_VARIANT), {})
     row = {"variant": CPU_VARIANT, "config": "gait/configs/tiny-cpu.json",
            "dataset": args.dataset or old.get("dataset", ""), **means(ev),

@@ -63,27 +63,32 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
       ->excludes("--skeleton-scale");
 }
 
-// The checkpoint's model, with --fusion or --heads / --skeleton-scale applied.
-std::unique_ptr<eval::Embedder> open_embedder(const Common& a, torch::Device device) {
-  auto e = std::make_unique<eval::Embedder>(a.ckpt, device);
+// --fusion, or --heads / --skeleton-scale, applied to a model's test embedding.
+void apply_embedding_options(eval::Embedder& e, const Common& a) {
   if (!a.fusion.empty()) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(common::read_file(a.fusion));
       const int64_t it = j.at("iteration").get<int64_t>();
-      XS_ASSERT(it == e->meta().iteration && j.at("mode").get<std::string>() == train::to_string(e->config().model.mode),
+      XS_ASSERT(it == e.meta().iteration && j.at("mode").get<std::string>() == train::to_string(e.config().model.mode),
                 "{}: tuned for a {} checkpoint at iteration {}, but {} is a {} checkpoint at iteration {}", a.fusion,
-                j.at("mode").get<std::string>(), it, a.ckpt, train::to_string(e->config().model.mode),
-                e->meta().iteration);
-      e->set_heads(train::parse_eval_heads(j.at("best").at("heads").get<std::string>()));
-      e->set_skeleton_scale(j.at("best").at("skeleton_scale").get<double>());
+                j.at("mode").get<std::string>(), it, a.ckpt, train::to_string(e.config().model.mode),
+                e.meta().iteration);
+      e.set_heads(train::parse_eval_heads(j.at("best").at("heads").get<std::string>()));
+      e.set_skeleton_scale(j.at("best").at("skeleton_scale").get<double>());
     } catch (const nlohmann::json::exception& ex) {
       throw common::Error(fmt::format("{}: not a gait tune-fusion result ({})", a.fusion, ex.what()));
     }
-    return e;
+    return;
   }
-  if (!a.heads.empty()) e->set_heads(train::parse_eval_heads(a.heads));
-  if (a.skeleton_scale >= 0) e->set_skeleton_scale(a.skeleton_scale);
+  if (!a.heads.empty()) e.set_heads(train::parse_eval_heads(a.heads));
+  if (a.skeleton_scale >= 0) e.set_skeleton_scale(a.skeleton_scale);
+}
+
+// The checkpoint's model with apply_embedding_options.
+eval::Embedder open_embedder(const Common& a, torch::Device device) {
+  eval::Embedder e(a.ckpt, device);
+  apply_embedding_options(e, a);
   return e;
 }
 
@@ -205,8 +210,7 @@ void run_eval(const EvalArgs& a) {
   }
   XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
   const torch::Device device = device_of(a);
-  const auto owned = open_embedder(a, device);
-  eval::Embedder& emb = *owned;
+  eval::Embedder emb = open_embedder(a, device);
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
@@ -250,8 +254,7 @@ struct EmbedArgs : Common {
 };
 
 void run_embed(const EmbedArgs& a) {
-  const auto owned = open_embedder(a, device_of(a));
-  eval::Embedder& emb = *owned;
+  eval::Embedder emb = open_embedder(a, device_of(a));
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
   std::vector<CachedSequence> seqs;
@@ -277,8 +280,7 @@ struct IdentifyArgs : Common {
 };
 
 void run_identify(const IdentifyArgs& a) {
-  const auto owned = open_embedder(a, device_of(a));
-  eval::Embedder& emb = *owned;
+  eval::Embedder emb = open_embedder(a, device_of(a));
   set_threads(a.threads, emb.config());
   const EmbeddingSet gallery = eval::load_embeddings(a.gallery);
   XS_ASSERT(gallery.channels == emb.channels() && gallery.parts == emb.parts(),
@@ -347,8 +349,7 @@ void run_bench(const BenchArgs& a) {
     torch::manual_seed(cfg.trainer.seed);
     emb = std::make_unique<eval::Embedder>(nets::GaitNet(cfg.model, 74), cfg, device);
   }
-  if (!a.heads.empty()) emb->set_heads(train::parse_eval_heads(a.heads));
-  if (a.skeleton_scale >= 0) emb->set_skeleton_scale(a.skeleton_scale);
+  apply_embedding_options(*emb, a);
   set_threads(a.threads, emb->config());
   const CachedSequence seq = synthetic_sequence(a.frames);
   for (int i = 0; i < a.warmup; ++i) emb->embed(seq);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -69,6 +70,13 @@ std::string enum_name(E e) {
   for (const auto& [k, n] : EnumNames<E>::v)
     if (k == e) return n;
   return "?";
+}
+
+template <class E>
+std::optional<E> enum_from_name(const std::string& name) {
+  for (const auto& [k, n] : EnumNames<E>::v)
+    if (name == n) return k;
+  return std::nullopt;
 }
 
 template <class E>
@@ -270,13 +278,9 @@ void read_value(const json& j, T& out, const std::string& path, const std::strin
   } else if constexpr (std::is_enum_v<T>) {
     if (!j.is_string()) type_error(source, path, fmt::format("one of: {}", enum_choices<T>()).c_str(), j);
     const std::string s = j.get<std::string>();
-    for (const auto& [k, n] : EnumNames<T>::v) {
-      if (s == n) {
-        out = k;
-        return;
-      }
-    }
-    throw common::Error(fmt::format("{}: {}: '{}' is not one of: {}", source, path, s, enum_choices<T>()));
+    const std::optional<T> e = enum_from_name<T>(s);
+    if (!e) throw common::Error(fmt::format("{}: {}: '{}' is not one of: {}", source, path, s, enum_choices<T>()));
+    out = *e;
   } else {
     read_section(j, out, path, source);
   }
@@ -424,9 +428,9 @@ std::string to_string(GraphOperator o) { return enum_name(o); }
 std::string to_string(EvalHeads h) { return enum_name(h); }
 
 EvalHeads parse_eval_heads(const std::string& name) {
-  for (const auto& [k, n] : EnumNames<EvalHeads>::v)
-    if (name == n) return k;
-  throw common::Error(fmt::format("--heads '{}': expected one of {}", name, enum_choices<EvalHeads>()));
+  const std::optional<EvalHeads> h = enum_from_name<EvalHeads>(name);
+  if (!h) throw common::Error(fmt::format("--heads '{}': expected one of {}", name, enum_choices<EvalHeads>()));
+  return *h;
 }
 
 std::string first_difference(const json& a, const json& b, const std::string& path) {

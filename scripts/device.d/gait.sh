@@ -60,6 +60,10 @@ gait_job() { # name, timeout seconds, command...
   gait_secs "$t0" >"$GD/jobs/$name.secs"
   return "$rc"
 }
+gait_job_ok() { # name: wait for a background job (while the deadline allows); true if it succeeded
+  while [ ! -f "$GD/jobs/$1.rc" ] && [ "$(gait_left)" -gt 15 ]; do sleep 2; done
+  [ "$(cat "$GD/jobs/$1.rc" 2>/dev/null)" = 0 ]
+}
 gait_note_job() {
   local name=$1 rc secs
   rc=$(cat "$GD/jobs/$name.rc" 2>/dev/null || echo "?")
@@ -178,8 +182,7 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
     # used for the test set and the cmu walkers; the other variants are done by now, so
     # the evaluations get more CPU threads for their distance matrices.
     [ "$GAIT_SMOKE" != 1 ] && threads=$((GAIT_CORES / 2 > 2 ? GAIT_CORES / 2 : 2))
-    while [ ! -f "$GD/jobs/data_dev.rc" ] && [ "$(gait_left)" -gt 15 ]; do sleep 2; done
-    if [ "$(cat "$GD/jobs/data_dev.rc" 2>/dev/null)" = 0 ]; then
+    if gait_job_ok data_dev; then
       gait_job two_branch_tune_fusion $(($(gait_left) - 10)) "$GAIT_BIN" tune-fusion --ckpt "$run/latest.gckpt" \
         --data "$GD/dev" --cache-only --out "$GO/two_branch/fusion" --threads "$threads" --device "$dev" --no-progress
     else
@@ -188,8 +191,7 @@ gait_chain() { # variant, train minutes: train, then evaluate (two_branch: also 
     fi
     [ -f "$GO/two_branch/fusion/fusion_tuning.json" ] && fusion=(--fusion "$GO/two_branch/fusion/fusion_tuning.json")
     (
-      while [ ! -f "$GD/jobs/data_cmu.rc" ] && [ "$(gait_left)" -gt 15 ]; do sleep 2; done
-      if [ "$(cat "$GD/jobs/data_cmu.rc" 2>/dev/null)" = 0 ]; then
+      if gait_job_ok data_cmu; then
         gait_job two_branch_eval_cmu $(($(gait_left) - 10)) "$GAIT_BIN" eval --ckpt "$run/latest.gckpt" \
           --data "$GD/cmu" --cache-only --test-all --out "$GO/two_branch/eval_cmu" --threads "$threads" \
           --device "$dev" --no-progress "${fusion[@]}"

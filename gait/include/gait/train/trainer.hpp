@@ -89,10 +89,10 @@ class Trainer {
   std::unique_ptr<PxKSampler> sampler_;
   int iteration_ = 0;
   double train_seconds_ = 0;
-  double time_progress_ = 0;
+  double time_progress_ = 0;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
   // Which branch the fused head misses at `iteration` (model.fusion.modality_dropout),
   // from the iteration's own stream: the same on a resumed run.
-  nets::FusionDrop fusion_drop(int iteration) const;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
+  nets::FusionDrop fusion_drop(int iteration) const;
   // With trainer.prefetch the next iteration's batch is prepared on a worker thread
   // while this one runs (on CUDA the CPU work, silhouette warps above all, otherwise
   // left the GPU half idle). Batches are the same with or without it: the sampler is drawn in
