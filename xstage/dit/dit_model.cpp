@@ -6,6 +6,8 @@
 //   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C], final mod [2C]
 //   x = patch_embed(latent)
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
+//              (fused path with D = 128: the QKV GEMM, norms, RoPE and the pre-attention
+//               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv)
 //              -> ln_modulate -> FFN -> gated residual, the FFN being
 //                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM
 //                 MoE:      router GEMM -> logits to the host, routing -> fused MoE kernel (bf16 out)
@@ -123,8 +125,9 @@ struct RankModel::Impl {
     gemm(X, mat(name + ".weight"), Y, M, N, K);
   }
 
-  // This rank's tokens, all heads, after attention: [L, H, D] bf16.
-  const std::uint16_t* attention(AttnPath path) {
+  // This rank's tokens, all heads, after attention: [L, H, D] bf16. `gathered`:
+  // the fused QKV projection has already delivered the heads (no pre-attention exchange).
+  const std::uint16_t* attention(AttnPath path, bool gathered = false) {
     if (path == AttnPath::single) {
       using namespace attention;
       FwdArgs a;
@@ -135,7 +138,7 @@ struct RankModel::Impl {
       flash_fwd(a, stream);
       return o.get();
     }
-    layer->pre_attention();  // [L, H, D] -> [N, H/P, D]
+    if (!gathered) layer->pre_attention();  // [L, H, D] -> [N, H/P, D]
     if (path == AttnPath::serial) {
       layer->serial();  // attention, then NCCL back
       return layer->serial_out();
@@ -175,11 +178,24 @@ struct RankModel::Impl {
     for (int b = 0; b < blocks; ++b) {
       const float* m = mods.get() + int64_t(b) * 6 * C;  // shift1 scale1 gate1 shift2 scale2 gate2
       kernels::ln_modulate(h.get(), x.get(), m, m + C, L, C, stream);
-      linear(h.get(), block_param(b, "attn.qkv"), qkv.get(), L, 3 * C, C);
-      kernels::qk_norm_rope(q.get(), k.get(), v.get(), qkv.get(), vec(block_param(b, "attn.qkv.bias")),
-                            vec(block_param(b, "attn.q_norm.weight")), vec(block_param(b, "attn.k_norm.weight")),
-                            cos.get(), sin.get(), L, H, D, stream);
-      const std::uint16_t* a = attention(path);
+      const bool fused_qkv = path == AttnPath::fused && layer->fused_qkv_supported();
+      if (fused_qkv) {
+        ulysses::Layer::QkvInputs in;
+        in.h = h.get();
+        in.w = mat(block_param(b, "attn.qkv.weight"));
+        in.bias = vec(block_param(b, "attn.qkv.bias"));
+        in.q_norm = vec(block_param(b, "attn.q_norm.weight"));
+        in.k_norm = vec(block_param(b, "attn.k_norm.weight"));
+        in.cos = cos.get();
+        in.sin = sin.get();
+        layer->pre_attention_qkv(in);  // -> [N, H/P, D] on every owner
+      } else {
+        linear(h.get(), block_param(b, "attn.qkv"), qkv.get(), L, 3 * C, C);
+        kernels::qk_norm_rope(q.get(), k.get(), v.get(), qkv.get(), vec(block_param(b, "attn.qkv.bias")),
+                              vec(block_param(b, "attn.q_norm.weight")), vec(block_param(b, "attn.k_norm.weight")),
+                              cos.get(), sin.get(), L, H, D, stream);
+      }
+      const std::uint16_t* a = attention(path, fused_qkv);
       linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
       kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C, L, C, stream);
       kernels::ln_modulate(h.get(), x.get(), m + 3 * C, m + 4 * C, L, C, stream);

@@ -44,4 +44,14 @@ std::string take_timeout_report(const char* (*site_name)(int)) {
   return s;
 }
 
+std::string take_timeout_report(std::string (*describe)(const WaitTimeoutReport& r)) {
+  if (!g_host) return {};
+  volatile WaitTimeoutReport* v = g_host;
+  if (v->flag != 1) return {};
+  WaitTimeoutReport copy;
+  std::memcpy(&copy, const_cast<WaitTimeoutReport*>(g_host), sizeof copy);
+  v->flag = 0;
+  return describe(copy);
+}
+
 }  // namespace xstage::hopper

@@ -4,8 +4,15 @@
 // close to the fp64 CPU attention on the gathered sequence; a slow peer only
 // delays the receiver, an absent one makes it time out with a message naming
 // the rank and the flag (in a child process: the trap ends its CUDA context).
+// The fused QKV projection: one rank's kernel (every owner itself) against the
+// fp64 reference, twice, with poisoned outputs; on 2+ ranks through the layer,
+// every owner's gathered q, k, v; an owner that never starts makes the kernel
+// time out naming it (one GPU suffices: its ready flag is never raised).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,7 +26,9 @@
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
+#include "ulysses/qkv_fused.hpp"
 #include "xstage/ulysses_cuda.hpp"
+#include "xstage/ulysses_qkv.hpp"
 
 namespace {
 
@@ -161,7 +170,190 @@ void run_case(const Problem& p, int slow_rank = -1) {
 
 int gpus() { return comm::visible_gpus(); }
 
+// Host inputs of the fused QKV projection for every rank (bf16-exact values).
+QkvHost qkv_host(const Problem& p, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto bf = [](float x) { return attention::bf16_bits_to_float(attention::float_to_bf16_bits(x)); };
+  const int64_t C = qkv_hidden(p), L = qkv_rows(p), D = kQkvHeadDim;
+  QkvHost in;
+  in.w.resize(size_t(3 * C * C));
+  for (auto& x : in.w) x = bf(nd(rng) / std::sqrt(float(C)));
+  in.bias.resize(size_t(3 * C));
+  for (auto& x : in.bias) x = 0.2f * nd(rng);
+  for (auto* n : {&in.q_norm, &in.k_norm}) {
+    n->resize(size_t(D));
+    for (auto& x : *n) x = 1.f + 0.2f * nd(rng);
+  }
+  std::uniform_real_distribution<float> ang(-3.1f, 3.1f);
+  for (int r = 0; r < p.ranks; ++r) {
+    in.h.emplace_back(size_t(L * C));
+    for (auto& x : in.h.back()) x = bf(nd(rng));
+    in.cos.emplace_back(size_t(L * D / 2));
+    in.sin.emplace_back(size_t(L * D / 2));
+    for (size_t i = 0; i < in.cos.back().size(); ++i) {
+      const float a = ang(rng);
+      in.cos.back()[i] = std::cos(a);
+      in.sin.back()[i] = std::sin(a);
+    }
+  }
+  return in;
+}
+
+std::vector<uint16_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = attention::float_to_bf16_bits(v[i]);
+  return b;
+}
+
+// Elements further than one bf16 step (plus a little) from the reference; NaN (the poison) counts.
+std::string compare_qkv(const std::vector<uint16_t>& got, const std::vector<float>& want, const char* what) {
+  size_t bad = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double x = attention::bf16_bits_to_float(got[i]), y = want[i];
+    const double err = std::abs(x - y);
+    if (!(err <= std::abs(y) * (1.0 / 128) + 2e-3)) {
+      if (bad++ == 0) first = i;
+    }
+    if (std::isfinite(err)) worst = std::max(worst, err);
+    else worst = INFINITY;
+  }
+  if (bad == 0) return "";
+  return fmt::format("{}: {} of {} elements off (first at {}: got {}, want {}); max |diff| {}", what, bad,
+                     want.size(), first, attention::bf16_bits_to_float(got[first]), want[first], worst);
+}
+
+// Everything device-side for one rank's fused QKV inputs.
+struct QkvDevice {
+  DeviceBuffer<uint16_t> h, w;
+  DeviceBuffer<float> bias, qn, kn, cs, sn;
+  QkvDevice(const QkvHost& in, int r)
+      : h(upload(bits_of(in.h[r]))),
+        w(upload(bits_of(in.w))),
+        bias(upload(in.bias)),
+        qn(upload(in.q_norm)),
+        kn(upload(in.k_norm)),
+        cs(upload(in.cos[r])),
+        sn(upload(in.sin[r])) {}
+};
+
+// One rank, owner of every head: the kernel with local pointers.
+struct OneRankQkv {
+  Problem p;
+  QkvDevice dev;
+  DeviceBuffer<uint16_t> out[3];
+  DeviceBuffer<uint32_t> flags;  // [0] done, [1] ready, [2] a ready slot nobody raises
+  DeviceBuffer<int> order;
+  QkvArgs a;
+  OneRankQkv(const Problem& prob, const QkvHost& in)
+      : p(prob),
+        dev(in, 0),
+        out{DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128)),
+            DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128)),
+            DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128))},
+        flags(3),
+        order(upload(qkv_tile_order(prob, 0, QkvOrder::natural))) {
+    XS_CHECK_CUDA(cudaMemset(flags.get(), 0, 3 * 4));
+    a.map_h = qkv_map_h(dev.h.get(), qkv_rows(p), qkv_hidden(p));
+    a.map_w = qkv_map_w(dev.w.get(), qkv_hidden(p));
+    a.rows = int(qkv_rows(p));
+    a.rows_per_rank = int(p.rows_per_rank());
+    a.seq = int(p.seq);
+    a.hidden = int(qkv_hidden(p));
+    a.heads = int(p.heads);
+    a.heads_per_rank = int(p.heads);
+    a.rank = 0;
+    a.ranks = 1;
+    a.col_tiles = qkv_col_tiles(p);
+    a.n_tiles = qkv_tiles(p);
+    a.order = order.get();
+    a.bias = dev.bias.get();
+    a.q_norm = dev.qn.get();
+    a.k_norm = dev.kn.get();
+    a.cos = dev.cs.get();
+    a.sin = dev.sn.get();
+    for (int part = 0; part < 3; ++part) a.dst[part][0] = out[part].get();
+    a.done[0] = flags.get();
+    a.ready_out[0] = flags.get() + 1;
+    a.ready_in = flags.get() + 1;
+    a.timeout_ns = comm::wait_timeout_ns();
+    a.report = hopper::timeout_report_device();
+  }
+};
+
 }  // namespace
+
+TEST(UlyssesQkvGpu, OneRankKernelMatchesTheReference) {
+  // H = 5: 15 heads, so the last tile's second half is empty; B = 2; K = 640 (10 stages);
+  // grids below and at the tile count (several tiles per CTA, and one each).
+  for (const auto& [p, grid] : {std::pair{Problem{1, 2, 256, 5, 128}, 3}, std::pair{Problem{1, 1, 512, 8, 128}, 48}}) {
+    SCOPED_TRACE(describe(p));
+    const QkvHost in = qkv_host(p, 99 + uint32_t(p.heads));
+    const QkvOwnerOut want = qkv_reference(p, in, 0);
+    OneRankQkv k(p, in);
+    for (uint32_t launch = 1; launch <= 2; ++launch) {
+      for (auto& o : k.out) XS_CHECK_CUDA(cudaMemset(o.get(), 0xFF, o.size() * 2));  // NaN poison
+      k.a.epoch = launch;
+      launch_qkv_fused(k.a, std::min(grid, qkv_tiles(p)), nullptr);
+      const cudaError_t e = cudaDeviceSynchronize();
+      ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e) << " " << qkv_explain_failure();
+      const char* names[3] = {"q", "k", "v"};
+      const std::vector<float>* refs[3] = {&want.q, &want.k, &want.v};
+      for (int part = 0; part < 3; ++part) {
+        const std::string bad = compare_qkv(download(k.out[part].get(), k.out[part].size()), *refs[part], names[part]);
+        EXPECT_EQ(bad, "") << "launch " << launch;
+      }
+      const auto flags = k.flags.to_host(3);
+      EXPECT_EQ(flags[0], launch * qkv_signals_per_source(p));  // what a receiver would wait for
+      EXPECT_EQ(flags[1], launch);
+    }
+  }
+}
+
+TEST(UlyssesQkvGpu, LayerDeliversEveryHeadToItsOwner) {
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  for (const Problem& p : {Problem{2, 1, 512, 6, 128}, Problem{std::min(gpus(), 4), 1, 1024, 8, 128}}) {
+    SCOPED_TRACE(describe(p));
+    const QkvHost in = qkv_host(p, 5 + uint32_t(p.ranks));
+    std::mutex mu;
+    std::vector<std::string> failures;
+    comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
+      const int r = rank.rank();
+      QkvDevice dev(in, r);
+      Layer layer(rank, p, params());
+      const QkvOwnerOut want = qkv_reference(p, in, r);
+      Layer::QkvInputs qi;
+      qi.h = dev.h.get();
+      qi.w = dev.w.get();
+      qi.bias = dev.bias.get();
+      qi.q_norm = dev.qn.get();
+      qi.k_norm = dev.kn.get();
+      qi.cos = dev.cs.get();
+      qi.sin = dev.sn.get();
+      std::vector<std::string> bad;
+      for (int launch = 0; launch < 2; ++launch) {
+        for (int part = 0; part < 3; ++part)
+          XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.gathered(part)), 0xFF, want.q.size() * 2));
+        XS_CHECK_CUDA(cudaDeviceSynchronize());
+        rank.host_barrier();
+        layer.pre_attention_qkv(qi);
+        sync_or_throw(rank.stream(), r);
+        // Complete on return (receiver-complete), before any host synchronisation with the peers.
+        const std::vector<float>* refs[3] = {&want.q, &want.k, &want.v};
+        for (int part = 0; part < 3; ++part) {
+          const std::string e = compare_qkv(download(layer.gathered(part), want.q.size()), *refs[part], "qkv");
+          if (!e.empty()) bad.push_back(fmt::format("rank {} launch {} part {}: {}", r, launch, part, e));
+        }
+        rank.host_barrier();
+      }
+      std::lock_guard lock(mu);
+      failures.insert(failures.end(), bad.begin(), bad.end());
+    });
+    for (const auto& f : failures) ADD_FAILURE() << f;
+  }
+}
+
 
 TEST(UlyssesGpu, FusedEqualsSerialTwoRanks) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
@@ -198,7 +390,20 @@ std::pair<int, std::string> run_child(const std::string& name) {
   return common::run_self_as_child(name, "XSTAGE_WAIT_TIMEOUT_MS=300");
 }
 
+int qkv_unready_child() {
+  const Problem p{1, 1, 256, 4, 128};
+  OneRankQkv k(p, qkv_host(p, 3));
+  k.a.ready_out[0] = k.flags.get() + 2;  // raises a flag the kernel does not wait on
+  k.a.epoch = 1;
+  launch_qkv_fused(k.a, 4, nullptr);
+  const cudaError_t e = cudaDeviceSynchronize();
+  std::printf("child: sync: %s; %s\n", cudaGetErrorString(e), qkv_explain_failure().c_str());
+  std::fflush(stdout);
+  std::_Exit(e == cudaSuccess ? 0 : 7);
+}
+
 int child_main(const std::string& name) {
+  if (name == "qkv_unready") return qkv_unready_child();
   if (name != "absent") return 2;
   try {
     const Problem p{2, 1, 1024, 4, 64};
@@ -234,6 +439,14 @@ TEST(UlyssesGpu, AbsentPeerTimesOutNamingRankAndFlag) {
   EXPECT_EQ(code, 7) << out;
   EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
+}
+
+TEST(UlyssesQkvGpu, AnOwnerThatNeverStartsTimesOutNamingIt) {
+  auto [code, out] = run_child("qkv_unready");
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("fused QKV: block"), std::string::npos) << out;
+  EXPECT_NE(out.find("timed out waiting for rank 0's ready flag (expected launch 1, saw 0)"), std::string::npos)
+      << out;
 }
 
 int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }

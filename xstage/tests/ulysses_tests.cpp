@@ -2,9 +2,11 @@
 // order, validation messages, the two All-to-All plans (run on host buffers),
 // the fused epilogue's target arithmetic against the serial plan, the
 // advisor-chosen schedule, and the whole-layer reference against attention on
-// the gathered sequence.
+// the gathered sequence; the fused QKV projection's owners, destinations, signal
+// counts, tile orders and CPU reference (P = 1, 2, 4, 8).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -13,6 +15,7 @@
 
 #include "common/testing.hpp"
 #include "xstage/ulysses.hpp"
+#include "xstage/ulysses_qkv.hpp"
 
 using namespace xstage;
 using namespace xstage::ulysses;
@@ -323,6 +326,187 @@ TEST(UlyssesSchedule, SlowDrainPredictsAStallAndTheLeastOneWins) {
     prof.compute_ns_between_bursts = s.gap_rounds * tile_ns(p, {});
     prof.bursts = s.bursts;
     EXPECT_GE(burstgap::advise(params, prof).predicted_stall_ns, f.predicted_stall_ns - 0.01 * tile_ns(p, {}));
+  }
+}
+
+TEST(UlyssesQkv, RefusesShapesItCannotTile) {
+  EXPECT_EQ(error_of([] { validate_qkv({2, 1, 4096, 24, 128}); }), "");
+  EXPECT_NE(error_of([] { validate_qkv({2, 1, 4096, 24, 64}); }).find("needs D = 128 (got D = 64)"), std::string::npos);
+  EXPECT_NE(error_of([] { validate_qkv({4, 1, 4096, 6, 128}); }).find("H % P"), std::string::npos)
+      << error_of([] { validate_qkv({4, 1, 4096, 6, 128}); });
+}
+
+// Every (source, local row, part, head) lands on a distinct row of D elements of
+// its owner's buffer, and together they fill it: the layout of the pre-attention
+// All-to-All, [B, S, H/P, D] with source r's rows at r·S/P.
+TEST(UlyssesQkv, DestinationsTileEveryOwnersBufferOnce) {
+  for (int P : {1, 2, 4, 8}) {
+    const Problem p{P, 2, 128 * P * 2, 24, 128};
+    validate_qkv(p);
+    const int Hp = int(p.heads_per_rank());
+    const int64_t R = p.rows_per_rank(), per_owner = p.batch * p.seq * Hp;
+    std::vector<std::vector<int>> hits(size_t(P), std::vector<int>(size_t(per_owner), 0));
+    for (int src = 0; src < P; ++src)
+      for (int64_t m = 0; m < qkv_rows(p); ++m)
+        for (int head = 0; head < p.heads; ++head) {
+          const int64_t off = qkv_dest_offset(m, head, src, R, p.seq, Hp);
+          ASSERT_EQ(off % kQkvHeadDim, 0);
+          ASSERT_GE(off, 0);
+          ASSERT_LT(off / kQkvHeadDim, per_owner);
+          const int owner = qkv_owner(head, int(p.heads), Hp);
+          ++hits[owner][size_t(off / kQkvHeadDim)];
+          // The row is the global sequence row of (b, s), the head the owner's local one.
+          const int64_t b = m / R, s = m % R;
+          EXPECT_EQ(off / kQkvHeadDim, ((b * p.seq + src * R + s) * Hp + head % Hp)) << "P " << P;
+        }
+    for (int o = 0; o < P; ++o)
+      for (int c : hits[o]) ASSERT_EQ(c, 1) << "P " << P << " owner " << o;
+  }
+}
+
+TEST(UlyssesQkv, SignalCountsAreWhatEachOwnerReceives) {
+  for (int P : {1, 2, 4, 8})
+    for (int H : {24, 40}) {
+      if (H % P) continue;
+      const Problem p{P, 1, 256 * P, H, 128};
+      // What the kernel adds: per tile, per consumer warpgroup (2), one per head to its owner.
+      std::vector<uint32_t> got(size_t(P), 0);
+      for (int t = 0; t < qkv_tiles(p); ++t)
+        for (int half = 0; half < 2; ++half) {
+          const int gh = 2 * (t % qkv_col_tiles(p)) + half;
+          if (gh < 3 * H) got[qkv_owner(gh, H, H / P)] += 2;
+        }
+      for (int o = 0; o < P; ++o) EXPECT_EQ(got[o], qkv_signals_per_source(p)) << "P " << P << " H " << H;
+    }
+}
+
+TEST(UlyssesQkv, OrdersArePermutationsAndInterleaveOwners) {
+  for (int P : {2, 4, 8}) {
+    const Problem p{P, 1, 128 * P * 2, 24, 128};
+    const int ct = qkv_col_tiles(p), Hp = 24 / P;
+    for (int rank = 0; rank < P; ++rank) {
+      for (QkvOrder kind : {QkvOrder::natural, QkvOrder::owner_interleaved}) {
+        std::vector<int> o = qkv_tile_order(p, rank, kind);
+        ASSERT_EQ(int(o.size()), qkv_tiles(p));
+        std::vector<int> sorted = o;
+        std::sort(sorted.begin(), sorted.end());
+        for (int i = 0; i < int(sorted.size()); ++i) ASSERT_EQ(sorted[i], i);
+        if (kind == QkvOrder::natural) {
+          EXPECT_TRUE(std::is_sorted(o.begin(), o.end()));
+          continue;
+        }
+        // Per m block: the first tile goes to rank + 1, the first P - 1 tiles to P - 1
+        // different remote owners, and tiles whose heads are all local come last.
+        for (int m = 0; m < qkv_m_blocks(p); ++m) {
+          std::vector<int> owners;
+          for (int i = 0; i < ct; ++i) {
+            ASSERT_EQ(o[m * ct + i] / ct, m);
+            owners.push_back(qkv_owner(2 * (o[m * ct + i] % ct), 24, Hp));
+          }
+          EXPECT_EQ(owners[0], (rank + 1) % P);
+          std::set<int> first(owners.begin(), owners.begin() + (P - 1));
+          EXPECT_EQ(int(first.size()), P - 1) << "P " << P << " rank " << rank;
+          EXPECT_EQ(first.count(rank), 0u);
+          bool local_seen = false;
+          for (int i = 0; i < ct; ++i) {
+            const int t = o[m * ct + i] % ct;
+            const bool all_local = qkv_owner(2 * t, 24, Hp) == rank &&
+                                   (2 * t + 1 >= 72 || qkv_owner(2 * t + 1, 24, Hp) == rank);
+            if (all_local) local_seen = true;
+            else EXPECT_FALSE(local_seen) << "a remote tile after a local one, P " << P << " rank " << rank;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(UlyssesQkv, AdvisorProfilesTheRemoteStores) {
+  const Problem p{4, 1, 8192, 24, 128};
+  const QkvSchedule s = choose_qkv_schedule(p, 1, 132, h200_like());
+  EXPECT_EQ(int(s.order.size()), qkv_tiles(p));
+  EXPECT_EQ(s.grid, 132);
+  EXPECT_GT(s.remote_tiles, 0);
+  EXPECT_LE(s.max_remote_ctas, 132);
+  // 2·128·256·3072 flop at 4.6 TFLOP/s per SM.
+  EXPECT_NEAR(s.tile_ns, 2.0 * 128 * 256 * 3072 / 4.6e3, 1e-6);
+  EXPECT_NE(s.reason.find("predicted stall"), std::string::npos);
+  // A starved X-Stage: the same stores are predicted to stall, and the choice is the least stalled.
+  auto slow = h200_like();
+  slow.drain_GBps = 2;
+  slow.capacity_bytes_gpu = 1e6;
+  const QkvSchedule t = choose_qkv_schedule(p, 1, 132, slow);
+  EXPECT_GT(t.predicted_stall_ns, 1000);
+  EXPECT_GT(t.predicted_stall_ns, s.predicted_stall_ns);
+  EXPECT_NE(error_of([&] { choose_qkv_schedule(p, 1, 0, slow); }).find("grid must be >= 1"), std::string::npos);
+}
+
+namespace {
+QkvHost qkv_inputs(const Problem& p, uint32_t seed, bool plain_rope) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto bf = [](float x) { return attention::bf16_bits_to_float(attention::float_to_bf16_bits(x)); };
+  const int64_t C = qkv_hidden(p), L = qkv_rows(p), D = kQkvHeadDim;
+  QkvHost in;
+  in.w.resize(size_t(3 * C * C));
+  for (auto& x : in.w) x = bf(nd(rng) / std::sqrt(float(C)));
+  in.bias.resize(size_t(3 * C));
+  for (auto& x : in.bias) x = 0.1f * nd(rng);
+  for (auto* n : {&in.q_norm, &in.k_norm}) {
+    n->resize(size_t(D));
+    for (auto& x : *n) x = plain_rope ? 1.f : 1.f + 0.1f * nd(rng);
+  }
+  for (int r = 0; r < p.ranks; ++r) {
+    in.h.emplace_back(size_t(L * C));
+    for (auto& x : in.h.back()) x = bf(nd(rng));
+    in.cos.emplace_back(size_t(L * D / 2));
+    in.sin.emplace_back(size_t(L * D / 2));
+    for (int64_t i = 0; i < L * D / 2; ++i) {
+      const double a = plain_rope ? 0.0 : 0.001 * double(r * L + i / (D / 2)) * double(1 + i % (D / 2));
+      in.cos.back()[size_t(i)] = float(std::cos(a));
+      in.sin.back()[size_t(i)] = float(std::sin(a));
+    }
+  }
+  return in;
+}
+}  // namespace
+
+// The reference at P = 2 holds exactly what the P = 1 reference computes, split
+// by heads and laid out as [B, S, H/P, D]; with unit norm weights and no turn,
+// every q and k row has RMS 1.
+TEST(UlyssesQkv, ReferenceIsTheSameProjectionAtEveryP) {
+  const Problem p2{2, 1, 256, 4, 128}, p1{1, 1, 256, 4, 128};
+  const QkvHost in2 = qkv_inputs(p2, 7, false);
+  QkvHost in1 = in2;
+  in1.h = {in2.h[0]};
+  in1.cos = {in2.cos[0]};
+  in1.sin = {in2.sin[0]};
+  for (int r = 1; r < 2; ++r) {
+    in1.h[0].insert(in1.h[0].end(), in2.h[r].begin(), in2.h[r].end());
+    in1.cos[0].insert(in1.cos[0].end(), in2.cos[r].begin(), in2.cos[r].end());
+    in1.sin[0].insert(in1.sin[0].end(), in2.sin[r].begin(), in2.sin[r].end());
+  }
+  const QkvOwnerOut one = qkv_reference(p1, in1, 0);
+  for (int owner = 0; owner < 2; ++owner) {
+    const QkvOwnerOut mine = qkv_reference(p2, in2, owner);
+    for (int64_t s = 0; s < 256; ++s)
+      for (int hl = 0; hl < 2; ++hl)
+        for (int64_t d = 0; d < 128; ++d) {
+          const size_t a = size_t(((s * 4) + owner * 2 + hl) * 128 + d), b = size_t(((s * 2) + hl) * 128 + d);
+          ASSERT_EQ(one.q[a], mine.q[b]);
+          ASSERT_EQ(one.k[a], mine.k[b]);
+          ASSERT_EQ(one.v[a], mine.v[b]);
+        }
+  }
+  const QkvOwnerOut plain = qkv_reference(p1, qkv_inputs(p1, 9, true), 0);
+  for (int64_t row = 0; row < 256 * 4; ++row) {
+    double sq = 0, sk = 0;
+    for (int64_t d = 0; d < 128; ++d) {
+      sq += double(plain.q[size_t(row * 128 + d)]) * plain.q[size_t(row * 128 + d)];
+      sk += double(plain.k[size_t(row * 128 + d)]) * plain.k[size_t(row * 128 + d)];
+    }
+    ASSERT_NEAR(std::sqrt(sq / 128), 1.0, 0.01);
+    ASSERT_NEAR(std::sqrt(sk / 128), 1.0, 0.01);
   }
 }
 

@@ -4,11 +4,13 @@
 #include <array>
 
 #include "common/check.hpp"
+#include "qkv_fused.hpp"
 #include "ulysses_fused.hpp"
 #include "xstage/attention_cuda.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/device_buffer.hpp"
 #include "xstage/ulysses_cuda.hpp"
+#include "xstage/ulysses_qkv.hpp"
 
 namespace xstage::ulysses {
 
@@ -18,6 +20,10 @@ const char* to_string(Completion c) {
 
 namespace {
 constexpr std::size_t kCounterBytes = 4096;  // window head: one counter per source rank, then the output
+// The QKV window's head: completion counters per source at [0, kMaxRanks), ready
+// flags per source at [kQkvReady, kQkvReady + kMaxRanks) (uint32 indices); then
+// the gathered q, k, v [B, S, H/P, D] the attention reads.
+constexpr int kQkvReady = 16;
 using Ptrs = std::array<std::uint16_t*, 5>;  // indexed by Buf
 
 void copy_2d(const Copy2D& c, const Ptrs& p, cudaStream_t st) {
@@ -33,8 +39,18 @@ struct Layer::Impl {
   Problem p;
   RankLayout me;
   ExchangePlan pre, post;
-  DeviceBuffer<std::uint16_t> attn_q, attn_k, attn_v, attn_out, send, recv, serial_out, coarse_out;
+  DeviceBuffer<std::uint16_t> attn_out, send, recv, serial_out, coarse_out;
   comm::SymmetricWindow window;
+  comm::SymmetricWindow qkv_window;  // head counters, then attn_q, attn_k, attn_v
+  std::uint16_t *attn_q = nullptr, *attn_k = nullptr, *attn_v = nullptr;
+  // The fused QKV projection (pre_attention_qkv), when the problem suits it.
+  bool qkv_ok = false;
+  QkvSchedule qkv_sched;
+  DeviceBuffer<int> qkv_order;
+  QkvArgs qkv_args{};  // everything but the maps, inputs and epoch
+  uint32_t qkv_epoch = 0;
+  SourceCounts qkv_expected;
+  int qkv_grid = 0;
   comm::DeviceComm dev;
   FusedTargets targets;
   attention::FwdConfig cfg, fused_cfg;
@@ -56,16 +72,18 @@ struct Layer::Impl {
         me(rank_layout(prob, r.rank())),
         pre(pre_attention_plan(prob, r.rank())),
         post(post_attention_plan(prob, r.rank())),
-        attn_q(attn_elems()),
-        attn_k(attn_elems()),
-        attn_v(attn_elems()),
         attn_out(attn_elems()),
         send(std::max<int64_t>({pre.send_elems, post.send_elems, 1})),
         recv(std::max<int64_t>({pre.recv_elems, post.recv_elems, 1})),
         serial_out(out_elems()),
         coarse_out(out_elems()),
         window(r, kCounterBytes + out_elems() * 2),
+        qkv_window(r, kCounterBytes + 3 * attn_elems() * 2),
         dev(r, 1) {
+    auto* qkv_base = reinterpret_cast<std::uint16_t*>(static_cast<char*>(qkv_window.local()) + kCounterBytes);
+    attn_q = qkv_base;
+    attn_k = qkv_base + attn_elems();
+    attn_v = qkv_base + 2 * attn_elems();
     XS_CHECK_CUDA(cudaSetDevice(r.device()));
     int sms = 0;
     XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, r.device()));
@@ -81,6 +99,13 @@ struct Layer::Impl {
       targets.counter[j] = static_cast<uint32_t*>(counters[j]) + r.rank();  // owner j's counter for me
     }
     targets.geo = fused_geometry(p, r.rank());
+    try {
+      validate_qkv(p);
+      qkv_ok = true;
+    } catch (const common::Error&) {
+      qkv_ok = false;  // pre_attention_qkv() says why
+    }
+    if (qkv_ok) setup_qkv(params, sms);
     XS_CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     chunk_done.resize(p.ranks);
     for (auto& e : chunk_done) XS_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -100,6 +125,7 @@ struct Layer::Impl {
     }
     // Counters start at zero everywhere before any peer may add to them.
     XS_CHECK_CUDA(cudaMemset(window.local(), 0, kCounterBytes));
+    XS_CHECK_CUDA(cudaMemset(qkv_window.local(), 0, kCounterBytes));
     XS_CHECK_CUDA(cudaDeviceSynchronize());
     r.host_barrier();
   }
@@ -107,6 +133,39 @@ struct Layer::Impl {
     for (auto& e : chunk_done) cudaEventDestroy(e);
     if (side_done) cudaEventDestroy(side_done);
     if (side) cudaStreamDestroy(side);
+  }
+
+  // Owners' pointers, the advisor's tile order and the launch shape of the fused QKV projection.
+  void setup_qkv(const burstgap::ModelParams& params, int sms) {
+    qkv_grid = std::min(sms, qkv_tiles(p));
+    qkv_sched = choose_qkv_schedule(p, rank.rank(), qkv_grid, params);
+    qkv_order = DeviceBuffer<int>(qkv_sched.order.size());
+    XS_CHECK_CUDA(cudaMemcpy(qkv_order.get(), qkv_sched.order.data(), qkv_sched.order.size() * sizeof(int),
+                             cudaMemcpyHostToDevice));
+    std::array<void*, kMaxRanks> heads{}, bufs{};
+    lsa_pointers(qkv_window.window(), 0, p.ranks, heads.data());
+    lsa_pointers(qkv_window.window(), kCounterBytes, p.ranks, bufs.data());
+    QkvArgs& a = qkv_args;
+    a.rows = static_cast<int>(qkv_rows(p));
+    a.rows_per_rank = static_cast<int>(p.rows_per_rank());
+    a.seq = static_cast<int>(p.seq);
+    a.hidden = static_cast<int>(qkv_hidden(p));
+    a.heads = static_cast<int>(p.heads);
+    a.heads_per_rank = static_cast<int>(p.heads_per_rank());
+    a.rank = rank.rank();
+    a.ranks = p.ranks;
+    a.col_tiles = qkv_col_tiles(p);
+    a.n_tiles = qkv_tiles(p);
+    a.order = qkv_order.get();
+    for (int j = 0; j < p.ranks; ++j) {
+      auto* base = static_cast<std::uint16_t*>(bufs[j]);
+      for (int part = 0; part < 3; ++part) a.dst[part][j] = base + part * attn_elems();
+      a.done[j] = static_cast<uint32_t*>(heads[j]) + rank.rank();               // owner j's counter for me
+      a.ready_out[j] = static_cast<uint32_t*>(heads[j]) + kQkvReady + rank.rank();
+    }
+    a.ready_in = static_cast<const uint32_t*>(qkv_window.local()) + kQkvReady;
+    a.timeout_ns = comm::wait_timeout_ns();
+    a.report = hopper::timeout_report_device();
   }
 
   std::size_t attn_elems() const { return p.batch * p.seq * p.heads_per_rank() * p.head_dim; }
@@ -120,8 +179,8 @@ struct Layer::Impl {
   attention::FwdArgs args(std::uint16_t* o, int64_t row0 = 0, int64_t rows = -1) const {
     const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
     if (rows < 0) rows = S;
-    auto view = [&](const DeviceBuffer<std::uint16_t>& b, int64_t r0, int64_t n) {
-      attention::Tensor4 t = attention::Tensor4::bshd(b.get() + r0 * Hp * D, p.batch, n, Hp, D);
+    auto view = [&](std::uint16_t* b, int64_t r0, int64_t n) {
+      attention::Tensor4 t = attention::Tensor4::bshd(b + r0 * Hp * D, p.batch, n, Hp, D);
       t.stride_b = S * Hp * D;
       return t;
     };
@@ -130,7 +189,7 @@ struct Layer::Impl {
     a.q = view(attn_q, row0, rows);
     a.k = view(attn_k, 0, kv);
     a.v = view(attn_v, 0, kv);
-    a.o = view(attn_out, row0, rows);
+    a.o = view(attn_out.get(), row0, rows);
     if (o) a.o.data = o + row0 * Hp * D;
     a.causal = p.causal;
     return a;
@@ -171,9 +230,44 @@ void Layer::pre_attention() {
   XS_ASSERT(m.q, "ulysses: set_inputs before pre_attention");
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   const std::pair<const std::uint16_t*, std::uint16_t*> tensors[] = {
-      {m.q, m.attn_q.get()}, {m.k, m.attn_k.get()}, {m.v, m.attn_v.get()}};
+      {m.q, m.attn_q}, {m.k, m.attn_k}, {m.v, m.attn_v}};
   for (const auto& [in, out] : tensors)
     m.run_plan(m.pre, {const_cast<std::uint16_t*>(in), m.send.get(), m.recv.get(), out, nullptr}, m.rank.stream());
+}
+
+bool Layer::fused_qkv_supported() const { return impl_->qkv_ok; }
+
+const QkvSchedule& Layer::qkv_schedule() const {
+  XS_ASSERT(impl_->qkv_ok, "ulysses: no fused QKV projection for {}", describe(impl_->p));
+  return impl_->qkv_sched;
+}
+
+const std::uint16_t* Layer::gathered(int part) const {
+  XS_ASSERT(part >= 0 && part < 3, "ulysses: gathered part {} is not q (0), k (1) or v (2)", part);
+  return part == 0 ? impl_->attn_q : part == 1 ? impl_->attn_k : impl_->attn_v;
+}
+
+void Layer::pre_attention_qkv(const QkvInputs& in) {
+  Impl& m = *impl_;
+  if (!m.qkv_ok) validate_qkv(m.p);  // throws the reason
+  XS_ASSERT(in.h && in.w && in.bias && in.q_norm && in.k_norm && in.cos && in.sin,
+            "ulysses: pre_attention_qkv needs h, W, bias, both norm weights, cos and sin");
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  QkvArgs a = m.qkv_args;
+  a.map_h = qkv_map_h(in.h, qkv_rows(m.p), qkv_hidden(m.p));
+  a.map_w = qkv_map_w(in.w, qkv_hidden(m.p));
+  a.bias = in.bias;
+  a.q_norm = in.q_norm;
+  a.k_norm = in.k_norm;
+  a.cos = in.cos;
+  a.sin = in.sin;
+  a.eps = in.eps;
+  a.epoch = ++m.qkv_epoch;
+  launch_qkv_fused(a, m.qkv_grid, m.rank.stream());
+  // The attention reads all of q, k, v: wait for every source's heads.
+  for (int src = 0; src < m.p.ranks; ++src) m.qkv_expected.v[src] += qkv_signals_per_source(m.p);
+  launch_wait_sources(static_cast<const uint32_t*>(m.qkv_window.local()), m.p.ranks, m.qkv_expected,
+                      {comm::wait_timeout_ns(), m.rank.rank()}, m.rank.stream());
 }
 
 void Layer::attention_only() {

@@ -29,6 +29,7 @@
 #include "xstage/burstgap.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/ulysses.hpp"
+#include "xstage/ulysses_qkv.hpp"
 
 namespace xstage::ulysses {
 
@@ -47,6 +48,28 @@ class Layer {
 
   void set_inputs(const void* q, const void* k, const void* v);
   void pre_attention();
+  // The QKV projection with the pre-attention All-to-All fused into its epilogue
+  // (xstage/ulysses_qkv.hpp): one persistent kernel computes this rank's
+  // qkv = h·Wᵀ + bias, RMSNorm and RoPE on q and k, and stores each head's rows
+  // straight into its owner's attention inputs; then waits until every source's
+  // heads have arrived here. Replaces set_inputs + pre_attention. Needs D = 128
+  // and (B·S/P) % 128 == 0 (fused_qkv_supported(); otherwise it throws why).
+  struct QkvInputs {
+    const void* h = nullptr;       // [B·S/P, C] bf16, C = H·D
+    const void* w = nullptr;       // [3C, C] bf16 (q | k | v rows, head-major)
+    const float* bias = nullptr;   // [3C]
+    const float* q_norm = nullptr; // [D]
+    const float* k_norm = nullptr; // [D]
+    const float* cos = nullptr;    // [B·S/P, D/2], this rank's rows
+    const float* sin = nullptr;
+    float eps = 1e-6f;
+  };
+  bool fused_qkv_supported() const;
+  void pre_attention_qkv(const QkvInputs& in);
+  const QkvSchedule& qkv_schedule() const;  // the advisor's choice (throws when unsupported)
+  // The attention inputs of this rank, [B, S, H/P, D] bf16 (part 0 = q, 1 = k, 2 = v):
+  // what pre_attention() or pre_attention_qkv() delivered (diagnostic, tests).
+  const std::uint16_t* gathered(int part) const;
   void attention_only();
   void serial();
   void coarse();  // B = 1 only

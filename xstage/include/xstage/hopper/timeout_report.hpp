@@ -27,4 +27,8 @@ WaitTimeoutReport* timeout_report_device();
 // through site_name when given; clears the slot.
 std::string take_timeout_report(const char* (*site_name)(int site) = nullptr);
 
+// The same with the whole line written by `describe` (for waits that are not on
+// an mbarrier, whose fields the kernel fills with its own meaning); clears the slot.
+std::string take_timeout_report(std::string (*describe)(const WaitTimeoutReport& r));
+
 }  // namespace xstage::hopper

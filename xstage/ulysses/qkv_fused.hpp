@@ -1,0 +1,48 @@
+// Launcher of the fused QKV projection + pre-attention All-to-All
+// (sm90_qkv_fused.cu; protocol in xstage/ulysses_qkv.hpp). Plain types only, so
+// host code (the layer, tests) needs no device code.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "xstage/hopper/timeout_report.hpp"
+#include "xstage/ulysses_geometry.hpp"
+
+namespace xstage::ulysses {
+
+struct QkvArgs {
+  CUtensorMap map_h;  // h [rows, C] bf16, boxes 128 rows x 64 columns, 128-B swizzle
+  CUtensorMap map_w;  // W [3C, C] bf16, same boxes
+  int rows = 0, rows_per_rank = 0, seq = 0, hidden = 0, heads = 0, heads_per_rank = 0;
+  int rank = 0, ranks = 1, col_tiles = 0, n_tiles = 0;
+  const int* order = nullptr;  // n_tiles tile ids (device)
+  const float *bias = nullptr, *q_norm = nullptr, *k_norm = nullptr;  // [3C], [D], [D]
+  const float *cos = nullptr, *sin = nullptr;                          // [rows, D/2]
+  float eps = 1e-6f;
+  std::uint16_t* dst[3][kMaxRanks] = {};  // q, k, v [B, S, H/P, D] of each owner
+  uint32_t* done[kMaxRanks] = {};         // owner j's completion counter for this rank
+  uint32_t* ready_out[kMaxRanks] = {};    // owner j's ready flag for this rank
+  const uint32_t* ready_in = nullptr;     // this rank's ready flags, one per source
+  uint32_t epoch = 0;                     // launches so far, this one included
+  unsigned long long timeout_ns = 0;      // budget of the ready wait
+  hopper::WaitTimeoutReport* report = nullptr;
+};
+
+// The kernel's wait sites (WaitTimeoutReport::site).
+enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2 };
+
+// The TMA views of h [rows, C] and W [3C, C].
+CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden);
+CUtensorMap qkv_map_w(const void* w, int64_t hidden);
+
+// One persistent launch of `grid` CTAs (grid <= n_tiles, one CTA per SM).
+void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream);
+
+// After a failed synchronisation: the timed-out wait, in one line ("" if none).
+std::string qkv_explain_failure();
+
+}  // namespace xstage::ulysses

@@ -1,0 +1,71 @@
+// Host side of the fused QKV launcher (qkv_fused.hpp): the TMA views, argument
+// checks before launch, and the one-line explanation of a timed-out wait.
+#include <fmt/format.h>
+
+#include "common/check.hpp"
+#include "qkv_fused.hpp"
+#include "xstage/hopper/tensor_map.hpp"
+#include "xstage/ulysses_qkv.hpp"
+
+namespace xstage::ulysses {
+
+void launch_qkv_kernel(const QkvArgs& a, int grid, cudaStream_t stream);  // sm90_qkv_fused.cu
+
+namespace {
+CUtensorMap map_2d(const void* base, int64_t rows, int64_t cols) {
+  hopper::TiledMapSpec s;
+  s.base = base;
+  s.rank = 2;
+  s.dims[0] = static_cast<uint64_t>(cols);
+  s.dims[1] = static_cast<uint64_t>(rows);
+  s.strides_bytes[1] = static_cast<uint64_t>(cols) * 2;
+  s.box[0] = kQkvTileK;
+  s.box[1] = kQkvTileRows;
+  s.swizzle_128b = true;
+  return hopper::make_tiled_map_bf16(s);
+}
+
+const char* site_name(int site) {
+  switch (static_cast<QkvWaitSite>(site)) {
+    case QkvWaitSite::stage_full: return "full (consumer waits for the TMA bytes of a stage)";
+    case QkvWaitSite::stage_empty: return "empty (producer waits for the consumers to free a stage)";
+    case QkvWaitSite::peer_ready: return "peer ready";
+  }
+  return "unknown";
+}
+
+std::string describe(const hopper::WaitTimeoutReport& r) {
+  if (r.site == static_cast<int>(QkvWaitSite::peer_ready))
+    return fmt::format(
+        "fused QKV: block {} thread {} timed out waiting for rank {}'s ready flag (expected launch {}, saw {}): that "
+        "rank is slow, stopped or absent",
+        r.block, r.thread, r.stage, r.parity, r.smem);
+  return fmt::format("fused QKV: block {} thread {} timed out on mbarrier '{}' stage {} (phase parity {})", r.block,
+                     r.thread, site_name(r.site), r.stage, r.parity);
+}
+}  // namespace
+
+CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden) { return map_2d(h, rows, hidden); }
+CUtensorMap qkv_map_w(const void* w, int64_t hidden) { return map_2d(w, 3 * hidden, hidden); }
+
+void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream) {
+  XS_ASSERT(a.ranks >= 1 && a.ranks <= kMaxRanks && a.rank >= 0 && a.rank < a.ranks,
+            "fused QKV: rank {} of {} is outside 1..{} ranks", a.rank, a.ranks, kMaxRanks);
+  XS_ASSERT(a.hidden % kQkvTileK == 0 && a.hidden == a.heads * kQkvHeadDim && a.rows % kQkvTileRows == 0 &&
+                a.heads % a.ranks == 0 && a.heads_per_rank == a.heads / a.ranks,
+            "fused QKV: shapes do not fit (rows {}, C {}, H {}, H/P {})", a.rows, a.hidden, a.heads,
+            a.heads_per_rank);
+  XS_ASSERT(a.n_tiles == (a.rows / kQkvTileRows) * a.col_tiles && a.col_tiles == (3 * a.heads + 1) / 2,
+            "fused QKV: {} tiles do not match {} rows and {} column tiles", a.n_tiles, a.rows, a.col_tiles);
+  XS_ASSERT(grid >= 1 && grid <= a.n_tiles, "fused QKV: grid {} must be in 1..{} tiles", grid, a.n_tiles);
+  XS_ASSERT(a.order && a.bias && a.q_norm && a.k_norm && a.cos && a.sin && a.ready_in && a.report,
+            "fused QKV: a device pointer is missing");
+  for (int j = 0; j < a.ranks; ++j)
+    XS_ASSERT(a.dst[0][j] && a.dst[1][j] && a.dst[2][j] && a.done[j] && a.ready_out[j],
+              "fused QKV: owner {}'s pointers are missing", j);
+  launch_qkv_kernel(a, grid, stream);
+}
+
+std::string qkv_explain_failure() { return hopper::take_timeout_report(describe); }
+
+}  // namespace xstage::ulysses
