@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "xstage/attention.hpp"
 
 namespace xstage::attention {
@@ -158,16 +159,9 @@ std::string describe(const FwdConfig& c) {
 }
 
 void maybe_print_config(const FwdConfig& c) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("XSTAGE_PRINT_CONFIG");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  if (!enabled) return;
-  static std::mutex mu;
-  static std::set<std::string> seen;
+  if (!common::print_config_enabled()) return;
   const std::string text = describe(c);
-  std::lock_guard lock(mu);
-  if (seen.insert(text).second) std::fprintf(stderr, "%s\n", text.c_str());
+  common::print_config_once(text, [&] { return text; });
 }
 
 double fwd_flops(const Problem& p) {

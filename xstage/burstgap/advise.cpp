@@ -22,6 +22,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "common/files.hpp"
 #include "xstage/burstgap.hpp"
 
@@ -39,22 +40,17 @@ bool stall_free(const ModelParams& p, int sms, double bytes, double gap, long lo
 }
 
 void print_once(const BurstProfile& prof, const Advice& a) {
-  static std::mutex mu;
-  static std::set<std::string> printed;
-  const char* env = std::getenv("XSTAGE_PRINT_CONFIG");
-  if (!env || std::string(env) != "1") return;
   const std::string key = fmt::format("{}/{}/{}/{}/{}/{}", prof.pattern, prof.store, prof.sms, prof.bytes_per_burst,
                                       prof.compute_ns_between_bursts, prof.bursts);
-  std::lock_guard lock(mu);
-  if (!printed.insert(key).second) return;
-  std::fprintf(stderr,
-               "xstage: burst-gap advice [%s/%s, %d SMs x %s, gap %s, %d bursts]: stall %s total; remedy %s "
-               "(split %d, sms %d, gap %s): %s\n",
-               prof.pattern.c_str(), prof.store.c_str(), prof.sms,
-               common::format_bytes(static_cast<double>(prof.bytes_per_burst)).c_str(),
-               common::format_ns(prof.compute_ns_between_bursts).c_str(), prof.bursts,
-               common::format_ns(a.predicted_stall_ns).c_str(), to_string(a.remedy), a.recommended_split,
-               a.recommended_sms, common::format_ns(a.recommended_gap_ns).c_str(), a.reason.c_str());
+  common::print_config_once(key, [&] {
+    return fmt::format(
+        "xstage: burst-gap advice [{}/{}, {} SMs x {}, gap {}, {} bursts]: stall {} total; remedy {} (split {}, sms "
+        "{}, gap {}): {}",
+        prof.pattern, prof.store, prof.sms, common::format_bytes(static_cast<double>(prof.bytes_per_burst)),
+        common::format_ns(prof.compute_ns_between_bursts), prof.bursts, common::format_ns(a.predicted_stall_ns),
+        to_string(a.remedy), a.recommended_split, a.recommended_sms, common::format_ns(a.recommended_gap_ns),
+        a.reason);
+  });
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ WaitTimeoutReport* timeout_report_device() {
 std::string take_timeout_report(const char* (*site_name)(int)) {
   if (!g_host) return {};
   volatile WaitTimeoutReport* r = g_host;
-  if (r->flag != 1) return {};
+  if (r->flag == 0) return {};  // 2: the trap came before the final flag store landed
   const std::string site = site_name ? site_name(r->site) : fmt::format("site {}", r->site);
   std::string s = fmt::format(
       "device wait timed out: block {} thread {} waited on mbarrier '{}'{} (smem 0x{:x}) for phase parity {}",
@@ -47,7 +47,7 @@ std::string take_timeout_report(const char* (*site_name)(int)) {
 std::string take_timeout_report(std::string (*describe)(const WaitTimeoutReport& r)) {
   if (!g_host) return {};
   volatile WaitTimeoutReport* v = g_host;
-  if (v->flag != 1) return {};
+  if (v->flag == 0) return {};
   WaitTimeoutReport copy;
   std::memcpy(&copy, const_cast<WaitTimeoutReport*>(g_host), sizeof copy);
   v->flag = 0;

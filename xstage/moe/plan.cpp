@@ -33,6 +33,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "common/files.hpp"
 #include "xstage/moe.hpp"
 
@@ -58,15 +59,10 @@ WaveStats wave_stats(const TileLists& t, int wave_experts) {
 }
 
 void print_once(const Problem& p, const ScheduleConfig& c) {
-  const char* env = std::getenv("XSTAGE_PRINT_CONFIG");
-  if (!env || std::string(env) != "1") return;
-  static std::mutex mu;
-  static std::set<std::string> printed;
-  const std::string key = fmt::format("{}/{}/{}", describe(p), to_string(c.kind), c.sms);
-  std::lock_guard lock(mu);
-  if (!printed.insert(key).second) return;
-  std::fprintf(stderr, "xstage: moe schedule [%s] %s: sms %d, wave %d experts, lag %d, burst split %d: %s\n",
-               describe(p).c_str(), to_string(c.kind), c.sms, c.wave_experts, c.lag, c.burst_split, c.reason.c_str());
+  common::print_config_once(fmt::format("{}/{}/{}", describe(p), to_string(c.kind), c.sms), [&] {
+    return fmt::format("xstage: moe schedule [{}] {}: sms {}, wave {} experts, lag {}, burst split {}: {}", describe(p),
+                       to_string(c.kind), c.sms, c.wave_experts, c.lag, c.burst_split, c.reason);
+  });
 }
 
 }  // namespace

@@ -229,26 +229,6 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
 
 // ---------------------------------------------------------------- phase 2: consumers
 
-// acc0/acc1 (+)= A(64 rows of this warpgroup) x B0/B1 over one 64-wide K stage.
-// All three boxes are K-major, 128-B swizzled: k-step kk is +32 bytes, SBO 1024.
-__device__ __forceinline__ void issue_stage(float (&acc0)[64], float (&acc1)[64], uint32_t stage_addr, int wg,
-                                            bool first) {
-  using namespace hopper;
-  const uint32_t a_addr = stage_addr + wg * 64 * 128;
-  const uint32_t b0_addr = stage_addr + Shape::kBoxBytes, b1_addr = stage_addr + 2 * Shape::kBoxBytes;
-  wgmma::fence_operand(acc0);
-  wgmma::fence_operand(acc1);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kTileK / 16; ++kk) {
-    const uint64_t da = wgmma::make_desc(a_addr + kk * 32, 0, 1024);
-    const int acc = (first && kk == 0) ? 0 : 1;
-    wgmma::mma_ss<128, 0>(acc0, da, wgmma::make_desc(b0_addr + kk * 32, 0, 1024), acc);
-    wgmma::mma_ss<128, 0>(acc1, da, wgmma::make_desc(b1_addr + kk * 32, 0, 1024), acc);
-  }
-  wgmma::commit();
-}
-
 // Stages 64 columns (chunk C of the 256 held: acc0 = chunks 0-1, acc1 = 2-3) of
 // this warpgroup's 64 rows as bf16. L1 chunks hold silu(gate) * up instead
 // (acc0 = gate, acc1 = up, chunks 0-1 only).
@@ -297,7 +277,8 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
 #pragma unroll 1
     for (int k = 0; k < ld.k_steps; ++k) {
       wait_phase(a, &bar.full[stage.index], stage.phase, FusedWaitSite::stage_full, stage.index);
-      issue_stage(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes, wg, k == 0);
+      hopper::wgmma::mma_stage_two_b<kTileK, Shape::kBoxBytes>(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes,
+                                                              wg, k == 0);
       hopper::wgmma::wait<1>();
       hopper::wgmma::fence_operand(acc0);
       hopper::wgmma::fence_operand(acc1);

@@ -170,36 +170,6 @@ void run_case(const Problem& p, int slow_rank = -1) {
 
 int gpus() { return comm::visible_gpus(); }
 
-// Host inputs of the fused QKV projection for every rank (bf16-exact values).
-QkvHost qkv_host(const Problem& p, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  auto bf = [](float x) { return attention::bf16_bits_to_float(attention::float_to_bf16_bits(x)); };
-  const int64_t C = qkv_hidden(p), L = qkv_rows(p), D = kQkvHeadDim;
-  QkvHost in;
-  in.w.resize(size_t(3 * C * C));
-  for (auto& x : in.w) x = bf(nd(rng) / std::sqrt(float(C)));
-  in.bias.resize(size_t(3 * C));
-  for (auto& x : in.bias) x = 0.2f * nd(rng);
-  for (auto* n : {&in.q_norm, &in.k_norm}) {
-    n->resize(size_t(D));
-    for (auto& x : *n) x = 1.f + 0.2f * nd(rng);
-  }
-  std::uniform_real_distribution<float> ang(-3.1f, 3.1f);
-  for (int r = 0; r < p.ranks; ++r) {
-    in.h.emplace_back(size_t(L * C));
-    for (auto& x : in.h.back()) x = bf(nd(rng));
-    in.cos.emplace_back(size_t(L * D / 2));
-    in.sin.emplace_back(size_t(L * D / 2));
-    for (size_t i = 0; i < in.cos.back().size(); ++i) {
-      const float a = ang(rng);
-      in.cos.back()[i] = std::cos(a);
-      in.sin.back()[i] = std::sin(a);
-    }
-  }
-  return in;
-}
-
 std::vector<uint16_t> bits_of(const std::vector<float>& v) {
   std::vector<uint16_t> b(v.size());
   for (size_t i = 0; i < v.size(); ++i) b[i] = attention::float_to_bf16_bits(v[i]);
@@ -236,6 +206,17 @@ struct QkvDevice {
         kn(upload(in.k_norm)),
         cs(upload(in.cos[r])),
         sn(upload(in.sin[r])) {}
+  QkvInputs inputs() const {
+    QkvInputs i;
+    i.h = h.get();
+    i.w = w.get();
+    i.bias = bias.get();
+    i.q_norm = qn.get();
+    i.k_norm = kn.get();
+    i.cos = cs.get();
+    i.sin = sn.get();
+    return i;
+  }
 };
 
 // One rank, owner of every head: the kernel with local pointers.
@@ -253,26 +234,11 @@ struct OneRankQkv {
             DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128)),
             DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128))},
         flags(3),
-        order(upload(qkv_tile_order(prob, 0, QkvOrder::natural))) {
+        order(upload(qkv_tile_order(prob, 0, QkvOrder::natural))),
+        a(qkv_shape_args(prob, 0)) {
     XS_CHECK_CUDA(cudaMemset(flags.get(), 0, 3 * 4));
-    a.map_h = qkv_map_h(dev.h.get(), qkv_rows(p), qkv_hidden(p));
-    a.map_w = qkv_map_w(dev.w.get(), qkv_hidden(p));
-    a.rows = int(qkv_rows(p));
-    a.rows_per_rank = int(p.rows_per_rank());
-    a.seq = int(p.seq);
-    a.hidden = int(qkv_hidden(p));
-    a.heads = int(p.heads);
-    a.heads_per_rank = int(p.heads);
-    a.rank = 0;
-    a.ranks = 1;
-    a.col_tiles = qkv_col_tiles(p);
-    a.n_tiles = qkv_tiles(p);
+    qkv_bind_inputs(a, dev.inputs());
     a.order = order.get();
-    a.bias = dev.bias.get();
-    a.q_norm = dev.qn.get();
-    a.k_norm = dev.kn.get();
-    a.cos = dev.cs.get();
-    a.sin = dev.sn.get();
     for (int part = 0; part < 3; ++part) a.dst[part][0] = out[part].get();
     a.done[0] = flags.get();
     a.ready_out[0] = flags.get() + 1;
@@ -289,7 +255,7 @@ TEST(UlyssesQkvGpu, OneRankKernelMatchesTheReference) {
   // grids below and at the tile count (several tiles per CTA, and one each).
   for (const auto& [p, grid] : {std::pair{Problem{1, 2, 256, 5, 128}, 3}, std::pair{Problem{1, 1, 512, 8, 128}, 48}}) {
     SCOPED_TRACE(describe(p));
-    const QkvHost in = qkv_host(p, 99 + uint32_t(p.heads));
+    const QkvHost in = qkv_random_inputs(p, 99 + uint32_t(p.heads));
     const QkvOwnerOut want = qkv_reference(p, in, 0);
     OneRankQkv k(p, in);
     for (uint32_t launch = 1; launch <= 2; ++launch) {
@@ -315,7 +281,7 @@ TEST(UlyssesQkvGpu, LayerDeliversEveryHeadToItsOwner) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   for (const Problem& p : {Problem{2, 1, 512, 6, 128}, Problem{std::min(gpus(), 4), 1, 1024, 8, 128}}) {
     SCOPED_TRACE(describe(p));
-    const QkvHost in = qkv_host(p, 5 + uint32_t(p.ranks));
+    const QkvHost in = qkv_random_inputs(p, 5 + uint32_t(p.ranks));
     std::mutex mu;
     std::vector<std::string> failures;
     comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
@@ -323,14 +289,7 @@ TEST(UlyssesQkvGpu, LayerDeliversEveryHeadToItsOwner) {
       QkvDevice dev(in, r);
       Layer layer(rank, p, params());
       const QkvOwnerOut want = qkv_reference(p, in, r);
-      Layer::QkvInputs qi;
-      qi.h = dev.h.get();
-      qi.w = dev.w.get();
-      qi.bias = dev.bias.get();
-      qi.q_norm = dev.qn.get();
-      qi.k_norm = dev.kn.get();
-      qi.cos = dev.cs.get();
-      qi.sin = dev.sn.get();
+      const QkvInputs qi = dev.inputs();
       std::vector<std::string> bad;
       for (int launch = 0; launch < 2; ++launch) {
         for (int part = 0; part < 3; ++part)
@@ -392,11 +351,13 @@ std::pair<int, std::string> run_child(const std::string& name) {
 
 int qkv_unready_child() {
   const Problem p{1, 1, 256, 4, 128};
-  OneRankQkv k(p, qkv_host(p, 3));
+  OneRankQkv k(p, qkv_random_inputs(p, 3));
   k.a.ready_out[0] = k.flags.get() + 2;  // raises a flag the kernel does not wait on
   k.a.epoch = 1;
   launch_qkv_fused(k.a, 4, nullptr);
   const cudaError_t e = cudaDeviceSynchronize();
+  const volatile hopper::WaitTimeoutReport* raw = k.a.report;  // mapped: the same address on the host (UVA)
+  std::printf("child: report flag %d site %d stage %d\n", raw->flag, raw->site, raw->stage);
   std::printf("child: sync: %s; %s\n", cudaGetErrorString(e), qkv_explain_failure().c_str());
   std::fflush(stdout);
   std::_Exit(e == cudaSuccess ? 0 : 7);

@@ -441,42 +441,13 @@ TEST(UlyssesQkv, AdvisorProfilesTheRemoteStores) {
   EXPECT_NE(error_of([&] { choose_qkv_schedule(p, 1, 0, slow); }).find("grid must be >= 1"), std::string::npos);
 }
 
-namespace {
-QkvHost qkv_inputs(const Problem& p, uint32_t seed, bool plain_rope) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  auto bf = [](float x) { return attention::bf16_bits_to_float(attention::float_to_bf16_bits(x)); };
-  const int64_t C = qkv_hidden(p), L = qkv_rows(p), D = kQkvHeadDim;
-  QkvHost in;
-  in.w.resize(size_t(3 * C * C));
-  for (auto& x : in.w) x = bf(nd(rng) / std::sqrt(float(C)));
-  in.bias.resize(size_t(3 * C));
-  for (auto& x : in.bias) x = 0.1f * nd(rng);
-  for (auto* n : {&in.q_norm, &in.k_norm}) {
-    n->resize(size_t(D));
-    for (auto& x : *n) x = plain_rope ? 1.f : 1.f + 0.1f * nd(rng);
-  }
-  for (int r = 0; r < p.ranks; ++r) {
-    in.h.emplace_back(size_t(L * C));
-    for (auto& x : in.h.back()) x = bf(nd(rng));
-    in.cos.emplace_back(size_t(L * D / 2));
-    in.sin.emplace_back(size_t(L * D / 2));
-    for (int64_t i = 0; i < L * D / 2; ++i) {
-      const double a = plain_rope ? 0.0 : 0.001 * double(r * L + i / (D / 2)) * double(1 + i % (D / 2));
-      in.cos.back()[size_t(i)] = float(std::cos(a));
-      in.sin.back()[size_t(i)] = float(std::sin(a));
-    }
-  }
-  return in;
-}
-}  // namespace
 
 // The reference at P = 2 holds exactly what the P = 1 reference computes, split
 // by heads and laid out as [B, S, H/P, D]; with unit norm weights and no turn,
 // every q and k row has RMS 1.
 TEST(UlyssesQkv, ReferenceIsTheSameProjectionAtEveryP) {
   const Problem p2{2, 1, 256, 4, 128}, p1{1, 1, 256, 4, 128};
-  const QkvHost in2 = qkv_inputs(p2, 7, false);
+  const QkvHost in2 = qkv_random_inputs(p2, 7);
   QkvHost in1 = in2;
   in1.h = {in2.h[0]};
   in1.cos = {in2.cos[0]};
@@ -498,7 +469,7 @@ TEST(UlyssesQkv, ReferenceIsTheSameProjectionAtEveryP) {
           ASSERT_EQ(one.v[a], mine.v[b]);
         }
   }
-  const QkvOwnerOut plain = qkv_reference(p1, qkv_inputs(p1, 9, true), 0);
+  const QkvOwnerOut plain = qkv_reference(p1, qkv_random_inputs(p1, 9, true), 0);
   for (int64_t row = 0; row < 256 * 4; ++row) {
     double sq = 0, sk = 0;
     for (int64_t d = 0; d < 128; ++d) {

@@ -12,12 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
-#include <set>
+#include <random>
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "common/files.hpp"
 #include "xstage/attention.hpp"
 #include "xstage/ulysses_qkv.hpp"
@@ -59,14 +57,9 @@ int remote_heads(const Problem& p, int rank, int ct) {
 }
 
 void print_once(const Problem& p, int rank, const QkvSchedule& s) {
-  const char* env = std::getenv("XSTAGE_PRINT_CONFIG");
-  if (!env || std::string(env) != "1") return;
-  static std::mutex mu;
-  static std::set<std::string> printed;
-  const std::string key = fmt::format("{} r{}", describe(p), rank);
-  std::lock_guard lock(mu);
-  if (!printed.insert(key).second) return;
-  std::fprintf(stderr, "xstage: qkv schedule [%s] rank %d: %s\n", describe(p).c_str(), rank, s.reason.c_str());
+  common::print_config_once(fmt::format("qkv {} r{}", describe(p), rank), [&] {
+    return fmt::format("xstage: qkv schedule [{}] rank {}: {}", describe(p), rank, s.reason);
+  });
 }
 
 }  // namespace
@@ -204,6 +197,36 @@ QkvOwnerOut qkv_reference(const Problem& p, const QkvHost& in, int owner) {
     }
   }
   return out;
+}
+
+QkvHost qkv_random_inputs(const Problem& p, uint32_t seed, bool identity) {
+  validate_qkv(p);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> angle(-3.1f, 3.1f);
+  auto bf = [](float x) { return attention::bf16_bits_to_float(attention::float_to_bf16_bits(x)); };
+  const int64_t C = qkv_hidden(p), L = qkv_rows(p), D = kQkvHeadDim;
+  QkvHost in;
+  in.w.resize(static_cast<std::size_t>(3 * C * C));
+  for (auto& x : in.w) x = bf(nd(rng) / std::sqrt(float(C)));
+  in.bias.resize(static_cast<std::size_t>(3 * C));
+  for (auto& x : in.bias) x = 0.2f * nd(rng);
+  for (auto* n : {&in.q_norm, &in.k_norm}) {
+    n->resize(static_cast<std::size_t>(D));
+    for (auto& x : *n) x = identity ? 1.f : 1.f + 0.2f * nd(rng);
+  }
+  for (int r = 0; r < p.ranks; ++r) {
+    in.h.emplace_back(static_cast<std::size_t>(L * C));
+    for (auto& x : in.h.back()) x = bf(nd(rng));
+    in.cos.emplace_back(static_cast<std::size_t>(L * D / 2));
+    in.sin.emplace_back(static_cast<std::size_t>(L * D / 2));
+    for (std::size_t i = 0; i < in.cos.back().size(); ++i) {
+      const float a = identity ? 0.f : angle(rng);
+      in.cos.back()[i] = std::cos(a);
+      in.sin.back()[i] = std::sin(a);
+    }
+  }
+  return in;
 }
 
 }  // namespace xstage::ulysses

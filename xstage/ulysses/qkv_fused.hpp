@@ -35,6 +35,15 @@ struct QkvArgs {
 // The kernel's wait sites (WaitTimeoutReport::site).
 enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2 };
 
+// The shape fields of rank `rank`'s arguments (rows .. n_tiles); pointers, maps and epoch unset.
+struct Problem;
+QkvArgs qkv_shape_args(const Problem& p, int rank);
+
+// Binds one projection's inputs (TMA views of h and W, the vectors) to `a`, whose
+// shape fields are set; throws (one line) when an input is missing.
+struct QkvInputs;
+void qkv_bind_inputs(QkvArgs& a, const QkvInputs& in);
+
 // The TMA views of h [rows, C] and W [3C, C].
 CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden);
 CUtensorMap qkv_map_w(const void* w, int64_t hidden);

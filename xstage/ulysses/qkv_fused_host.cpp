@@ -45,6 +45,35 @@ std::string describe(const hopper::WaitTimeoutReport& r) {
 }
 }  // namespace
 
+QkvArgs qkv_shape_args(const Problem& p, int rank) {
+  validate_qkv(p);
+  QkvArgs a;
+  a.rows = static_cast<int>(qkv_rows(p));
+  a.rows_per_rank = static_cast<int>(p.rows_per_rank());
+  a.seq = static_cast<int>(p.seq);
+  a.hidden = static_cast<int>(qkv_hidden(p));
+  a.heads = static_cast<int>(p.heads);
+  a.heads_per_rank = static_cast<int>(p.heads_per_rank());
+  a.rank = rank;
+  a.ranks = p.ranks;
+  a.col_tiles = qkv_col_tiles(p);
+  a.n_tiles = qkv_tiles(p);
+  return a;
+}
+
+void qkv_bind_inputs(QkvArgs& a, const QkvInputs& in) {
+  XS_ASSERT(in.h && in.w && in.bias && in.q_norm && in.k_norm && in.cos && in.sin,
+            "fused QKV: the projection needs h, W, bias, both norm weights, cos and sin");
+  a.map_h = qkv_map_h(in.h, a.rows, a.hidden);
+  a.map_w = qkv_map_w(in.w, a.hidden);
+  a.bias = in.bias;
+  a.q_norm = in.q_norm;
+  a.k_norm = in.k_norm;
+  a.cos = in.cos;
+  a.sin = in.sin;
+  a.eps = in.eps;
+}
+
 CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden) { return map_2d(h, rows, hidden); }
 CUtensorMap qkv_map_w(const void* w, int64_t hidden) { return map_2d(w, 3 * hidden, hidden); }
 

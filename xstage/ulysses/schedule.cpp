@@ -29,6 +29,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "common/files.hpp"
 #include "xstage/ulysses.hpp"
 
@@ -75,14 +76,9 @@ OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace
 namespace {
 
 void print_once(const Problem& p, int rank, const FusedSchedule& f) {
-  const char* env = std::getenv("XSTAGE_PRINT_CONFIG");
-  if (!env || std::string(env) != "1") return;
-  static std::mutex mu;
-  static std::set<std::string> printed;
-  const std::string key = fmt::format("{} r{}", describe(p), rank);
-  std::lock_guard lock(mu);
-  if (!printed.insert(key).second) return;
-  std::fprintf(stderr, "xstage: ulysses schedule [%s] rank %d: %s\n", describe(p).c_str(), rank, f.reason.c_str());
+  common::print_config_once(fmt::format("{} r{}", describe(p), rank), [&] {
+    return fmt::format("xstage: ulysses schedule [{}] rank {}: {}", describe(p), rank, f.reason);
+  });
 }
 
 std::string order_name(int run) { return run == 0 ? std::string("head_major") : fmt::format("interleaved run {}", run); }

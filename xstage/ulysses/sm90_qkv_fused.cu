@@ -116,26 +116,6 @@ __device__ void producer(const QkvArgs& a, uint8_t* smem, Barriers& bar) {
   }
 }
 
-// acc0/acc1 (+)= A (this warpgroup's 64 rows) x B0/B1 over one 64-wide K stage;
-// K-major boxes with 128-B swizzle: step kk is +32 bytes, SBO 1024.
-__device__ __forceinline__ void issue_stage(float (&acc0)[64], float (&acc1)[64], uint32_t stage_addr, int wg,
-                                            bool first) {
-  using namespace hopper;
-  const uint32_t a_addr = stage_addr + wg * 64 * 128;
-  const uint32_t b0 = stage_addr + kBoxBytes, b1 = stage_addr + 2 * kBoxBytes;
-  wgmma::fence_operand(acc0);
-  wgmma::fence_operand(acc1);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kQkvTileK / 16; ++kk) {
-    const uint64_t da = wgmma::make_desc(a_addr + kk * 32, 0, 1024);
-    const int accumulate = (first && kk == 0) ? 0 : 1;
-    wgmma::mma_ss<128, 0>(acc0, da, wgmma::make_desc(b0 + kk * 32, 0, 1024), accumulate);
-    wgmma::mma_ss<128, 0>(acc1, da, wgmma::make_desc(b1 + kk * 32, 0, 1024), accumulate);
-  }
-  wgmma::commit();
-}
-
 // Finishes one head in place. Accumulator layout (m64n128): acc[4j + e] is row
 // g (e < 2) or g + 8 (e >= 2) of the warp's 16, column 8j + 2t + (e & 1).
 __device__ __forceinline__ void finish_head(const QkvArgs& a, float (&acc)[64], int gh, int row_g, int t) {
@@ -224,7 +204,8 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
 #pragma unroll 1
     for (int k = 0; k < k_steps; ++k) {
       wait_stage(a, &bar.full[stage.index], stage.phase, QkvWaitSite::stage_full, stage.index);
-      issue_stage(acc0, acc1, stages_addr + stage.index * kStageBytes, wg, k == 0);
+      hopper::wgmma::mma_stage_two_b<kQkvTileK, kBoxBytes>(acc0, acc1, stages_addr + stage.index * kStageBytes, wg,
+                                                            k == 0);
       hopper::wgmma::wait<1>();
       hopper::wgmma::fence_operand(acc0);
       hopper::wgmma::fence_operand(acc1);

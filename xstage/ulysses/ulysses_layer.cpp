@@ -145,17 +145,8 @@ struct Layer::Impl {
     std::array<void*, kMaxRanks> heads{}, bufs{};
     lsa_pointers(qkv_window.window(), 0, p.ranks, heads.data());
     lsa_pointers(qkv_window.window(), kCounterBytes, p.ranks, bufs.data());
+    qkv_args = qkv_shape_args(p, rank.rank());
     QkvArgs& a = qkv_args;
-    a.rows = static_cast<int>(qkv_rows(p));
-    a.rows_per_rank = static_cast<int>(p.rows_per_rank());
-    a.seq = static_cast<int>(p.seq);
-    a.hidden = static_cast<int>(qkv_hidden(p));
-    a.heads = static_cast<int>(p.heads);
-    a.heads_per_rank = static_cast<int>(p.heads_per_rank());
-    a.rank = rank.rank();
-    a.ranks = p.ranks;
-    a.col_tiles = qkv_col_tiles(p);
-    a.n_tiles = qkv_tiles(p);
     a.order = qkv_order.get();
     for (int j = 0; j < p.ranks; ++j) {
       auto* base = static_cast<std::uint16_t*>(bufs[j]);
@@ -250,18 +241,9 @@ const std::uint16_t* Layer::gathered(int part) const {
 void Layer::pre_attention_qkv(const QkvInputs& in) {
   Impl& m = *impl_;
   if (!m.qkv_ok) validate_qkv(m.p);  // throws the reason
-  XS_ASSERT(in.h && in.w && in.bias && in.q_norm && in.k_norm && in.cos && in.sin,
-            "ulysses: pre_attention_qkv needs h, W, bias, both norm weights, cos and sin");
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   QkvArgs a = m.qkv_args;
-  a.map_h = qkv_map_h(in.h, qkv_rows(m.p), qkv_hidden(m.p));
-  a.map_w = qkv_map_w(in.w, qkv_hidden(m.p));
-  a.bias = in.bias;
-  a.q_norm = in.q_norm;
-  a.k_norm = in.k_norm;
-  a.cos = in.cos;
-  a.sin = in.sin;
-  a.eps = in.eps;
+  qkv_bind_inputs(a, in);
   a.epoch = ++m.qkv_epoch;
   launch_qkv_fused(a, m.qkv_grid, m.rank.stream());
   // The attention reads all of q, k, v: wait for every source's heads.

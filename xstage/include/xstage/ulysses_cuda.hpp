@@ -54,16 +54,7 @@ class Layer {
   // straight into its owner's attention inputs; then waits until every source's
   // heads have arrived here. Replaces set_inputs + pre_attention. Needs D = 128
   // and (B·S/P) % 128 == 0 (fused_qkv_supported(); otherwise it throws why).
-  struct QkvInputs {
-    const void* h = nullptr;       // [B·S/P, C] bf16, C = H·D
-    const void* w = nullptr;       // [3C, C] bf16 (q | k | v rows, head-major)
-    const float* bias = nullptr;   // [3C]
-    const float* q_norm = nullptr; // [D]
-    const float* k_norm = nullptr; // [D]
-    const float* cos = nullptr;    // [B·S/P, D/2], this rank's rows
-    const float* sin = nullptr;
-    float eps = 1e-6f;
-  };
+  using QkvInputs = ulysses::QkvInputs;  // xstage/ulysses_qkv.hpp
   bool fused_qkv_supported() const;
   void pre_attention_qkv(const QkvInputs& in);
   const QkvSchedule& qkv_schedule() const;  // the advisor's choice (throws when unsupported)

@@ -36,6 +36,18 @@ constexpr int kQkvTileRows = 128;  // tokens per tile (two consumer warpgroups o
 constexpr int kQkvHeadDim = 128;   // one head = one 128-column half of a tile
 constexpr int kQkvTileK = 64;      // K per pipeline stage
 
+// What one projection reads, all device pointers (Layer::pre_attention_qkv).
+struct QkvInputs {
+  const void* h = nullptr;        // [B·S/P, C] bf16, C = H·D
+  const void* w = nullptr;        // [3C, C] bf16 (q | k | v rows, head-major)
+  const float* bias = nullptr;    // [3C]
+  const float* q_norm = nullptr;  // [D]
+  const float* k_norm = nullptr;  // [D]
+  const float* cos = nullptr;     // [B·S/P, D/2], this rank's rows
+  const float* sin = nullptr;
+  float eps = 1e-6f;
+};
+
 // Throws common::Error (one line) unless the Ulysses problem suits the fused
 // projection: validate(p), D == 128, (B·S/P) % 128 == 0 (validate already has
 // (S/P) % 128), and the TMA limits of the weight view.
@@ -109,5 +121,10 @@ struct QkvOwnerOut {
   std::vector<float> q, k, v;
 };
 QkvOwnerOut qkv_reference(const Problem& p, const QkvHost& in, int owner);
+
+// Random inputs for every rank (bf16-exact h and W, W scaled by 1/sqrt(C), bias
+// ~0.2 N(0,1), norm weights 1 + 0.2 N(0,1), rotary angles uniform in (-3.1, 3.1));
+// identity: norm weights 1 and no turn (cos 1, sin 0).
+QkvHost qkv_random_inputs(const Problem& p, uint32_t seed, bool identity = false);
 
 }  // namespace xstage::ulysses

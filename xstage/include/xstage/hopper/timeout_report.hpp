@@ -12,7 +12,8 @@
 namespace xstage::hopper {
 
 struct WaitTimeoutReport {
-  int flag;            // 1 once a wait timed out (2 while being written)
+  int flag;            // 1 once a wait timed out (2 while being written; a trap can end the
+                       // kernel before the store of 1 lands: the host takes 2 as a report too)
   int block, thread;   // who waited
   int site;            // the kernel's code for the barrier (e.g. attention's WaitSite)
   int stage;           // pipeline stage, -1 if none

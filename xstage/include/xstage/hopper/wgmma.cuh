@@ -70,4 +70,26 @@ __device__ __forceinline__ void fence_operand(uint32_t (&r)[M][N]) {
   for (int i = 0; i < M; ++i) fence_operand(r[i]);
 }
 
+// One K stage of a tile held in two accumulators (the MoE and fused-QKV GEMMs):
+// acc0 (+)= A·B0ᵀ and acc1 (+)= A·B1ᵀ, the stage holding the boxes [A | B0 | B1] of
+// 128 rows x kTileK bf16 each (K-major, 128-byte swizzle, kBoxBytes apart); this
+// warpgroup multiplies A's rows [64·wg, 64·wg + 64). Issues and commits one group.
+template <int kTileK, int kBoxBytes>
+__device__ __forceinline__ void mma_stage_two_b(float (&acc0)[64], float (&acc1)[64], uint32_t stage_addr, int wg,
+                                                bool first) {
+  const uint32_t a_addr = stage_addr + wg * 64 * 128;
+  const uint32_t b0 = stage_addr + kBoxBytes, b1 = stage_addr + 2 * kBoxBytes;
+  fence_operand(acc0);
+  fence_operand(acc1);
+  fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+    const uint64_t da = make_desc(a_addr + kk * 32, 0, 1024);
+    const int accumulate = (first && kk == 0) ? 0 : 1;
+    mma_ss<128, 0>(acc0, da, make_desc(b0 + kk * 32, 0, 1024), accumulate);
+    mma_ss<128, 0>(acc1, da, make_desc(b1 + kk * 32, 0, 1024), accumulate);
+  }
+  commit();
+}
+
 }  // namespace xstage::hopper::wgmma
