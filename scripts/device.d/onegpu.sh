@@ -10,7 +10,9 @@
 #    skip), the DiT forward with the GELU and the MoE FFN against the CPU reference,
 #    the Ulysses tests (P >= 2 cases skip);
 # 4. the SASS of the local-store and remote-store attention kernels (opcode counts side
-#    by side; the full dumps in the archive).
+#    by side; the full dumps in the archive);
+# 5. `xstage bench qkv`: the fused QKV projection + pre-attention All-to-All kernel with
+#    every owner local, against cuBLAS + qk_norm_rope, checked against that path.
 # Knobs: ONEGPU_MAX_SEQ, ONEGPU_RANKS (default 2,4), ONEGPU_BUDGET_S (wall seconds of the
 # whole stage, default 540: each step's limit is cut to what is left, so the archive is made).
 ONEGPU_T0=$(date +%s)
@@ -29,6 +31,9 @@ step onegpu_ulysses_kernel timeout $(onegpu_limit 200) env XSTAGE_SOURCE_DIR="$R
   "$OB/xstage/cli/xstage" bench ulysses --kernel-only --ranks "${ONEGPU_RANKS:-2,4}" \
   --max-seq "${ONEGPU_MAX_SEQ:-65536}" --samples 5 --json "$OUT/ulysses_kernel.json"
 [ -f "$OUT/ulysses_kernel.json" ] && cp "$OUT/ulysses_kernel.json" "$FINAL_OUT/"
+step onegpu_qkv_kernel timeout $(onegpu_limit 150) env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 \
+  "$OB/xstage/cli/xstage" bench qkv --json "$OUT/qkv_kernel.json"
+[ -f "$OUT/qkv_kernel.json" ] && cp "$OUT/qkv_kernel.json" "$FINAL_OUT/"
 step onegpu_moe_gpu_tests timeout $(onegpu_limit 120) "$OT/xstage_moe_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|unfused GEMMs|bad of" "$OUT/onegpu_moe_gpu_tests.log" 2>/dev/null | head -24
 step onegpu_dit_gpu_tests timeout $(onegpu_limit 150) env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_dit_gpu_tests"
@@ -41,6 +46,8 @@ cuobjdump --dump-sass "$OB/xstage/attention/libxs_attention.a" >"$OUT/onegpu_att
 cuobjdump --dump-sass "$OB/xstage/ulysses/libxs_ulysses.a" >"$OUT/onegpu_fused.sass" 2>&1
 python3 "$ROOT/scripts/sass_ops.py" "$OUT/onegpu_attention.sass" "$OUT/onegpu_fused.sass" --top 40 \
   >"$OUT/onegpu_sass_ops.log" 2>&1 || true
+echo "---- bench qkv (ms; fused QKV + pre-A2A kernel, owners local, vs cuBLAS + qk_norm_rope) ----"
+grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_qkv_kernel.log" | head -16
 echo "---- bench ulysses --kernel-only (ms; ratios to attention alone) ----"
 grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_ulysses_kernel.log" | cut -c1-120 | head -40
 note onegpu_sass "$(head -2 "$OUT/onegpu_sass_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-150)"

@@ -15,6 +15,8 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/progress.hpp"
+#include "xstage/burstgap.hpp"
 #include "xstage/dit.hpp"
 #include "xstage/dit_safetensors.hpp"
 
@@ -204,9 +206,97 @@ void run(const DitCli& o) {
 #endif
 }
 
+struct QkvCli {
+  std::vector<int64_t> seqs{4096, 16384, 75776};
+  std::vector<int> ranks{2, 4};
+  std::vector<int> heads{24, 40};
+  int rank = 0;
+  int warmup = 2, samples = 7;
+  std::string params;
+  std::string json = "docs/results/qkv_kernel.json";
+};
+
+void run_qkv(const QkvCli& c) {
+#ifdef XSTAGE_HAVE_CUDA
+  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
+  const auto& peer = params.find("peer", "st16");
+  XS_ASSERT(c.warmup >= 0 && c.samples >= 1, "bench qkv: --warmup must be >= 0 and --samples >= 1");
+  struct Config {
+    int64_t S;
+    int P, H;
+  };
+  std::vector<Config> configs;
+  for (int P : c.ranks)
+    for (int H : c.heads)
+      for (int64_t S : c.seqs) configs.push_back({S, P, H});
+  cudaDeviceProp prop{};
+  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("bench qkv: rank %d's QKV projection on one GPU (%s), no peers; fused = GEMM + norms + RoPE + stores "
+              "to the owners (here all local) in one kernel\n",
+              c.rank, prop.name);
+  std::printf("%6s %2s %3s | %10s %10s %7s %7s | %10s %9s %6s\n", "S", "P", "H", "cublas+nr", "fused", "ratio",
+              "TFLOP/s", "max|diff|", "elems off", "counts");
+  nlohmann::json rows = nlohmann::json::array();
+  bool ok = true;
+  common::ProgressBar progress("bench qkv", configs.size());
+  for (const auto& cf : configs) {
+    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples);
+    progress.tick();
+    std::printf("%6ld %2d %3d | %10.4f %10.4f %7.3f %7.1f | %10.4g %9ld %6s\n", long(cf.S), cf.P, cf.H,
+                r.cublas_norm_rope_ms, r.fused_loopback_ms, r.fused_loopback_ms / r.cublas_norm_rope_ms,
+                r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG");
+    std::fflush(stdout);
+    ok = ok && r.counts_ok && r.elements_off == 0;
+    rows.push_back({{"S", cf.S},
+                    {"P", cf.P},
+                    {"H", cf.H},
+                    {"D", 128},
+                    {"rank", r.rank},
+                    {"cublas_norm_rope_ms", r.cublas_norm_rope_ms},
+                    {"fused_loopback_ms", r.fused_loopback_ms},
+                    {"fused_tflops", r.tflops_fused},
+                    {"max_abs_diff_vs_cublas_path", r.max_abs_diff},
+                    {"elements_beyond_one_bf16_step", r.elements_off},
+                    {"signal_counts_ok", r.counts_ok},
+                    {"order", r.order}});
+    if (!c.json.empty()) {
+      const nlohmann::json out = {{"card", prop.name},
+                                  {"gpus", 1},
+                                  {"date", today_utc()},
+                                  {"command", command_line()},
+                                  {"timed", "one GPU, no peers: rank's rows [S/P, C] -> q, k, v; medians of CUDA-event "
+                                            "timed launches taken in turns (bench_timing.hpp)"},
+                                  {"complete", rows.size() == configs.size()},
+                                  {"rows", rows}};
+      common::write_file_atomic(c.json, out.dump(2) + "\n");
+    }
+  }
+  if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
+  XS_ASSERT(ok, "bench qkv: the fused kernel disagreed with the cuBLAS path or miscounted its signals (see the table)");
+#else
+  (void)c;
+  XS_FAIL("bench qkv: this xstage was built without CUDA");
+#endif
+}
+
 }  // namespace
 
 void add_dit_commands(CLI::App& app) {
+  {
+    auto* cmd = bench_group(app)->add_subcommand(
+        "qkv", "The QKV projection with the pre-attention All-to-All fused in, on one GPU, against cuBLAS + "
+               "qk_norm_rope (D = 128)");
+    auto q = std::make_shared<QkvCli>();
+    cmd->add_option("--seq", q->seqs, "Full sequence lengths S")->capture_default_str();
+    cmd->add_option("--ranks", q->ranks, "Ranks P whose share is timed")->capture_default_str();
+    cmd->add_option("--heads", q->heads, "Heads H (C = 128 H)")->capture_default_str();
+    cmd->add_option("--rank", q->rank, "Whose share and tile order")->capture_default_str();
+    cmd->add_option("--warmup", q->warmup, "Warm-up launches per variant")->capture_default_str();
+    cmd->add_option("--samples", q->samples, "Timed samples per variant (median)")->capture_default_str();
+    cmd->add_option("--params", q->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+    cmd->add_option("--json", q->json, "Results file (rewritten after every row)")->capture_default_str();
+    cmd->callback([q] { run_qkv(*q); });
+  }
   auto* cmd = app.add_subcommand("dit", "DiT denoiser over Ulysses SP GPUs: per-step latency of the serial and "
                                         "fused post-attention All-to-All, speedup, difference to one GPU");
   auto o = std::make_shared<DitCli>();

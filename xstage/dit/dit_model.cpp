@@ -57,6 +57,15 @@ struct DevParam {
 };
 }  // namespace
 
+void gemm_bf16_f32(void* handle, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M, int64_t N,
+                   int64_t K) {
+  const float one = 1.f, zero = 0.f;
+  check_cublas(cublasGemmEx(static_cast<cublasHandle_t>(handle), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one,
+                            W, CUDA_R_16BF, int(K), X, CUDA_R_16BF, int(K), &zero, Y, CUDA_R_32F, int(N),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "GemmEx");
+}
+
 struct RankModel::Impl {
   Config c;
   int blocks;
@@ -115,11 +124,7 @@ struct RankModel::Impl {
 
   // Y [M, N] fp32 = X [M, K] bf16 · W [N, K]ᵀ (row-major; cuBLAS sees the transposes).
   void gemm(const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K) {
-    const float one = 1.f, zero = 0.f;
-    check_cublas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, W, CUDA_R_16BF, int(K), X,
-                              CUDA_R_16BF, int(K), &zero, Y, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "GemmEx");
+    gemm_bf16_f32(blas, X, W, Y, M, N, K);
   }
   void linear(const std::uint16_t* X, const std::string& name, float* Y, int64_t M, int64_t N, int64_t K) {
     gemm(X, mat(name + ".weight"), Y, M, N, K);

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "xstage/burstgap.hpp"
 #include "xstage/dit.hpp"
 
 namespace xstage::comm {
@@ -56,6 +57,32 @@ void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s);
 // x += dt * v.
 void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
 }  // namespace kernels
+
+// Y [M, N] fp32 = X [M, K] bf16 · W [N, K]ᵀ (row-major) with cuBLAS, bf16 in, fp32
+// accumulate: every GEMM of the model (and the QKV bench's baseline).
+void gemm_bf16_f32(void* cublas_handle, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
+                   int64_t N, int64_t K);
+
+// `xstage bench qkv` (qkv_bench.cpp): rank `rank`'s QKV projection of a Ulysses
+// problem [1, S, H, 128] over P ranks, on GPU 0 with no peers. Timed in turns:
+//   cublas_norm_rope: cuBLAS QKV GEMM (fp32 out) + qk_norm_rope (bf16 q, k, v) — the
+//     serial path's work before its NCCL All-to-All;
+//   fused_loopback: the fused QKV kernel (GEMM, norms, RoPE, stores, signals) with
+//     every owner's buffers and flags local (output meaningless; no NVLink).
+// Checked in the same run: the fused kernel in the one-rank layout against the
+// cuBLAS path's q, k, v (max |diff|, elements beyond one bf16 step), and every
+// owner's counter after one loopback launch against qkv_signals_per_source.
+struct QkvBenchRow {
+  int64_t seq = 0;
+  int ranks = 0, heads = 0, rank = 0;
+  double cublas_norm_rope_ms = 0, fused_loopback_ms = 0, tflops_fused = 0;
+  double max_abs_diff = 0;
+  int64_t elements_off = 0;  // beyond |ref|/128 + 2e-3
+  bool counts_ok = false;
+  std::string order;  // the advisor's choice and predicted stall
+};
+QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
+                          int warmup, int samples);
 
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);

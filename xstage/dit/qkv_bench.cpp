@@ -1,0 +1,202 @@
+// `xstage bench qkv` (declared in xstage/dit_cuda.hpp): the fused QKV projection
+// + pre-attention All-to-All kernel on one GPU, against the serial path's
+// projection (cuBLAS GEMM + qk_norm_rope), with a correctness check of the kernel
+// against that path and a check of its signal counts. Lives with the DiT because
+// the baseline is the DiT's own projection.
+#include <cublas_v2.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "common/check.hpp"
+#include "ulysses/qkv_fused.hpp"
+#include "xstage/attention.hpp"
+#include "xstage/attention_cuda.hpp"
+#include "xstage/bench_timing.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
+#include "xstage/dit_cuda.hpp"
+#include "xstage/ulysses_qkv.hpp"
+
+namespace xstage::dit {
+
+namespace {
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& h) {
+  DeviceBuffer<T> d(h.size());
+  XS_CHECK_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  XS_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+}  // namespace
+
+QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
+                          int warmup, int samples) {
+  using namespace ulysses;
+  const Problem p{ranks, 1, seq, heads, kQkvHeadDim};
+  validate_qkv(p);
+  XS_ASSERT(rank >= 0 && rank < ranks, "bench qkv: --rank {} is not a rank of P = {}", rank, ranks);
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  const int64_t L = qkv_rows(p), C = qkv_hidden(p), D = kQkvHeadDim, Hp = p.heads_per_rank();
+  cudaStream_t st = nullptr;
+  XS_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasHandle_t blas = nullptr;
+  XS_ASSERT(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS && cublasSetStream(blas, st) == CUBLAS_STATUS_SUCCESS,
+            "bench qkv: cannot create a cuBLAS handle");
+
+  // Inputs: h, W random bf16; vectors from the host.
+  DeviceBuffer<std::uint16_t> h(size_t(L * C)), w(size_t(3 * C * C));
+  attention::fill_random_bf16(h.get(), L * C, 101 + seq, 1.0f, st);
+  attention::fill_random_bf16(w.get(), 3 * C * C, 202 + heads, float(1.0 / std::sqrt(double(C))), st);
+  std::mt19937 rng(uint32_t(seq * 31 + heads));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto vec = [&](int64_t n, float base, float spread) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = base + spread * nd(rng);
+    return v;
+  };
+  std::vector<float> cs(size_t(L * D / 2)), sn(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const float a = 3.1f * nd(rng);
+    cs[i] = std::cos(a);
+    sn[i] = std::sin(a);
+  }
+  auto bias = upload(vec(3 * C, 0.f, 0.2f)), qn = upload(vec(D, 1.f, 0.2f)), kn = upload(vec(D, 1.f, 0.2f));
+  auto cosd = upload(cs), sind = upload(sn);
+  QkvInputs in;
+  in.h = h.get();
+  in.w = w.get();
+  in.bias = bias.get();
+  in.q_norm = qn.get();
+  in.k_norm = kn.get();
+  in.cos = cosd.get();
+  in.sin = sind.get();
+
+  // Baseline buffers.
+  DeviceBuffer<float> qkv(size_t(L * 3 * C));
+  DeviceBuffer<std::uint16_t> q(size_t(L * C)), k(size_t(L * C)), v(size_t(L * C));
+  auto baseline = [&] {
+    gemm_bf16_f32(blas, h.get(), w.get(), qkv.get(), L, 3 * C, C);
+    kernels::qk_norm_rope(q.get(), k.get(), v.get(), qkv.get(), bias.get(), qn.get(), kn.get(), cosd.get(), sind.get(),
+                          L, heads, D, st);
+  };
+
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DeviceBuffer<uint32_t> flags(2 * kMaxRanks);
+  auto* report = hopper::timeout_report_device();
+  auto sync = [&](const char* what) {
+    const cudaError_t e = cudaStreamSynchronize(st);
+    XS_ASSERT(e == cudaSuccess, "bench qkv: {}: {} {}", what, cudaGetErrorString(e), qkv_explain_failure());
+  };
+
+  // 1. The kernel in the one-rank layout ([L, H, D], every head local) against the baseline.
+  QkvBenchRow row;
+  row.seq = seq;
+  row.ranks = ranks;
+  row.heads = heads;
+  row.rank = rank;
+  {
+    const Problem one{1, 1, L, heads, kQkvHeadDim};
+    DeviceBuffer<std::uint16_t> out[3] = {DeviceBuffer<std::uint16_t>(size_t(L * C)),
+                                          DeviceBuffer<std::uint16_t>(size_t(L * C)),
+                                          DeviceBuffer<std::uint16_t>(size_t(L * C))};
+    auto order = upload(qkv_tile_order(one, 0, QkvOrder::natural));
+    QkvArgs a = qkv_shape_args(one, 0);
+    qkv_bind_inputs(a, in);
+    a.order = order.get();
+    for (int part = 0; part < 3; ++part) {
+      a.dst[part][0] = out[part].get();
+      XS_CHECK_CUDA(cudaMemsetAsync(out[part].get(), 0xFF, size_t(L * C) * 2, st));  // NaN poison
+    }
+    XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
+    a.done[0] = flags.get();
+    a.ready_out[0] = flags.get() + kMaxRanks;
+    a.ready_in = flags.get() + kMaxRanks;
+    a.timeout_ns = comm::wait_timeout_ns();
+    a.report = report;
+    a.epoch = 1;
+    launch_qkv_fused(a, std::min(sms, a.n_tiles), st);
+    baseline();
+    sync("one-rank check");
+    const std::uint16_t* base[3] = {q.get(), k.get(), v.get()};
+    for (int part = 0; part < 3; ++part) {
+      const auto got = out[part].to_host(size_t(L * C));
+      std::vector<std::uint16_t> want(size_t(L * C));
+      XS_CHECK_CUDA(cudaMemcpy(want.data(), base[part], want.size() * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double x = attention::bf16_bits_to_float(got[i]), y = attention::bf16_bits_to_float(want[i]);
+        const double err = std::abs(x - y);
+        if (!(err <= std::abs(y) / 128 + 2e-3)) ++row.elements_off;
+        row.max_abs_diff = std::isfinite(err) ? std::max(row.max_abs_diff, err) : INFINITY;
+      }
+    }
+  }
+
+  // 2. Loopback: rank `rank`'s share and advisor order, every owner local.
+  const QkvSchedule sched = choose_qkv_schedule(p, rank, std::min(sms, qkv_tiles(p)), params);
+  row.order = sched.reason;
+  auto order = upload(sched.order);
+  DeviceBuffer<std::uint16_t> scratch[3] = {DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
+                                            DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
+                                            DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D))};
+  QkvArgs a = qkv_shape_args(p, rank);
+  qkv_bind_inputs(a, in);
+  a.order = order.get();
+  for (int j = 0; j < ranks; ++j) {
+    for (int part = 0; part < 3; ++part) a.dst[part][j] = scratch[part].get();
+    a.done[j] = flags.get() + j;
+    a.ready_out[j] = flags.get() + kMaxRanks + j;
+  }
+  a.ready_in = flags.get() + kMaxRanks;
+  a.timeout_ns = comm::wait_timeout_ns();
+  a.report = report;
+  uint32_t epoch = 0;
+  XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
+  a.epoch = ++epoch;
+  launch_qkv_fused(a, sched.grid, st);
+  sync("loopback count check");
+  const auto counts = flags.to_host(size_t(ranks));
+  row.counts_ok = std::all_of(counts.begin(), counts.end(),
+                              [&](uint32_t c) { return c == qkv_signals_per_source(p); });
+
+  // 3. Timing, in turns.
+  cudaEvent_t e0, e1;
+  XS_CHECK_CUDA(cudaEventCreate(&e0));
+  XS_CHECK_CUDA(cudaEventCreate(&e1));
+  auto timed = [&](auto&& work) {
+    return [&, work](int n) {
+      XS_CHECK_CUDA(cudaEventRecord(e0, st));
+      for (int i = 0; i < n; ++i) work();
+      XS_CHECK_CUDA(cudaEventRecord(e1, st));
+      sync("timing");
+      return double(elapsed_ms(e0, e1));
+    };
+  };
+  std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); }), timed([&] {
+                                                        a.epoch = ++epoch;
+                                                        launch_qkv_fused(a, sched.grid, st);
+                                                      })};
+  const auto ms = sample_interleaved_ms(variants, warmup, samples);
+  row.cublas_norm_rope_ms = median_of_sorted(ms[0]);
+  row.fused_loopback_ms = median_of_sorted(ms[1]);
+  row.tflops_fused = 2.0 * double(L) * double(3 * C) * double(C) / (row.fused_loopback_ms * 1e9);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cublasDestroy(blas);
+  cudaStreamDestroy(st);
+  return row;
+}
+
+}  // namespace xstage::dit
