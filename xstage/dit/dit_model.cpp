@@ -57,12 +57,12 @@ struct DevParam {
 };
 }  // namespace
 
-void gemm_bf16_f32(void* handle, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M, int64_t N,
-                   int64_t K) {
+void gemm_bf16_f32(cublasHandle_t blas, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
+                   int64_t N, int64_t K) {
   const float one = 1.f, zero = 0.f;
-  check_cublas(cublasGemmEx(static_cast<cublasHandle_t>(handle), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one,
-                            W, CUDA_R_16BF, int(K), X, CUDA_R_16BF, int(K), &zero, Y, CUDA_R_32F, int(N),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  check_cublas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &one, W, CUDA_R_16BF, int(K), X,
+                            CUDA_R_16BF, int(K), &zero, Y, CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
                "GemmEx");
 }
 
@@ -185,7 +185,7 @@ struct RankModel::Impl {
       kernels::ln_modulate(h.get(), x.get(), m, m + C, L, C, stream);
       const bool fused_qkv = path == AttnPath::fused && layer->fused_qkv_supported();
       if (fused_qkv) {
-        ulysses::Layer::QkvInputs in;
+        ulysses::QkvInputs in;
         in.h = h.get();
         in.w = mat(block_param(b, "attn.qkv.weight"));
         in.bias = vec(block_param(b, "attn.qkv.bias"));

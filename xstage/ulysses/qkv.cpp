@@ -26,8 +26,9 @@ void validate_qkv(const Problem& p) {
   validate(p);
   XS_ASSERT(p.head_dim == kQkvHeadDim, "ulysses: the fused QKV projection needs D = {} (got D = {})", kQkvHeadDim,
             p.head_dim);
-  XS_ASSERT(qkv_rows(p) % kQkvTileRows == 0, "ulysses: the fused QKV projection needs B*S/P = {} rows to be a multiple of {}",
-            qkv_rows(p), kQkvTileRows);
+  XS_ASSERT(qkv_rows(p) % kQkvTileRows == 0,
+            "ulysses: the fused QKV projection needs B*S/P = {} rows to be a multiple of {}", qkv_rows(p),
+            kQkvTileRows);
   XS_ASSERT(qkv_hidden(p) % kQkvTileK == 0 && 3 * qkv_hidden(p) < (int64_t{1} << 31),
             "ulysses: the fused QKV projection needs C = H*D = {} to be a multiple of {} and 3C below 2^31",
             qkv_hidden(p), kQkvTileK);

@@ -15,6 +15,7 @@
 // epilogue) returns [L, H, D] of the rank's own tokens.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -60,7 +61,7 @@ void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
 
 // Y [M, N] fp32 = X [M, K] bf16 · W [N, K]ᵀ (row-major) with cuBLAS, bf16 in, fp32
 // accumulate: every GEMM of the model (and the QKV bench's baseline).
-void gemm_bf16_f32(void* cublas_handle, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
+void gemm_bf16_f32(cublasHandle_t blas, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
                    int64_t N, int64_t K);
 
 // `xstage bench qkv` (qkv_bench.cpp): rank `rank`'s QKV projection of a Ulysses
