@@ -138,7 +138,7 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
       for (size_t i = 0; i < got.size(); ++i) {
         const double x = attention::bf16_bits_to_float(got[i]), y = attention::bf16_bits_to_float(want[i]);
         const double err = std::abs(x - y);
-        if (!(err <= std::abs(y) / 128 + 2e-3)) ++row.elements_off;
+        if (!within_one_bf16_step(x, y)) ++row.elements_off;
         row.max_abs_diff = std::isfinite(err) ? std::max(row.max_abs_diff, err) : INFINITY;
       }
     }

@@ -183,7 +183,7 @@ std::string compare_qkv(const std::vector<uint16_t>& got, const std::vector<floa
   for (size_t i = 0; i < want.size(); ++i) {
     const double x = attention::bf16_bits_to_float(got[i]), y = want[i];
     const double err = std::abs(x - y);
-    if (!(err <= std::abs(y) * (1.0 / 128) + 2e-3)) {
+    if (!within_one_bf16_step(x, y)) {
       if (bad++ == 0) first = i;
     }
     if (std::isfinite(err)) worst = std::max(worst, err);

@@ -45,7 +45,6 @@ struct Layer::Impl {
   std::uint16_t *attn_q = nullptr, *attn_k = nullptr, *attn_v = nullptr;
   // The fused QKV projection (pre_attention_qkv), when the problem suits it.
   bool qkv_ok = false;
-  QkvSchedule qkv_sched;
   DeviceBuffer<int> qkv_order;
   QkvArgs qkv_args{};  // everything but the maps, inputs and epoch
   uint32_t qkv_epoch = 0;
@@ -138,9 +137,9 @@ struct Layer::Impl {
   // Owners' pointers, the advisor's tile order and the launch shape of the fused QKV projection.
   void setup_qkv(const burstgap::ModelParams& params, int sms) {
     qkv_grid = std::min(sms, qkv_tiles(p));
-    qkv_sched = choose_qkv_schedule(p, rank.rank(), qkv_grid, params);
-    qkv_order = DeviceBuffer<int>(qkv_sched.order.size());
-    XS_CHECK_CUDA(cudaMemcpy(qkv_order.get(), qkv_sched.order.data(), qkv_sched.order.size() * sizeof(int),
+    const QkvSchedule sched = choose_qkv_schedule(p, rank.rank(), qkv_grid, params);  // printed with XSTAGE_PRINT_CONFIG=1
+    qkv_order = DeviceBuffer<int>(sched.order.size());
+    XS_CHECK_CUDA(cudaMemcpy(qkv_order.get(), sched.order.data(), sched.order.size() * sizeof(int),
                              cudaMemcpyHostToDevice));
     std::array<void*, kMaxRanks> heads{}, bufs{};
     lsa_pointers(qkv_window.window(), 0, p.ranks, heads.data());
@@ -227,11 +226,6 @@ void Layer::pre_attention() {
 }
 
 bool Layer::fused_qkv_supported() const { return impl_->qkv_ok; }
-
-const QkvSchedule& Layer::qkv_schedule() const {
-  XS_ASSERT(impl_->qkv_ok, "ulysses: no fused QKV projection for {}", describe(impl_->p));
-  return impl_->qkv_sched;
-}
 
 const std::uint16_t* Layer::gathered(int part) const {
   XS_ASSERT(part >= 0 && part < 3, "ulysses: gathered part {} is not q (0), k (1) or v (2)", part);

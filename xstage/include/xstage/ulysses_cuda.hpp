@@ -57,7 +57,6 @@ class Layer {
   using QkvInputs = ulysses::QkvInputs;  // xstage/ulysses_qkv.hpp
   bool fused_qkv_supported() const;
   void pre_attention_qkv(const QkvInputs& in);
-  const QkvSchedule& qkv_schedule() const;  // the advisor's choice (throws when unsupported)
   // The attention inputs of this rank, [B, S, H/P, D] bf16 (part 0 = q, 1 = k, 2 = v):
   // what pre_attention() or pre_attention_qkv() delivered (diagnostic, tests).
   const std::uint16_t* gathered(int part) const;

@@ -22,6 +22,7 @@
 // owner's previous attention may still read.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ XS_HD int64_t qkv_dest_offset(int64_t m, int head, int rank, int64_t rows_per_ra
   const int64_t b = m / rows_per_rank, s = m % rows_per_rank;
   const int owner = head / heads_per_rank;
   return ((b * seq + rank * rows_per_rank + s) * heads_per_rank + (head - owner * heads_per_rank)) * kQkvHeadDim;
+}
+
+// The checks' tolerance for a bf16 output against a reference: one bf16 step
+// (2^-7 relative at the top of a binade) plus a small absolute floor. NaN fails.
+inline bool within_one_bf16_step(double got, double want) {
+  return std::abs(got - want) <= std::abs(want) / 128 + 2e-3;
 }
 
 // What one launch of one source adds to each owner's counter for that source:
