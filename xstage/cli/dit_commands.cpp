@@ -5,6 +5,7 @@
 // existing file; a row with the same preset, tokens, P, blocks and steps is replaced).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -212,6 +213,7 @@ struct QkvCli {
   std::vector<int> heads{24, 40};
   int rank = 0;
   int warmup = 2, samples = 7;
+  std::vector<int> groups{0};
   std::string params;
   std::string json = "docs/results/qkv_kernel.json";
 };
@@ -221,6 +223,8 @@ void run_qkv(const QkvCli& c) {
   const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
   const auto& peer = params.find("peer", "st16");
   XS_ASSERT(c.warmup >= 0 && c.samples >= 1, "bench qkv: --warmup must be >= 0 and --samples >= 1");
+  XS_ASSERT(!c.groups.empty() && std::all_of(c.groups.begin(), c.groups.end(), [](int g) { return g >= 0; }),
+            "bench qkv: --groups needs raster groups >= 0 (0: the L2 rule)");
   struct Config {
     int64_t S;
     int P, H;
@@ -234,17 +238,25 @@ void run_qkv(const QkvCli& c) {
   std::printf("bench qkv: rank %d's QKV projection on one GPU (%s), no peers; fused = GEMM + norms + RoPE + stores "
               "to the owners (here all local) in one kernel\n",
               c.rank, prop.name);
-  std::printf("%6s %2s %3s | %10s %10s %7s %7s | %10s %9s %6s\n", "S", "P", "H", "cublas+nr", "fused", "ratio",
-              "TFLOP/s", "max|diff|", "elems off", "counts");
+  std::string extra_head;
+  for (std::size_t i = 1; i < c.groups.size(); ++i) extra_head += fmt::format(" {:>9}", fmt::format("g{}", c.groups[i]));
+  std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s |%s\n", "S", "P", "H", "cublas+nr", "fused", "g",
+              "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", extra_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
   bool ok = true;
   common::ProgressBar progress("bench qkv", configs.size());
   for (const auto& cf : configs) {
-    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples);
+    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples, c.groups);
     progress.tick();
-    std::printf("%6ld %2d %3d | %10.4f %10.4f %7.3f %7.1f | %10.4g %9ld %6s\n", long(cf.S), cf.P, cf.H,
-                r.cublas_norm_rope_ms, r.fused_loopback_ms, r.fused_loopback_ms / r.cublas_norm_rope_ms,
-                r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG");
+    std::string extra;
+    nlohmann::json by_group = nlohmann::json::object();
+    for (std::size_t i = 0; i < r.fused_by_group.size(); ++i) {
+      by_group[std::to_string(r.fused_by_group[i].first)] = r.fused_by_group[i].second;
+      if (i > 0) extra += fmt::format(" {:9.4f}", r.fused_by_group[i].second);
+    }
+    std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s |%s\n", long(cf.S), cf.P, cf.H,
+                r.cublas_norm_rope_ms, r.fused_loopback_ms, r.group, r.fused_loopback_ms / r.cublas_norm_rope_ms,
+                r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG", extra.c_str());
     std::fflush(stdout);
     ok = ok && r.counts_ok && r.elements_off == 0;
     rows.push_back({{"S", cf.S},
@@ -258,6 +270,8 @@ void run_qkv(const QkvCli& c) {
                     {"max_abs_diff_vs_cublas_path", r.max_abs_diff},
                     {"elements_beyond_one_bf16_step", r.elements_off},
                     {"signal_counts_ok", r.counts_ok},
+                    {"raster_group", r.group},
+                    {"fused_ms_by_raster_group", by_group},
                     {"order", r.order}});
     if (!c.json.empty()) {
       const nlohmann::json out = {{"card", prop.name},
@@ -287,10 +301,15 @@ void add_dit_commands(CLI::App& app) {
         "qkv", "The QKV projection with the pre-attention All-to-All fused in, on one GPU, against cuBLAS + "
                "qk_norm_rope (D = 128)");
     auto q = std::make_shared<QkvCli>();
-    cmd->add_option("--seq", q->seqs, "Full sequence lengths S")->capture_default_str();
-    cmd->add_option("--ranks", q->ranks, "Ranks P whose share is timed")->capture_default_str();
-    cmd->add_option("--heads", q->heads, "Heads H (C = 128 H)")->capture_default_str();
+    cmd->add_option("--seq", q->seqs, "Full sequence lengths S")->delimiter(',')->capture_default_str();
+    cmd->add_option("--ranks", q->ranks, "Ranks P whose share is timed")->delimiter(',')->capture_default_str();
+    cmd->add_option("--heads", q->heads, "Heads H (C = 128 H)")->delimiter(',')->capture_default_str();
     cmd->add_option("--rank", q->rank, "Whose share and tile order")->capture_default_str();
+    cmd->add_option("--groups", q->groups,
+                    "Raster groups (m blocks) of the fused orders timed, comma-separated; the first is the "
+                    "headline, 0 = the L2 rule")
+        ->delimiter(',')
+        ->capture_default_str();
     cmd->add_option("--warmup", q->warmup, "Warm-up launches per variant")->capture_default_str();
     cmd->add_option("--samples", q->samples, "Timed samples per variant (median)")->capture_default_str();
     cmd->add_option("--params", q->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");

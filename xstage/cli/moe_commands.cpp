@@ -39,6 +39,7 @@ struct MoeCli {
   std::vector<int> ep, tokens;         // empty: all
   std::vector<std::string> routing;    // empty: all
   double budget_s = 0;                 // 0: no limit
+  int compare_raster = 0;              // 0: none
 };
 
 bool keep(const std::vector<int>& allowed, int v) {
@@ -59,13 +60,15 @@ void run(const MoeCli& c) {
   });
   XS_ASSERT(!configs.empty(), "bench moe: the filters leave no configuration of sweep '{}'", c.sweep);
   XS_ASSERT(c.budget_s >= 0, "bench moe: --budget-s must be >= 0 (got {})", c.budget_s);
+  XS_ASSERT(c.compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", c.compare_raster);
   const auto t0 = std::chrono::steady_clock::now();
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
-  std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s\n", "T", "E", "k", "hid", "I", "P",
-              "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok");
+  const std::string cmp_head = c.compare_raster > 0 ? fmt::format(" | {:>9} {:>6}", fmt::format("IL g{}", c.compare_raster), "gain") : "";
+  std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
+              "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups;
+  std::vector<double> xs, speedups, raster_gains;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -89,17 +92,21 @@ void run(const MoeCli& c) {
                   configs.size());
       break;
     }
-    const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters);
-    std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s\n", b.tokens_per_rank,
+    const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster);
+    const std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
+                                                              r.interleaved_compare_raster_us / r.interleaved_us)
+                                                 : "";
+    std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
-                r.correct ? "yes" : "NO");
+                r.correct ? "yes" : "NO", cmp.c_str());
     std::fflush(stdout);
     all_ok &= r.correct;
     log_sum += std::log(r.speedup);
     max_speedup = std::max(max_speedup, r.speedup);
     xs.push_back(double(i));
     speedups.push_back(r.speedup);
+    if (c.compare_raster > 0) raster_gains.push_back(r.interleaved_compare_raster_us / r.interleaved_us);
     rows.push_back({{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
                     {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing},
                     {"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
@@ -108,9 +115,13 @@ void run(const MoeCli& c) {
                     {"fused_over_unfused", r.unfused_us / std::min(r.expert_wave_us, r.interleaved_us)},
                     {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops}, {"nvlink_GBps", r.nvlink_GBps},
                     {"max_rel_err", r.max_rel_err}, {"correct", r.correct},
+                    {"raster_group", moe::kMoeRasterGroup},
                     {"interleaved_config",
                      {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                       {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}});
+    if (c.compare_raster > 0)
+      rows.back()["compare_raster"] = {{"raster_group", c.compare_raster},
+                                       {"interleaved_us", r.interleaved_compare_raster_us}};
     ++done;
     write_json(false);
   }
@@ -126,6 +137,10 @@ void run(const MoeCli& c) {
     chart.y.label = "speedup";
     chart.series.push_back({.label = "Interleaved / Expert-Wave", .x = xs, .y = speedups,
                             .line = common::plot::LineStyle::none});
+    if (!raster_gains.empty())
+      chart.series.push_back({.label = fmt::format("Interleaved: raster group {} / {}", c.compare_raster,
+                                                   moe::kMoeRasterGroup),
+                              .x = xs, .y = raster_gains, .line = common::plot::LineStyle::none});
     chart.series.push_back(common::plot::horizontal_line("1x", 1.0, xs.front(), xs.back()));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());
@@ -139,15 +154,18 @@ void add_moe_commands(CLI::App& app) {
   auto* bench = bench_group(app);
   auto* cmd = bench->add_subcommand("moe", "Fused EP MoE (Expert-Wave, Interleaved) vs the unfused NCCL+cuBLAS path");
   auto c = std::make_shared<MoeCli>();
-  cmd->add_option("--sweep", c->sweep, "standard (192 configurations, EP 2 and 4), eight (the same 96 at EP 8) or quick")->capture_default_str();
+  cmd->add_option("--sweep", c->sweep, "standard (192 configurations, EP 2 and 4), eight or one (the same 96 at EP 8 or 1) or quick")->capture_default_str();
   cmd->add_option("--params", c->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
   cmd->add_option("--warmup", c->warmup, "Warm-up forwards per implementation")->capture_default_str();
   cmd->add_option("--iters", c->iters, "Timed forwards per implementation")->capture_default_str();
   cmd->add_option("--only", c->only, "Run only this row of the sweep (index)");
-  cmd->add_option("--ep", c->ep, "Only these EP sizes (e.g. --ep 2)");
-  cmd->add_option("--tokens", c->tokens, "Only these tokens per rank");
-  cmd->add_option("--routing", c->routing, "Only these routings (uniform, skewed)");
+  cmd->add_option("--ep", c->ep, "Only these EP sizes, comma-separated (e.g. --ep 2)")->delimiter(',');
+  cmd->add_option("--tokens", c->tokens, "Only these tokens per rank, comma-separated")->delimiter(',');
+  cmd->add_option("--routing", c->routing, "Only these routings, comma-separated (uniform, skewed)")->delimiter(',');
   cmd->add_option("--budget-s", c->budget_s, "Start no new configuration after this many seconds (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--compare-raster", c->compare_raster,
+                  "Also time the interleaved schedule over tiles in this raster group (1: m-major; 0: no)")
       ->capture_default_str();
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();

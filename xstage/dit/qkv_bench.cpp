@@ -42,8 +42,10 @@ float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
 }  // namespace
 
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples) {
+                          int warmup, int samples, const std::vector<int>& groups) {
   using namespace ulysses;
+  XS_ASSERT(!groups.empty(), "bench qkv: no raster group to time");
+  for (int g : groups) XS_ASSERT(g >= 0, "bench qkv: raster group {} must be >= 0 (0: the L2 rule)", g);
   const Problem p{ranks, 1, seq, heads, kQkvHeadDim};
   validate_qkv(p);
   XS_ASSERT(rank >= 0 && rank < ranks, "bench qkv: --rank {} is not a rank of P = {}", rank, ranks);
@@ -144,16 +146,21 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     }
   }
 
-  // 2. Loopback: rank `rank`'s share and advisor order, every owner local.
-  const QkvSchedule sched = choose_qkv_schedule(p, rank, std::min(sms, qkv_tiles(p)), params);
-  row.order = sched.reason;
-  auto order = upload(sched.order);
+  // 2. Loopback: rank `rank`'s share and advisor order (one per raster group), every
+  //    owner local; each order's counts checked after one launch.
+  const int grid = std::min(sms, qkv_tiles(p));
+  std::vector<QkvSchedule> scheds;
+  std::vector<DeviceBuffer<int>> orders;
+  for (int g : groups) {
+    scheds.push_back(choose_qkv_schedule(p, rank, grid, params, {}, g));
+    orders.push_back(upload(scheds.back().order));
+  }
+  row.order = scheds[0].reason;
   DeviceBuffer<std::uint16_t> scratch[3] = {DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
                                             DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
                                             DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D))};
   QkvArgs a = qkv_shape_args(p, rank);
   qkv_bind_inputs(a, in);
-  a.order = order.get();
   for (int j = 0; j < ranks; ++j) {
     for (int part = 0; part < 3; ++part) a.dst[part][j] = scratch[part].get();
     a.done[j] = flags.get() + j;
@@ -163,15 +170,20 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   a.timeout_ns = comm::wait_timeout_ns();
   a.report = report;
   uint32_t epoch = 0;
-  XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
-  a.epoch = ++epoch;
-  launch_qkv_fused(a, sched.grid, st);
-  sync("loopback count check");
-  const auto counts = flags.to_host(size_t(ranks));
-  row.counts_ok = std::all_of(counts.begin(), counts.end(),
-                              [&](uint32_t c) { return c == qkv_signals_per_source(p); });
+  row.counts_ok = true;
+  for (const auto& o : orders) {
+    XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
+    a.order = o.get();
+    a.epoch = epoch = 1;
+    launch_qkv_fused(a, grid, st);
+    sync("loopback count check");
+    const auto counts = flags.to_host(size_t(ranks));
+    row.counts_ok = row.counts_ok && std::all_of(counts.begin(), counts.end(), [&](uint32_t c) {
+                      return c == qkv_signals_per_source(p);
+                    });
+  }
 
-  // 3. Timing, in turns.
+  // 3. Timing, in turns: the baseline, then the fused kernel with each order.
   cudaEvent_t e0, e1;
   XS_CHECK_CUDA(cudaEventCreate(&e0));
   XS_CHECK_CUDA(cudaEventCreate(&e1));
@@ -184,13 +196,21 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
       return double(elapsed_ms(e0, e1));
     };
   };
-  std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); }), timed([&] {
-                                                        a.epoch = ++epoch;
-                                                        launch_qkv_fused(a, sched.grid, st);
-                                                      })};
+  std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); })};
+  for (const auto& o : orders) {
+    const int* op = o.get();
+    variants.push_back(timed([&, op] {
+      a.order = op;
+      a.epoch = ++epoch;
+      launch_qkv_fused(a, grid, st);
+    }));
+  }
   const auto ms = sample_interleaved_ms(variants, warmup, samples);
   row.cublas_norm_rope_ms = median_of_sorted(ms[0]);
-  row.fused_loopback_ms = median_of_sorted(ms[1]);
+  for (std::size_t i = 0; i < orders.size(); ++i)
+    row.fused_by_group.push_back({scheds[i].group, median_of_sorted(ms[i + 1])});
+  row.group = scheds[0].group;
+  row.fused_loopback_ms = row.fused_by_group[0].second;
   row.tflops_fused = 2.0 * double(L) * double(3 * C) * double(C) / (row.fused_loopback_ms * 1e9);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

@@ -20,11 +20,14 @@ std::vector<BenchConfig> bench_sweep(const std::string& name) {
         for (int t : {128, 512}) out.push_back({t, 16, 2, 1024, 512, ep, r});
     return out;
   }
-  XS_ASSERT(name == "standard" || name == "eight", "bench moe: unknown sweep '{}' (standard | quick | eight)", name);
+  XS_ASSERT(name == "standard" || name == "eight" || name == "one",
+            "bench moe: unknown sweep '{}' (standard | quick | eight | one)", name);
   const std::pair<int, int> ek[] = {{64, 2}, {128, 6}, {256, 6}, {256, 8}};
   const std::pair<int, int> hi[] = {{3072, 8192}, {4096, 2048}, {7168, 3072}};
-  // standard: the EP = 2 and 4; eight: the same configurations at EP = 8.
-  const std::vector<int> eps = name == "eight" ? std::vector<int>{8} : std::vector<int>{2, 4};
+  // standard: the EP = 2 and 4; eight and one: the same configurations at EP = 8 and 1.
+  const std::vector<int> eps = name == "eight" ? std::vector<int>{8}
+                               : name == "one" ? std::vector<int>{1}
+                                               : std::vector<int>{2, 4};
   // Routing innermost, then tokens: a run cut short by a time budget still has
   // both routings and every token count of the shapes it reached.
   for (int ep : eps)

@@ -37,7 +37,9 @@ std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
 
 }  // namespace
 
-BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters) {
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
+                   int compare_raster) {
+  XS_ASSERT(compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", compare_raster);
   const Problem p = c.problem();
   validate(p, comm::visible_gpus());
   XS_ASSERT(warmup >= 0 && iters >= 1, "bench moe: warmup >= 0 and iters >= 1 (got {}, {})", warmup, iters);
@@ -47,7 +49,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<double> ew(p.ranks), il(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
+  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
   std::vector<double> remote_bytes(p.ranks);
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank(), epr = p.experts_per_rank();
@@ -69,6 +71,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
 
     UnfusedMoe unfused(rank, p, layout, w1.get(), w2.get(), x.get(), wt.get());
     for (int i = 0; i < warmup; ++i) unfused.forward();
+    unfused.choose_gemm_path(3);  // the faster cuBLAS form is the baseline
     double un_us = 0, gemm_us = 0;
     for (int i = 0; i < iters; ++i) {
       const auto t = unfused.forward();
@@ -80,21 +83,25 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
-    double us[2] = {0, 0}, e_max = 0;
+    double us[3] = {0, 0, 0}, e_max = 0;
     ScheduleConfig chosen;
-    std::vector<WorkItem> orders[2];
+    std::vector<std::vector<WorkItem>> orders(2);
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
       const ScheduleConfig cfg = choose_schedule(kind, p, tiles, fused.blocks(), params);
       if (kind == ScheduleKind::interleaved) chosen = cfg;
       orders[kind == ScheduleKind::interleaved] = make_scheduler(cfg)->order(tiles);
     }
-    // The two schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
-    // so that a drift of the card's clocks over the row moves both alike; each sample is
+    // Optional third order: the same interleaved schedule over tiles in another raster
+    // group (the same items, so the same dependencies and outputs).
+    if (compare_raster > 0) orders.push_back(make_scheduler(chosen)->order(build_tiles(p, layout.ranks[r], compare_raster)));
+    const int n_orders = static_cast<int>(orders.size());
+    // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
+    // so that a drift of the card's clocks over the row moves all alike; each sample is
     // `per` back-to-back launches, the median of `rounds` samples is the schedule's time.
     const int rounds = std::min(iters, 5), per = (iters + rounds - 1) / rounds;
-    std::vector<double> samples[2];
+    std::vector<double> samples[3];
     for (int round = -1; round < rounds; ++round)  // round -1: warm-up
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < n_orders; ++k) {
         fused.synchronize();  // the previous launches no longer read the old order
         fused.set_inputs(x.get(), routing[r], layout, orders[k]);
         if (round < 0) {
@@ -112,7 +119,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
         samples[k].push_back(ms * 1e3 / per);
         if (round == rounds - 1) e_max = std::max(e_max, max_rel_diff(copy_out(fused.out(), n_out), want));
       }
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < n_orders; ++k) {
       std::sort(samples[k].begin(), samples[k].end());
       us[k] = median_of_sorted(samples[k]);
     }
@@ -125,6 +132,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     std::lock_guard lock(mu);
     ew[r] = us[0];
     il[r] = us[1];
+    il_cmp[r] = us[2];
     un[r] = un_us;
     gemm[r] = gemm_us;
     err[r] = e_max;
@@ -137,6 +145,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   // The slowest rank sets the layer's time.
   row.expert_wave_us = *std::max_element(ew.begin(), ew.end());
   row.interleaved_us = *std::max_element(il.begin(), il.end());
+  row.compare_raster = compare_raster;
+  row.interleaved_compare_raster_us = *std::max_element(il_cmp.begin(), il_cmp.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
   row.grouped_gemm_us = *std::max_element(gemm.begin(), gemm.end());
   row.max_rel_err = *std::max_element(err.begin(), err.end());

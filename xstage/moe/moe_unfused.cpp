@@ -7,9 +7,11 @@
 #include "moe_unfused.hpp"
 
 #include <cublas_v2.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
 
 #include "common/check.hpp"
 #include "xstage/check_cuda.hpp"
@@ -45,6 +47,7 @@ struct UnfusedMoe::Impl {
     DeviceBuffer<void*> c;
   } l1, l2;
   bool grouped = true;
+  bool grouped_refused = false;
   std::string gemm_path = "grouped";
 };
 
@@ -170,6 +173,32 @@ UnfusedMoe::~UnfusedMoe() {
 std::uint16_t* UnfusedMoe::out() const { return impl_->out.get(); }
 const std::string& UnfusedMoe::gemm_path() const { return impl_->gemm_path; }
 
+void UnfusedMoe::force_per_expert_loop(bool on) {
+  Impl& m = *impl_;
+  if (m.grouped_refused) return;  // the loop already, and gemm_path says why
+  m.grouped = !on;
+  m.gemm_path = on ? "per-expert loop" : "grouped";
+}
+
+void UnfusedMoe::choose_gemm_path(int trials) {
+  XS_ASSERT(trials >= 1, "unfused moe: choose_gemm_path needs trials >= 1 (got {})", trials);
+  Impl& m = *impl_;
+  if (m.grouped_refused) return;
+  double med[2] = {0, 0};  // grouped, loop
+  for (int loop = 0; loop < 2; ++loop) {
+    force_per_expert_loop(loop == 1);
+    std::vector<double> t;
+    for (int i = 0; i < trials; ++i) t.push_back(forward().gemm_us);
+    std::sort(t.begin(), t.end());
+    med[loop] = t[t.size() / 2];
+    if (m.grouped_refused) return;
+  }
+  const bool loop = med[1] < med[0];
+  force_per_expert_loop(loop);
+  m.gemm_path = fmt::format("{} (faster: grouped {:.1f} us, per-expert loop {:.1f} us)",
+                            loop ? "per-expert loop" : "grouped", med[0], med[1]);
+}
+
 UnfusedTimes UnfusedMoe::forward() {
   Impl& m = *impl_;
   const Problem& p = m.p;
@@ -201,6 +230,7 @@ UnfusedTimes UnfusedMoe::forward() {
     const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_16BF);
     if (s != CUBLAS_STATUS_SUCCESS) {
       m.grouped = false;  // nothing was launched: the loop below does this forward's L1
+      m.grouped_refused = true;
       m.gemm_path = "per-expert loop (grouped GEMM refused: cuBLAS status " + std::to_string(int(s)) + ")";
     }
   }

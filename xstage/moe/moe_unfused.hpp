@@ -3,7 +3,10 @@
 // second grouped GEMM, NCCL all-to-all-v combine, weighted sum. It is both the issue's
 // reference path on the GPU and the baseline the fused kernel is timed against. If
 // cuBLAS refuses the grouped call for these types, the layer falls back to one
-// cublasGemmEx per expert and says so (gemm_path()).
+// cublasGemmEx per expert and says so (gemm_path()). The bench asks for the faster
+// of the two (choose_gemm_path): on the H200 with CUDA 13.0 the grouped call ran at
+// 170-295 TFLOP/s where the per-expert loop had run at 350-665 (docs/xstage-moe.md),
+// and a baseline slower than cuBLAS can be would flatter the fused kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,8 +47,14 @@ class UnfusedMoe {
   UnfusedMoe& operator=(const UnfusedMoe&) = delete;
   UnfusedTimes forward();          // on rank.stream(); synchronises to read the events
   std::uint16_t* out() const;      // device [T, hidden]
-  // "grouped" (cublasGemmGroupedBatchedEx) or "per-expert loop (grouped GEMM refused: cuBLAS status N)".
+  // "grouped" (cublasGemmGroupedBatchedEx) or "per-expert loop (grouped GEMM refused: cuBLAS status N)",
+  // "per-expert loop" when forced, and after choose_gemm_path the choice with both times.
   const std::string& gemm_path() const;
+  // One cublasGemmEx per expert from now on (true), or the grouped call if cuBLAS takes it (false).
+  void force_per_expert_loop(bool on);
+  // Runs `trials` forwards with each GEMM form (grouped, per-expert loop), keeps the one
+  // whose median GEMM time is lower. Collective like forward(): every rank calls it.
+  void choose_gemm_path(int trials);
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 
 #include "common/check.hpp"
 #include "xstage/moe.hpp"
+#include "xstage/tile_raster.hpp"
 
 namespace xstage::moe {
 
@@ -64,18 +65,20 @@ FusedMaps fused_maps(const Problem& p, int max_rows) {
   return m;
 }
 
-TileLists build_tiles(const Problem& p, const RankLayout& R) {
+TileLists build_tiles(const Problem& p, const RankLayout& R, int raster_group) {
+  XS_ASSERT(raster_group >= 1, "moe: raster_group must be >= 1 (got {})", raster_group);
   TileLists t;
   t.experts = p.experts_per_rank();
   t.l1_n_blocks = p.intermediate / kL1TileN;
   t.l2_n_blocks = p.hidden / kL2TileN;
+  t.raster_group = raster_group;
   t.m_blocks.resize(t.experts);
   for (int e = 0; e < t.experts; ++e) {
     t.m_blocks[e] = (R.count(e) + kTileM - 1) / kTileM;
-    for (int m = 0; m < t.m_blocks[e]; ++m) {
-      for (int n = 0; n < t.l1_n_blocks; ++n) t.l1.push_back({TileKind::l1, e, m, n});
-      for (int n = 0; n < t.l2_n_blocks; ++n) t.l2.push_back({TileKind::l2, e, m, n});
-    }
+    for_each_grouped(t.m_blocks[e], t.l1_n_blocks, raster_group,
+                     [&](int m, int n) { t.l1.push_back({TileKind::l1, e, m, n}); });
+    for_each_grouped(t.m_blocks[e], t.l2_n_blocks, raster_group,
+                     [&](int m, int n) { t.l2.push_back({TileKind::l2, e, m, n}); });
   }
   return t;
 }

@@ -111,8 +111,8 @@ TEST(MoeFusedGpu, SingleRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
     run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind});
 }
-// The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs) against the host
-// reference, with empty experts (groups left out) and same-rank top-k: it is what the
+// The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs, then the same with
+// one cuBLAS GEMM per expert) against the host reference, with empty experts (groups left out) and same-rank top-k: it is what the
 // bench times the fused kernel against and checks it with. One rank (no peer) and two.
 static void check_unfused(const moe::Problem& p, int empty_experts) {
   if (comm::visible_gpus() < p.ranks) GTEST_SKIP() << "needs " << p.ranks << " GPUs";
@@ -129,20 +129,23 @@ static void check_unfused(const moe::Problem& p, int empty_experts) {
     auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
     auto wt = to_device(routing[r].weight);
     moe::UnfusedMoe un(rank, p, layout, w1.get(), w2.get(), xd.get(), wt.get());
-    XS_CHECK_CUDA(cudaMemset(un.out(), 0xFF, sizeof(std::uint16_t) * p.tokens_per_rank * p.hidden));
-    un.forward();
-    std::vector<std::uint16_t> out(std::size_t(p.tokens_per_rank) * p.hidden);
-    XS_CHECK_CUDA(cudaMemcpy(out.data(), un.out(), out.size() * 2, cudaMemcpyDeviceToHost));
     double scale = 0;
     for (float v : ref[r]) scale = std::max(scale, double(std::abs(v)));
-    int bad = 0;
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      const double got = moe::from_bf16(out[i]), want = ref[r][i];
-      bad += !(std::abs(got - want) <= 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale);
+    for (bool loop : {false, true}) {  // both GEMM forms the bench may pick
+      un.force_per_expert_loop(loop);
+      XS_CHECK_CUDA(cudaMemset(un.out(), 0xFF, sizeof(std::uint16_t) * p.tokens_per_rank * p.hidden));
+      un.forward();
+      std::vector<std::uint16_t> out(std::size_t(p.tokens_per_rank) * p.hidden);
+      XS_CHECK_CUDA(cudaMemcpy(out.data(), un.out(), out.size() * 2, cudaMemcpyDeviceToHost));
+      int bad = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const double got = moe::from_bf16(out[i]), want = ref[r][i];
+        bad += !(std::abs(got - want) <= 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale);
+      }
+      std::lock_guard lock(mu);
+      std::printf("rank %d: unfused GEMMs: %s\n", r, un.gemm_path().c_str());
+      if (bad) failures.push_back(fmt::format("rank {}: {} of {} outputs off ({})", r, bad, out.size(), un.gemm_path()));
     }
-    std::lock_guard lock(mu);
-    std::printf("rank %d: unfused GEMMs: %s\n", r, un.gemm_path().c_str());
-    if (bad) failures.push_back(fmt::format("rank {}: {} of {} outputs off ({})", r, bad, out.size(), un.gemm_path()));
   });
   for (const auto& f : failures) ADD_FAILURE() << f;
 }

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "common/check.hpp"
 #include "xstage/moe.hpp"
+#include "xstage/tile_raster.hpp"
 #include "xstage/moe_bench.hpp"
 
 namespace moe = xstage::moe;
@@ -344,7 +346,56 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
     EXPECT_EQ(c.ep, 8);
     EXPECT_NO_THROW(moe::validate(c.problem(), 8));
   }
+  // One GPU: the same configurations at EP = 1.
+  const auto one = moe::bench_sweep("one");
+  EXPECT_EQ(one.size(), 96u);
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].ep, 1);
+    EXPECT_EQ(one[i].tokens_per_rank, eight[i].tokens_per_rank);
+    EXPECT_EQ(one[i].experts, eight[i].experts);
+    EXPECT_NO_THROW(moe::validate(one[i].problem(), 1));
+  }
   expect_error([] { moe::bench_sweep("huge"); }, "unknown sweep");
+}
+
+// Grouped raster order: within each expert, groups of 16 m blocks, column by
+// column, m fastest; the same items as the m-major order, and every scheduler's
+// order over it still passes check_order.
+TEST(MoeSchedule, TilesComeInGroupedRasterOrder) {
+  EXPECT_EQ(xstage::raster_group(132, 1000, 1.0, 2.0), moe::kMoeRasterGroup);
+  const moe::Problem p{2, 4096, 8, 2, 1024, 512};  // skewed: some experts have > 16 m blocks
+  const auto r = moe::synthetic_routing(p, {.zipf = 1.5, .empty_experts = 1, .seed = 3});
+  const auto L = moe::build_layout(p, r);
+  const auto g = moe::build_tiles(p, L.ranks[0]);
+  const auto m = moe::build_tiles(p, L.ranks[0], 1);
+  EXPECT_EQ(g.raster_group, moe::kMoeRasterGroup);
+  ASSERT_EQ(g.l1.size(), m.l1.size());
+  ASSERT_EQ(g.l2.size(), m.l2.size());
+  auto key = [](const moe::WorkItem& w) { return std::tuple(w.expert, w.m_block, w.n_block); };
+  for (auto* v : {&g.l1, &g.l2}) {
+    std::set<std::tuple<int, int, int>> seen;
+    for (const auto& w : *v) EXPECT_TRUE(seen.insert(key(w)).second);
+  }
+  int big = 0;
+  for (int e = 0; e < g.experts; ++e) big = std::max(big, g.m_blocks[e]);
+  ASSERT_GT(big, moe::kMoeRasterGroup) << "the case should have an expert with more than one group";
+  // m-major: n fastest. Grouped: m fastest within a group, group by group.
+  for (std::size_t i = 1; i < m.l1.size(); ++i)
+    if (m.l1[i].expert == m.l1[i - 1].expert && m.l1[i].m_block == m.l1[i - 1].m_block)
+      EXPECT_EQ(m.l1[i].n_block, m.l1[i - 1].n_block + 1);
+  std::size_t i = 0;
+  for (int e = 0; e < g.experts; ++e)
+    for (int m0 = 0; m0 < g.m_blocks[e]; m0 += moe::kMoeRasterGroup)
+      for (int n = 0; n < g.l1_n_blocks; ++n)
+        for (int mb = m0; mb < std::min(g.m_blocks[e], m0 + moe::kMoeRasterGroup); ++mb, ++i) {
+          ASSERT_LT(i, g.l1.size());
+          EXPECT_EQ(key(g.l1[i]), std::tuple(e, mb, n));
+        }
+  EXPECT_EQ(i, g.l1.size());
+  const int wave = moe::occupancy_wave_experts(g, 132);
+  EXPECT_NO_THROW(moe::check_order(g, moe::ExpertWaveScheduler(wave).order(g)));
+  EXPECT_NO_THROW(moe::check_order(g, moe::InterleavedScheduler(wave, 2, 3).order(g)));
+  expect_error([&] { moe::build_tiles(p, L.ranks[0], 0); }, "raster_group");
 }
 
 TEST(MoeFusedPlan, TensorMapShapes) {

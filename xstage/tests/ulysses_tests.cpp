@@ -421,6 +421,34 @@ TEST(UlyssesQkv, OrdersArePermutationsAndInterleaveOwners) {
   }
 }
 
+// Grouped raster: the same tiles; per group of m blocks, column tile by column
+// tile in the group-1 order of one m block, m fastest; the L2 rule's group.
+TEST(UlyssesQkv, GroupedOrderKeepsTheColumnOrderPerGroup) {
+  const Problem p{4, 1, 128 * 4 * 40, 24, 128};  // 40 m blocks per rank
+  const int ct = qkv_col_tiles(p), mb = qkv_m_blocks(p);
+  EXPECT_EQ(qkv_raster_group(p, 132), 16);
+  EXPECT_EQ(qkv_raster_group(Problem{4, 1, 128 * 4 * 3, 24, 128}, 132), 3);  // clamped to the m blocks
+  EXPECT_EQ(qkv_raster_group(p, 2), 2);
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto one = qkv_tile_order(p, rank, QkvOrder::owner_interleaved, 1);
+    const auto g = qkv_tile_order(p, rank, QkvOrder::owner_interleaved, 16);
+    ASSERT_EQ(g.size(), one.size());
+    std::vector<int> sorted = g;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < int(sorted.size()); ++i) ASSERT_EQ(sorted[i], i);
+    std::size_t i = 0;
+    for (int m0 = 0; m0 < mb; m0 += 16)
+      for (int c = 0; c < ct; ++c)
+        for (int m = m0; m < std::min(mb, m0 + 16); ++m, ++i) EXPECT_EQ(g[i], m * ct + one[c] % ct);
+  }
+  const QkvSchedule s = choose_qkv_schedule(p, 1, 132, h200_like());
+  EXPECT_EQ(s.group, 16);
+  EXPECT_EQ(s.order, qkv_tile_order(p, 1, s.order_kind, 16));
+  EXPECT_NE(s.reason.find("groups of 16"), std::string::npos);
+  EXPECT_EQ(choose_qkv_schedule(p, 1, 132, h200_like(), {}, 1).order, qkv_tile_order(p, 1, s.order_kind, 1));
+  EXPECT_NE(error_of([&] { qkv_tile_order(p, 1, QkvOrder::natural, 0); }).find("raster group"), std::string::npos);
+}
+
 TEST(UlyssesQkv, AdvisorProfilesTheRemoteStores) {
   const Problem p{4, 1, 8192, 24, 128};
   const QkvSchedule s = choose_qkv_schedule(p, 1, 132, h200_like());

@@ -18,6 +18,7 @@
 #include "common/config_print.hpp"
 #include "common/files.hpp"
 #include "xstage/attention.hpp"
+#include "xstage/tile_raster.hpp"
 #include "xstage/ulysses_qkv.hpp"
 
 namespace xstage::ulysses {
@@ -65,8 +66,9 @@ void print_once(const Problem& p, int rank, const QkvSchedule& s) {
 
 }  // namespace
 
-std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order) {
+std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order, int group) {
   validate_qkv(p);
+  XS_ASSERT(group >= 1, "ulysses: the QKV raster group must be >= 1 (got {})", group);
   XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
   const int mb = qkv_m_blocks(p), ct = qkv_col_tiles(p);
   std::vector<int> cols(static_cast<std::size_t>(ct));
@@ -85,15 +87,21 @@ std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order) {
   }
   std::vector<int> out;
   out.reserve(static_cast<std::size_t>(mb) * ct);
-  for (int m = 0; m < mb; ++m)
-    for (int c : cols) out.push_back(m * ct + c);
+  for_each_grouped(mb, cols, group, [&](int m, int c) { out.push_back(m * ct + c); });
   return out;
 }
 
+int qkv_raster_group(const Problem& p, int grid) {
+  const double a = double(kQkvTileRows) * double(qkv_hidden(p)) * 2, b = 2.0 * kQkvHeadDim * double(qkv_hidden(p)) * 2;
+  return raster_group(grid, qkv_m_blocks(p), a, b);
+}
+
 QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
-                                const QkvTimeModel& time) {
+                                const QkvTimeModel& time, int group) {
   validate_qkv(p);
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
+  XS_ASSERT(group >= 0, "ulysses: the QKV raster group must be >= 0 (0: the L2 rule; got {})", group);
+  if (group == 0) group = qkv_raster_group(p, grid);
   XS_ASSERT(time.tflops_per_sm > 0, "ulysses: the QKV time model needs a positive rate");
   const int ct = qkv_col_tiles(p);
   const double tile_flops = 2.0 * kQkvTileRows * 2 * kQkvHeadDim * static_cast<double>(qkv_hidden(p));
@@ -104,7 +112,8 @@ QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burs
   for (QkvOrder kind : {QkvOrder::owner_interleaved, QkvOrder::natural}) {
     QkvSchedule s;
     s.order_kind = kind;
-    s.order = qkv_tile_order(p, rank, kind);
+    s.order = qkv_tile_order(p, rank, kind, group);
+    s.group = group;
     s.grid = grid;
     s.tile_ns = t_tile;
     const int n = static_cast<int>(s.order.size());
@@ -139,9 +148,9 @@ QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burs
     }
   }
   best.reason = fmt::format(
-      "{} order: {} tiles of 128 x 256 on {} CTAs, {} with remote heads, <= {} CTAs storing remotely per round, "
+      "{} order in groups of {} m blocks: {} tiles of 128 x 256 on {} CTAs, {} with remote heads, <= {} CTAs storing remotely per round, "
       "tile compute {} (model); predicted stall {}{}{}",
-      to_string(best.order_kind), best.order.size(), grid, best.remote_tiles, best.max_remote_ctas,
+      to_string(best.order_kind), best.group, best.order.size(), grid, best.remote_tiles, best.max_remote_ctas,
       common::format_ns(best.tile_ns), common::format_ns(best.predicted_stall_ns),
       best.advice.reason.empty() ? "" : ": ", best.advice.reason);
   print_once(p, rank, best);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xstage/burstgap.hpp"
@@ -80,10 +81,14 @@ struct QkvBenchRow {
   double max_abs_diff = 0;
   int64_t elements_off = 0;  // not ulysses::within_one_bf16_step of the cuBLAS path
   bool counts_ok = false;
-  std::string order;  // the advisor's choice and predicted stall
+  std::string order;  // the advisor's choice and predicted stall (first group)
+  int group = 0;      // the first group's m blocks per raster group (fused_loopback_ms)
+  std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
 };
+// groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
+// fused_loopback_ms is the first one's.
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples);
+                          int warmup, int samples, const std::vector<int>& groups = {0});
 
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);

@@ -156,9 +156,15 @@ struct TileLists {
   std::vector<int> m_blocks;     // [experts] ceil(count / kTileM)
   int l1_n_blocks = 0;           // I / kL1TileN
   int l2_n_blocks = 0;           // hidden / kL2TileN
-  std::vector<WorkItem> l1, l2;  // expert-major, then m, then n
+  int raster_group = 1;          // m blocks per raster group (xstage/tile_raster.hpp)
+  std::vector<WorkItem> l1, l2;  // expert-major; within an expert grouped raster order
 };
-TileLists build_tiles(const Problem& p, const RankLayout& rank);
+// Both kinds of tile read an A block of 128 rows and a B tile of 256 rows over
+// the same K, so raster_group(132 SMs, ..., a, 2a) = 16 for every shape.
+constexpr int kMoeRasterGroup = 16;
+// Tiles of each expert in grouped order (groups of `raster_group` m blocks,
+// column by column, m fastest); raster_group 1 is the m-major order.
+TileLists build_tiles(const Problem& p, const RankLayout& rank, int raster_group = kMoeRasterGroup);
 
 // Explicit tile-time estimate (assumed, not measured: replace with the rates the
 // GPU session measures). 4.5 TFLOP/s per SM is ~600 TFLOP/s over 132 SMs, about

@@ -1,5 +1,5 @@
 // `xstage bench moe`: the sweep (host) and one configuration's run (CUDA,
-// xstage/moe/moe_bench.cpp). Written, not yet run on a GPU (docs/xstage-moe.md).
+// xstage/moe/moe_bench.cpp); figures in docs/xstage-moe.md.
 #pragma once
 
 #include <string>
@@ -19,7 +19,9 @@ struct BenchConfig {
 
 // "standard": tokens {128, 512, 2048, 8192} x (E, k) {(64,2), (128,6), (256,6), (256,8)}
 // x (hidden, I) {(3072, 8192), (4096, 2048), (7168, 3072)} x EP {2, 4} x routing
-// {uniform, skewed} = 192 configurations. "quick": 8 small ones for a smoke run.
+// {uniform, skewed} = 192 configurations. "eight" and "one": the same 96 at EP 8
+// and at EP 1 (one GPU: no NVLink, the kernel's compute and its schedules alone).
+// "quick": 8 small ones for a smoke run.
 std::vector<BenchConfig> bench_sweep(const std::string& name);
 
 struct BenchRow {
@@ -32,11 +34,16 @@ struct BenchRow {
   double max_rel_err = 0;    // fused vs unfused outputs, relative to the output's max
   bool correct = false;
   ScheduleConfig interleaved;  // the advisor's choice
+  int compare_raster = 0;                   // raster group of the comparison order (0: none)
+  double interleaved_compare_raster_us = 0; // the advisor's interleaved schedule over tiles in that group
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
-// unfused path, checks the fused outputs against the unfused ones.
-BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters);
+// unfused path, checks the fused outputs against the unfused ones. Both schedules
+// order tiles in raster group kMoeRasterGroup; compare_raster > 0 also times the
+// interleaved schedule over tiles in that group (1: m-major), in the same turns.
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
+                   int compare_raster = 0);
 
 }  // namespace xstage::moe

@@ -89,8 +89,15 @@ const char* to_string(QkvOrder o);
 // order[b], order[b + grid], ...). natural: t ascending. owner_interleaved: per
 // m block, the column tiles by (rank of the tile among its owner's tiles, owner
 // counted from rank + 1), so that consecutive tiles go to different owners and
-// this rank's own heads come last.
-std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order);
+// this rank's own heads come last. Both in grouped raster order
+// (xstage/tile_raster.hpp): groups of `group` m blocks, column tile by column
+// tile in the order above, m fastest; group 1 is m-major, so the owner order
+// holds per m block.
+std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order, int group = 1);
+
+// raster_group for this problem's tiles (A block 128 × C, B tile 256 × C) on
+// `grid` CTAs: 16 on 132 SMs, fewer when there are fewer m blocks.
+int qkv_raster_group(const Problem& p, int grid);
 
 struct QkvTimeModel {
   double tflops_per_sm = 4.6;  // bf16 wgmma, dense, per SM (H200: ~600 TFLOP/s over 132 SMs)
@@ -99,6 +106,7 @@ struct QkvTimeModel {
 struct QkvSchedule {
   QkvOrder order_kind = QkvOrder::owner_interleaved;
   std::vector<int> order;
+  int group = 1;                 // m blocks per raster group
   int grid = 0;
   int remote_tiles = 0;          // tiles with at least one head owned by another rank
   int max_remote_ctas = 0;       // most CTAs storing remotely in one round
@@ -111,9 +119,10 @@ struct QkvSchedule {
 // Chooses the order with the smaller predicted stall (ties: owner_interleaved),
 // each candidate profiled as bursts of one tile's remote bytes from the CTAs
 // storing remotely per round, one tile's compute apart. Prints it once per
-// problem with XSTAGE_PRINT_CONFIG=1.
+// problem with XSTAGE_PRINT_CONFIG=1. group: m blocks per raster group, 0 for
+// qkv_raster_group(p, grid).
 QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
-                                const QkvTimeModel& time = {});
+                                const QkvTimeModel& time = {}, int group = 0);
 
 // CPU reference of what owner `owner` holds after the fused projection: its q, k
 // and v [B, S, H/P, D] (fp32, rounded to bf16 like the kernel's stores), from
