@@ -114,10 +114,14 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     DeviceBuffer<std::uint16_t> out[3] = {DeviceBuffer<std::uint16_t>(size_t(L * C)),
                                           DeviceBuffer<std::uint16_t>(size_t(L * C)),
                                           DeviceBuffer<std::uint16_t>(size_t(L * C))};
-    auto order = upload(qkv_tile_order(one, 0, QkvOrder::natural));
+    // The launch's grid and tail split, so the check covers one-head entries where they occur.
+    const int one_grid = std::min(sms, qkv_tiles(one));
+    const auto one_order = qkv_split_tail(one, qkv_tile_order(one, 0, QkvOrder::natural), one_grid);
+    auto order = upload(one_order);
     QkvArgs a = qkv_shape_args(one, 0);
     qkv_bind_inputs(a, in);
     a.order = order.get();
+    a.n_entries = static_cast<int>(one_order.size());
     for (int part = 0; part < 3; ++part) {
       a.dst[part][0] = out[part].get();
       XS_CHECK_CUDA(cudaMemsetAsync(out[part].get(), 0xFF, size_t(L * C) * 2, st));  // NaN poison
@@ -129,7 +133,7 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     a.timeout_ns = comm::wait_timeout_ns();
     a.report = report;
     a.epoch = 1;
-    launch_qkv_fused(a, std::min(sms, a.n_tiles), st);
+    launch_qkv_fused(a, one_grid, st);
     baseline();
     sync("one-rank check");
     const std::uint16_t* base[3] = {q.get(), k.get(), v.get()};
@@ -155,6 +159,11 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     scheds.push_back(choose_qkv_schedule(p, rank, grid, params, {}, g));
     orders.push_back(upload(scheds.back().order));
   }
+  // The first group's order without the tail split, when the split changed it.
+  if (scheds[0].split_tail) {
+    scheds.push_back(choose_qkv_schedule(p, rank, grid, params, {}, groups[0], false));
+    orders.push_back(upload(scheds.back().order));
+  }
   row.order = scheds[0].reason;
   DeviceBuffer<std::uint16_t> scratch[3] = {DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
                                             DeviceBuffer<std::uint16_t>(size_t(seq * Hp * D)),
@@ -171,9 +180,10 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   a.report = report;
   uint32_t epoch = 0;
   row.counts_ok = true;
-  for (const auto& o : orders) {
+  for (std::size_t k = 0; k < orders.size(); ++k) {
     XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
-    a.order = o.get();
+    a.order = orders[k].get();
+    a.n_entries = static_cast<int>(scheds[k].order.size());
     a.epoch = epoch = 1;
     launch_qkv_fused(a, grid, st);
     sync("loopback count check");
@@ -197,18 +207,22 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     };
   };
   std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); })};
-  for (const auto& o : orders) {
-    const int* op = o.get();
-    variants.push_back(timed([&, op] {
+  for (std::size_t k = 0; k < orders.size(); ++k) {
+    const int* op = orders[k].get();
+    const int entries = static_cast<int>(scheds[k].order.size());
+    variants.push_back(timed([&, op, entries] {
       a.order = op;
+      a.n_entries = entries;
       a.epoch = ++epoch;
       launch_qkv_fused(a, grid, st);
     }));
   }
   const auto ms = sample_interleaved_ms(variants, warmup, samples);
   row.cublas_norm_rope_ms = median_of_sorted(ms[0]);
-  for (std::size_t i = 0; i < orders.size(); ++i)
+  for (std::size_t i = 0; i < groups.size(); ++i)
     row.fused_by_group.push_back({scheds[i].group, median_of_sorted(ms[i + 1])});
+  row.split_tail = scheds[0].split_tail;
+  if (row.split_tail) row.fused_unsplit_ms = median_of_sorted(ms[groups.size() + 1]);
   row.group = scheds[0].group;
   row.fused_loopback_ms = row.fused_by_group[0].second;
   row.tflops_fused = 2.0 * double(L) * double(3 * C) * double(C) / (row.fused_loopback_ms * 1e9);

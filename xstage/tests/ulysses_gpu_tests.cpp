@@ -227,18 +227,19 @@ struct OneRankQkv {
   DeviceBuffer<uint32_t> flags;  // [0] done, [1] ready, [2] a ready slot nobody raises
   DeviceBuffer<int> order;
   QkvArgs a;
-  OneRankQkv(const Problem& prob, const QkvHost& in)
+  OneRankQkv(const Problem& prob, const QkvHost& in, const std::vector<int>& entries = {})
       : p(prob),
         dev(in, 0),
         out{DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128)),
             DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128)),
             DeviceBuffer<uint16_t>(size_t(p.batch * p.seq * p.heads * 128))},
         flags(3),
-        order(upload(qkv_tile_order(prob, 0, QkvOrder::natural))),
+        order(upload(entries.empty() ? qkv_tile_order(prob, 0, QkvOrder::natural) : entries)),
         a(qkv_shape_args(prob, 0)) {
     XS_CHECK_CUDA(cudaMemset(flags.get(), 0, 3 * 4));
     qkv_bind_inputs(a, dev.inputs());
     a.order = order.get();
+    a.n_entries = entries.empty() ? qkv_tiles(prob) : static_cast<int>(entries.size());
     for (int part = 0; part < 3; ++part) a.dst[part][0] = out[part].get();
     a.done[0] = flags.get();
     a.ready_out[0] = flags.get() + 1;
@@ -252,16 +253,30 @@ struct OneRankQkv {
 
 TEST(UlyssesQkvGpu, OneRankKernelMatchesTheReference) {
   // H = 5: 15 heads, so the last tile's second half is empty; B = 2; K = 640 (10 stages);
-  // grids below and at the tile count (several tiles per CTA, and one each).
-  for (const auto& [p, grid] : {std::pair{Problem{1, 2, 256, 5, 128}, 3}, std::pair{Problem{1, 1, 512, 8, 128}, 48}}) {
-    SCOPED_TRACE(describe(p));
+  // grids below and at the tile count (several tiles per CTA, and one each); then the
+  // first shape on 26 CTAs with its last round split into one-head entries (32 tiles:
+  // 26 whole, 6 split, among them the one-head last tile and second-head entries).
+  struct Case {
+    Problem p;
+    int grid;
+    bool split;
+  };
+  for (const auto& [p, grid, split] : {Case{Problem{1, 2, 256, 5, 128}, 3, false},
+                                       Case{Problem{1, 1, 512, 8, 128}, 48, false},
+                                       Case{Problem{1, 2, 256, 5, 128}, 26, true}}) {
+    SCOPED_TRACE(describe(p) + (split ? ", split tail" : ""));
     const QkvHost in = qkv_random_inputs(p, 99 + uint32_t(p.heads));
     const QkvOwnerOut want = qkv_reference(p, in, 0);
-    OneRankQkv k(p, in);
+    std::vector<int> entries;
+    if (split) {
+      entries = qkv_split_tail(p, qkv_tile_order(p, 0, QkvOrder::natural), grid);
+      ASSERT_EQ(int(entries.size()), qkv_tiles(p) + 5) << "6 tail tiles -> 11 one-head entries";
+    }
+    OneRankQkv k(p, in, entries);
     for (uint32_t launch = 1; launch <= 2; ++launch) {
       for (auto& o : k.out) XS_CHECK_CUDA(cudaMemset(o.get(), 0xFF, o.size() * 2));  // NaN poison
       k.a.epoch = launch;
-      launch_qkv_fused(k.a, std::min(grid, qkv_tiles(p)), nullptr);
+      launch_qkv_fused(k.a, std::min(grid, k.a.n_entries), nullptr);
       const cudaError_t e = cudaDeviceSynchronize();
       ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e) << " " << qkv_explain_failure();
       const char* names[3] = {"q", "k", "v"};

@@ -449,10 +449,65 @@ TEST(UlyssesQkv, GroupedOrderKeepsTheColumnOrderPerGroup) {
   EXPECT_NE(error_of([&] { qkv_tile_order(p, 1, QkvOrder::natural, 0); }).find("raster group"), std::string::npos);
 }
 
+// The split tail: only when the leftover tiles fit half the CTAs, each leftover tile
+// becomes its one-head entries (one for a tile whose second head is past 3H), each
+// CTA gets at most one of them, and every head is still computed exactly once.
+TEST(UlyssesQkv, SplitTailHalvesTheLastRound) {
+  EXPECT_EQ(qkv_entry_tile(qkv_entry(12345, 2)), 12345);
+  EXPECT_EQ(qkv_entry_sel(qkv_entry(12345, 2)), 2);
+  EXPECT_EQ(qkv_entry_sel(12345), 0);
+  struct Case {
+    Problem p;
+    int grid;
+    bool splits;
+  };
+  // flux-like on 4 ranks: 8 x 36 = 288 tiles on 132 CTAs, 24 left: split. H = 40, P = 4:
+  // 480 tiles, 84 left > 66: not split. H = 5: odd 3H. No remainder: not split.
+  for (const auto& [p, grid, splits] :
+       {Case{Problem{4, 1, 4096, 24, 128}, 132, true}, Case{Problem{4, 1, 4096, 40, 128}, 132, false},
+        Case{Problem{1, 2, 256, 5, 128}, 26, true}, Case{Problem{1, 1, 512, 8, 128}, 48, false}}) {
+    SCOPED_TRACE(describe(p));
+    const auto whole = qkv_tile_order(p, 0, QkvOrder::owner_interleaved, qkv_raster_group(p, grid));
+    const auto e = qkv_split_tail(p, whole, grid);
+    const int T = qkv_tiles(p), full = T / grid * grid;
+    if (!splits) {
+      EXPECT_EQ(e, whole);
+      continue;
+    }
+    ASSERT_GT(e.size(), whole.size());
+    ASSERT_LE(int(e.size()), full + grid) << "one entry per CTA in the last round";
+    for (int i = 0; i < full; ++i) EXPECT_EQ(e[i], whole[i]);
+    std::vector<int> heads(static_cast<std::size_t>(T) * 2, 0);  // (tile, half) computed
+    for (int x : e) {
+      const int t = qkv_entry_tile(x), sel = qkv_entry_sel(x), ct = t % qkv_col_tiles(p);
+      const bool has2 = 2 * ct + 1 < 3 * p.heads;
+      if (sel != 2) ++heads[2 * t];
+      if (sel == 2 || (sel == 0 && has2)) ++heads[2 * t + 1];
+      if (sel != 0) EXPECT_GE(&x - e.data(), full) << "one-head entries only in the last round";
+    }
+    for (int t = 0; t < T; ++t) {
+      const int ct = t % qkv_col_tiles(p);
+      EXPECT_EQ(heads[2 * t], 1) << t;
+      EXPECT_EQ(heads[2 * t + 1], 2 * ct + 1 < 3 * p.heads ? 1 : 0) << t;
+    }
+  }
+  // The advisor applies it (and reports it), unless told not to.
+  const Problem flux{4, 1, 4096, 24, 128};
+  const QkvSchedule s = choose_qkv_schedule(flux, 1, 132, h200_like());
+  EXPECT_TRUE(s.split_tail);
+  EXPECT_EQ(s.order.size(), 264u + 48u);
+  EXPECT_NE(s.reason.find("split"), std::string::npos);
+  const QkvSchedule u = choose_qkv_schedule(flux, 1, 132, h200_like(), {}, 0, false);
+  EXPECT_FALSE(u.split_tail);
+  EXPECT_EQ(int(u.order.size()), qkv_tiles(flux));
+  EXPECT_NE(error_of([&] { qkv_split_tail(flux, s.order, 132); }).find("whole-tile"), std::string::npos);
+}
+
 TEST(UlyssesQkv, AdvisorProfilesTheRemoteStores) {
   const Problem p{4, 1, 8192, 24, 128};
   const QkvSchedule s = choose_qkv_schedule(p, 1, 132, h200_like());
-  EXPECT_EQ(int(s.order.size()), qkv_tiles(p));
+  EXPECT_TRUE(s.split_tail);  // 576 tiles on 132 CTAs: 48 left, split into 96 one-head entries
+  EXPECT_EQ(int(s.order.size()), qkv_tiles(p) + 48);
   EXPECT_EQ(s.grid, 132);
   EXPECT_GT(s.remote_tiles, 0);
   EXPECT_LE(s.max_remote_ctas, 132);

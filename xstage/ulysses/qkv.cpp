@@ -33,6 +33,9 @@ void validate_qkv(const Problem& p) {
   XS_ASSERT(qkv_hidden(p) % kQkvTileK == 0 && 3 * qkv_hidden(p) < (int64_t{1} << 31),
             "ulysses: the fused QKV projection needs C = H*D = {} to be a multiple of {} and 3C below 2^31",
             qkv_hidden(p), kQkvTileK);
+  XS_ASSERT(int64_t{qkv_m_blocks(p)} * qkv_col_tiles(p) < (int64_t{1} << kQkvSelShift),
+            "ulysses: the fused QKV projection has {} x {} tiles, more than its order entries can name",
+            qkv_m_blocks(p), qkv_col_tiles(p));
 }
 
 uint32_t qkv_signals_per_source(const Problem& p) {
@@ -56,6 +59,14 @@ int remote_heads(const Problem& p, int rank, int ct) {
     n += (o >= 0 && o != rank) ? 1 : 0;
   }
   return n;
+}
+
+// Remote heads of launch entry e (a whole tile or one of its heads).
+int entry_remote_heads(const Problem& p, int rank, int e) {
+  const int ct = qkv_entry_tile(e) % qkv_col_tiles(p), sel = qkv_entry_sel(e);
+  if (sel == 0) return remote_heads(p, rank, ct);
+  const int o = tile_owner(p, ct, sel - 1);
+  return (o >= 0 && o != rank) ? 1 : 0;
 }
 
 void print_once(const Problem& p, int rank, const QkvSchedule& s) {
@@ -91,19 +102,33 @@ std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order, int 
   return out;
 }
 
+std::vector<int> qkv_split_tail(const Problem& p, std::vector<int> order, int grid) {
+  validate_qkv(p);
+  XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
+  const int T = static_cast<int>(order.size()), full = T / grid * grid, R = T - full;
+  if (R == 0 || 2 * R > grid) return order;
+  std::vector<int> out(order.begin(), order.begin() + full);
+  for (int i = full; i < T; ++i) {
+    XS_ASSERT(qkv_entry_sel(order[i]) == 0, "ulysses: qkv_split_tail needs whole-tile entries (entry {} is not)", i);
+    const int t = order[i], ct = t % qkv_col_tiles(p);
+    out.push_back(qkv_entry(t, 1));
+    if (2 * ct + 1 < 3 * p.heads) out.push_back(qkv_entry(t, 2));
+  }
+  return out;
+}
+
 int qkv_raster_group(const Problem& p, int grid) {
   const double a = double(kQkvTileRows) * double(qkv_hidden(p)) * 2, b = 2.0 * kQkvHeadDim * double(qkv_hidden(p)) * 2;
   return raster_group(grid, qkv_m_blocks(p), a, b);
 }
 
 QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
-                                const QkvTimeModel& time, int group) {
+                                const QkvTimeModel& time, int group, bool split_tail) {
   validate_qkv(p);
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
   XS_ASSERT(group >= 0, "ulysses: the QKV raster group must be >= 0 (0: the L2 rule; got {})", group);
   if (group == 0) group = qkv_raster_group(p, grid);
   XS_ASSERT(time.tflops_per_sm > 0, "ulysses: the QKV time model needs a positive rate");
-  const int ct = qkv_col_tiles(p);
   const double tile_flops = 2.0 * kQkvTileRows * 2 * kQkvHeadDim * static_cast<double>(qkv_hidden(p));
   const double t_tile = tile_flops / (time.tflops_per_sm * 1e3);
   const double head_bytes = double(kQkvTileRows) * kQkvHeadDim * 2;
@@ -113,6 +138,11 @@ QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burs
     QkvSchedule s;
     s.order_kind = kind;
     s.order = qkv_tile_order(p, rank, kind, group);
+    if (split_tail) {
+      const std::size_t whole = s.order.size();
+      s.order = qkv_split_tail(p, std::move(s.order), grid);
+      s.split_tail = s.order.size() != whole;
+    }
     s.group = group;
     s.grid = grid;
     s.tile_ns = t_tile;
@@ -121,7 +151,7 @@ QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burs
     std::vector<int> per_round(static_cast<std::size_t>(rounds), 0), per_cta(static_cast<std::size_t>(grid), 0);
     double remote_bytes = 0;
     for (int i = 0; i < n; ++i) {
-      const int heads = remote_heads(p, rank, s.order[i] % ct);
+      const int heads = entry_remote_heads(p, rank, s.order[i]);
       if (heads == 0) continue;
       ++s.remote_tiles;
       ++per_round[i / grid];
@@ -148,9 +178,10 @@ QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burs
     }
   }
   best.reason = fmt::format(
-      "{} order in groups of {} m blocks: {} tiles of 128 x 256 on {} CTAs, {} with remote heads, <= {} CTAs storing remotely per round, "
-      "tile compute {} (model); predicted stall {}{}{}",
-      to_string(best.order_kind), best.group, best.order.size(), grid, best.remote_tiles, best.max_remote_ctas,
+      "{} order in groups of {} m blocks: {} tiles of 128 x 256 as {} entries{} on {} CTAs, {} with remote heads, "
+      "<= {} CTAs storing remotely per round, tile compute {} (model); predicted stall {}{}{}",
+      to_string(best.order_kind), best.group, qkv_tiles(p), best.order.size(),
+      best.split_tail ? " (last round split into one-head entries)" : "", grid, best.remote_tiles, best.max_remote_ctas,
       common::format_ns(best.tile_ns), common::format_ns(best.predicted_stall_ns),
       best.advice.reason.empty() ? "" : ": ", best.advice.reason);
   print_once(p, rank, best);

@@ -19,7 +19,8 @@ struct QkvArgs {
   CUtensorMap map_w;  // W [3C, C] bf16, same boxes
   int rows = 0, rows_per_rank = 0, seq = 0, hidden = 0, heads = 0, heads_per_rank = 0;
   int rank = 0, ranks = 1, col_tiles = 0, n_tiles = 0;
-  const int* order = nullptr;  // n_tiles tile ids (device)
+  int n_entries = 0;           // length of `order`: n_tiles .. 2 n_tiles (qkv_split_tail)
+  const int* order = nullptr;  // launch entries (qkv_entry: tile and heads), device
   const float *bias = nullptr, *q_norm = nullptr, *k_norm = nullptr;  // [3C], [D], [D]
   const float *cos = nullptr, *sin = nullptr;                          // [rows, D/2]
   float eps = 1e-6f;
@@ -35,7 +36,8 @@ struct QkvArgs {
 // The kernel's wait sites (WaitTimeoutReport::site).
 enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2 };
 
-// The shape fields of rank `rank`'s arguments (rows .. n_tiles); pointers, maps and epoch unset.
+// The shape fields of rank `rank`'s arguments (rows .. n_tiles, n_entries = n_tiles for
+// an unsplit order); pointers, maps and epoch unset.
 struct Problem;
 QkvArgs qkv_shape_args(const Problem& p, int rank);
 
@@ -48,7 +50,7 @@ void qkv_bind_inputs(QkvArgs& a, const QkvInputs& in);
 CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden);
 CUtensorMap qkv_map_w(const void* w, int64_t hidden);
 
-// One persistent launch of `grid` CTAs (grid <= n_tiles, one CTA per SM).
+// One persistent launch of `grid` CTAs (grid <= n_entries, one CTA per SM).
 void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream);
 
 // After a failed synchronisation: the timed-out wait, in one line ("" if none).

@@ -58,6 +58,7 @@ QkvArgs qkv_shape_args(const Problem& p, int rank) {
   a.ranks = p.ranks;
   a.col_tiles = qkv_col_tiles(p);
   a.n_tiles = qkv_tiles(p);
+  a.n_entries = a.n_tiles;
   return a;
 }
 
@@ -86,7 +87,9 @@ void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream) {
             a.heads_per_rank);
   XS_ASSERT(a.n_tiles == (a.rows / kQkvTileRows) * a.col_tiles && a.col_tiles == (3 * a.heads + 1) / 2,
             "fused QKV: {} tiles do not match {} rows and {} column tiles", a.n_tiles, a.rows, a.col_tiles);
-  XS_ASSERT(grid >= 1 && grid <= a.n_tiles, "fused QKV: grid {} must be in 1..{} tiles", grid, a.n_tiles);
+  XS_ASSERT(a.n_entries >= a.n_tiles && a.n_entries <= 2 * a.n_tiles,
+            "fused QKV: an order of {} entries cannot cover {} tiles", a.n_entries, a.n_tiles);
+  XS_ASSERT(grid >= 1 && grid <= a.n_entries, "fused QKV: grid {} must be in 1..{} entries", grid, a.n_entries);
   XS_ASSERT(a.order && a.bias && a.q_norm && a.k_norm && a.cos && a.sin && a.ready_in && a.report,
             "fused QKV: a device pointer is missing");
   for (int j = 0; j < a.ranks; ++j)

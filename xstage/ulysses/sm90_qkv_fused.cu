@@ -3,12 +3,13 @@
 //
 // Inside a CTA (the shape of the fused MoE kernel's GEMM):
 //   warpgroup 0   producer: setmaxnreg 40; thread 0 streams the K steps of its
-//                 tiles (CTA b: order[b], order[b + grid], ...) into a 4-deep ring
+//                 entries (CTA b: order[b], order[b + grid], ...) into a 4-deep ring
 //                 of 48 KiB stages by TMA: h 128 x 64, W rows of head 2c, W rows of
-//                 head 2c + 1 (zero-filled past 3H), 128-byte swizzle.
+//                 head 2c + 1 (zero-filled past 3H), 128-byte swizzle; a one-head
+//                 entry (split tail, qkv_split_tail) loads h and that head's rows.
 //   warpgroups 1-2 consumers: setmaxnreg 232; each owns 64 rows and two 64 x 128
-//                 fp32 accumulators (one per head); 8 wgmma m64n128k16 per stage,
-//                 one group in flight.
+//                 fp32 accumulators (one per head); 8 wgmma m64n128k16 per stage
+//                 (4 for a one-head entry, into acc0), one group in flight.
 //   epilogue      per head, in registers: + bias; q and k: RMSNorm over the 128
 //                 columns of a row (the row's values sit in the 4 lanes of a quad:
 //                 two xor shuffles), times the norm weight, rotary turn of pair
@@ -100,17 +101,20 @@ __device__ void producer(const QkvArgs& a, uint8_t* smem, Barriers& bar) {
   const int k_steps = a.hidden / kQkvTileK;
   hopper::RingPos stage;
 #pragma unroll 1
-  for (int i = blockIdx.x; i < a.n_tiles; i += gridDim.x) {
-    const int t = a.order[i], mb = t / a.col_tiles, ct = t % a.col_tiles;
+  for (int i = blockIdx.x; i < a.n_entries; i += gridDim.x) {
+    const int e = a.order[i], t = qkv_entry_tile(e), sel = qkv_entry_sel(e);
+    const int mb = t / a.col_tiles, ct = t % a.col_tiles;
+    // Box 1: head 2c (or 2c + 1 for a second-head entry); box 2: head 2c + 1, whole tiles only.
+    const int head1 = sel == 2 ? 2 * ct + 1 : 2 * ct;
 #pragma unroll 1
     for (int k = 0; k < k_steps; ++k) {
       wait_stage(a, &bar.empty[stage.index], stage.phase ^ 1, QkvWaitSite::stage_empty, stage.index);
       uint8_t* dst = smem + stage.index * kStageBytes;
       uint64_t* full = &bar.full[stage.index];
-      hopper::mbar_arrive_expect_tx(full, kStageBytes);
+      hopper::mbar_arrive_expect_tx(full, sel == 0 ? kStageBytes : 2 * kBoxBytes);
       hopper::tma_load_2d(&a.map_h, full, dst, k * kQkvTileK, mb * kQkvTileRows);
-      hopper::tma_load_2d(&a.map_w, full, dst + kBoxBytes, k * kQkvTileK, (2 * ct) * kQkvHeadDim);
-      hopper::tma_load_2d(&a.map_w, full, dst + 2 * kBoxBytes, k * kQkvTileK, (2 * ct + 1) * kQkvHeadDim);
+      hopper::tma_load_2d(&a.map_w, full, dst + kBoxBytes, k * kQkvTileK, head1 * kQkvHeadDim);
+      if (sel == 0) hopper::tma_load_2d(&a.map_w, full, dst + 2 * kBoxBytes, k * kQkvTileK, (2 * ct + 1) * kQkvHeadDim);
       stage.advance<kStages>();
     }
   }
@@ -198,14 +202,17 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
   hopper::RingPos stage;
   float acc0[64], acc1[64];
 #pragma unroll 1
-  for (int i = blockIdx.x; i < a.n_tiles; i += gridDim.x) {
-    const int tile = a.order[i], mb = tile / a.col_tiles, ct = tile % a.col_tiles;
+  for (int i = blockIdx.x; i < a.n_entries; i += gridDim.x) {
+    const bool both = qkv_entry_sel(a.order[i]) == 0;  // a one-head entry multiplies only its box
     hopper::RingPos prev;
 #pragma unroll 1
     for (int k = 0; k < k_steps; ++k) {
       wait_stage(a, &bar.full[stage.index], stage.phase, QkvWaitSite::stage_full, stage.index);
-      hopper::wgmma::mma_stage_two_b<kQkvTileK, kBoxBytes>(acc0, acc1, stages_addr + stage.index * kStageBytes, wg,
-                                                            k == 0);
+      if (both)
+        hopper::wgmma::mma_stage_two_b<kQkvTileK, kBoxBytes>(acc0, acc1, stages_addr + stage.index * kStageBytes, wg,
+                                                              k == 0);
+      else
+        hopper::wgmma::mma_stage_one_b<kQkvTileK, kBoxBytes>(acc0, stages_addr + stage.index * kStageBytes, wg, k == 0);
       hopper::wgmma::wait<1>();
       hopper::wgmma::fence_operand(acc0);
       hopper::wgmma::fence_operand(acc1);
@@ -217,6 +224,8 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
     hopper::wgmma::fence_operand(acc0);
     hopper::wgmma::fence_operand(acc1);
     hopper::mbar_warp_arrive(&bar.empty[prev.index], lane);
+    const int e = a.order[i], tile = qkv_entry_tile(e), sel = qkv_entry_sel(e);
+    const int mb = tile / a.col_tiles, ct = tile % a.col_tiles;
 
     if (!owners_ready) {  // once per launch, before the first store
       if (tid == 0) wait_owners_ready(a);
@@ -225,9 +234,12 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
     }
     const int row0 = mb * kQkvTileRows + wg * 64, row_g = row0 + warp * 16 + g;
     const int gh0 = 2 * ct, gh1 = 2 * ct + 1;
-    finish_head(a, acc0, gh0, row_g, t);
-    store_head(a, acc0, gh0, row0, staged, epi_bar, tid);
-    const bool second = gh1 < 3 * a.heads;
+    const bool second = sel == 0 && gh1 < 3 * a.heads;
+    {
+      const int gh = gh0 + (sel == 2 ? 1 : 0);  // a second-head entry: its head is in acc0
+      finish_head(a, acc0, gh, row_g, t);
+      store_head(a, acc0, gh, row0, staged, epi_bar, tid);
+    }
     if (second) {
       finish_head(a, acc1, gh1, row_g, t);
       store_head(a, acc1, gh1, row0, staged, epi_bar, tid);
@@ -236,7 +248,7 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
     if (tid == 0) {
       asm volatile("fence.acq_rel.sys;" ::: "memory");
       for (int h = 0; h < (second ? 2 : 1); ++h) {
-        const int owner = qkv_owner(h == 0 ? gh0 : gh1, a.heads, a.heads_per_rank);
+        const int owner = qkv_owner(h == 0 && sel != 2 ? gh0 : gh1, a.heads, a.heads_per_rank);
         asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(a.done[owner]), "r"(1u) : "memory");
       }
     }

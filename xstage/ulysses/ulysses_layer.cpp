@@ -147,6 +147,7 @@ struct Layer::Impl {
     qkv_args = qkv_shape_args(p, rank.rank());
     QkvArgs& a = qkv_args;
     a.order = qkv_order.get();
+    a.n_entries = static_cast<int>(sched.order.size());
     for (int j = 0; j < p.ranks; ++j) {
       auto* base = static_cast<std::uint16_t*>(bufs[j]);
       for (int part = 0; part < 3; ++part) a.dst[part][j] = base + part * attn_elems();

@@ -84,6 +84,8 @@ struct QkvBenchRow {
   std::string order;  // the advisor's choice and predicted stall (first group)
   int group = 0;      // the first group's m blocks per raster group (fused_loopback_ms)
   std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
+  bool split_tail = false;     // the first group's order has a split last round (qkv_split_tail)
+  double fused_unsplit_ms = 0; // that order without the split, timed in the same turns
 };
 // groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
 // fused_loopback_ms is the first one's.

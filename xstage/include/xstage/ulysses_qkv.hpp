@@ -82,6 +82,15 @@ inline bool within_one_bf16_step(double got, double want) {
 // 2 warpgroups × m blocks × the 3·H/P heads the owner holds.
 uint32_t qkv_signals_per_source(const Problem& p);
 
+// An entry of a launch order: a tile index t = m_block · col_tiles + col_tile, and
+// which of its heads it computes (bits from kQkvSelShift): 0 both, 1 the first
+// (head 2·col_tile) only, 2 the second only. A one-head entry loads and multiplies
+// half of W's boxes, so it takes about half a tile's time.
+constexpr int kQkvSelShift = 29;
+XS_HD int qkv_entry(int tile, int sel) { return tile | (sel << kQkvSelShift); }
+XS_HD int qkv_entry_tile(int e) { return e & ((1 << kQkvSelShift) - 1); }
+XS_HD int qkv_entry_sel(int e) { return e >> kQkvSelShift; }
+
 enum class QkvOrder { natural, owner_interleaved };
 const char* to_string(QkvOrder o);
 
@@ -95,6 +104,14 @@ const char* to_string(QkvOrder o);
 // holds per m block.
 std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order, int group = 1);
 
+// The last partial round, split: with T whole-tile entries on `grid` CTAs (CTA b
+// takes entries b, b + grid, ...), F = T / grid full rounds and R = T % grid tiles
+// left, the launch takes F + 1 tile times. If 0 < 2R <= grid, the R tail tiles
+// become one-head entries (two per tile, one for a tile whose second head is past
+// 3H), each on its own CTA, and the launch takes F + 1/2. Otherwise the order is
+// returned as it is. Expects whole-tile entries.
+std::vector<int> qkv_split_tail(const Problem& p, std::vector<int> order, int grid);
+
 // raster_group for this problem's tiles (A block 128 × C, B tile 256 × C) on
 // `grid` CTAs: 16 on 132 SMs, fewer when there are fewer m blocks.
 int qkv_raster_group(const Problem& p, int grid);
@@ -105,10 +122,11 @@ struct QkvTimeModel {
 
 struct QkvSchedule {
   QkvOrder order_kind = QkvOrder::owner_interleaved;
-  std::vector<int> order;
+  std::vector<int> order;        // launch entries (qkv_entry), tail split when split_tail
+  bool split_tail = false;       // qkv_split_tail changed the order
   int group = 1;                 // m blocks per raster group
   int grid = 0;
-  int remote_tiles = 0;          // tiles with at least one head owned by another rank
+  int remote_tiles = 0;          // entries with at least one head owned by another rank
   int max_remote_ctas = 0;       // most CTAs storing remotely in one round
   double tile_ns = 0;            // modelled compute time of one tile
   double predicted_stall_ns = 0; // Burst-Gap advisor, busiest CTA
@@ -120,9 +138,9 @@ struct QkvSchedule {
 // each candidate profiled as bursts of one tile's remote bytes from the CTAs
 // storing remotely per round, one tile's compute apart. Prints it once per
 // problem with XSTAGE_PRINT_CONFIG=1. group: m blocks per raster group, 0 for
-// qkv_raster_group(p, grid).
+// qkv_raster_group(p, grid). split_tail: apply qkv_split_tail to the chosen order.
 QkvSchedule choose_qkv_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
-                                const QkvTimeModel& time = {}, int group = 0);
+                                const QkvTimeModel& time = {}, int group = 0, bool split_tail = true);
 
 // CPU reference of what owner `owner` holds after the fused projection: its q, k
 // and v [B, S, H/P, D] (fp32, rounded to bf16 like the kernel's stores), from

@@ -92,4 +92,19 @@ __device__ __forceinline__ void mma_stage_two_b(float (&acc0)[64], float (&acc1)
   commit();
 }
 
+// The same stage with one B box: acc0 (+)= A·B0ᵀ (a tile cut to one head).
+template <int kTileK, int kBoxBytes>
+__device__ __forceinline__ void mma_stage_one_b(float (&acc0)[64], uint32_t stage_addr, int wg, bool first) {
+  const uint32_t a_addr = stage_addr + wg * 64 * 128;
+  const uint32_t b0 = stage_addr + kBoxBytes;
+  fence_operand(acc0);
+  fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+    const int accumulate = (first && kk == 0) ? 0 : 1;
+    mma_ss<128, 0>(acc0, make_desc(a_addr + kk * 32, 0, 1024), make_desc(b0 + kk * 32, 0, 1024), accumulate);
+  }
+  commit();
+}
+
 }  // namespace xstage::hopper::wgmma
