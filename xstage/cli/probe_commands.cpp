@@ -95,14 +95,15 @@ void run(const ProbeCli& c, const std::string& command_line) {
   j["warmup_bursts"] = o.warmup;
   j["measured_bursts"] = o.bursts;
   common::write_file_atomic(out / "probe_summary.json", j.dump(2) + "\n");
-  fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {:.1f} GB/s\n", res.card, res.gpus,
-             res.rows.size(), res.verified_words, res.copy_engine_GBps);
+  fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {}\n", res.card, res.gpus,
+             res.rows.size(), res.verified_words,
+             res.copy_engine_GBps > 0 ? fmt::format("{:.1f} GB/s", res.copy_engine_GBps) : std::string("not measured"));
   fmt::print("{:>9} {:>5} {:>7} {:>4} {:>8} {:>8} {:>11} {:>9} {:>11}\n", "pattern", "store", "mode", "sms", "burst",
              "gap_us", "issue_us", "GB/s", "visible_us");
   for (const auto& r : res.rows)
-    fmt::print("{:>9} {:>5} {:>7} {:>4} {:>8} {:>8.1f} {:>11.3f} {:>9.1f} {:>11.3f}\n", r.pattern, r.store, r.mode,
+    fmt::print("{:>9} {:>5} {:>7} {:>4} {:>8} {:>8.1f} {:>11.3f} {:>9.1f} {:>11}\n", r.pattern, r.store, r.mode,
                r.sms, common::format_bytes(r.burst_bytes), r.gap_ns / 1e3, r.issue_ns_med / 1e3, r.gbps,
-               r.visible_ns_med / 1e3);
+               r.visible_ns_med >= 0 ? fmt::format("{:.3f}", r.visible_ns_med / 1e3) : std::string("-"));
   // Plots of the raw sweep (the model's curves come with `xstage plot --params`).
   burstgap::PlotSelection sel;
   sel.pattern = o.gpus >= 2 ? "peer" : "local";

@@ -97,8 +97,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if (threadIdx.x < a.n_dst) {
-    dst[threadIdx.x] = static_cast<char*>(ncclGetLsaPointer(a.window, kPayloadOffset, a.dst_rank[threadIdx.x]));
-    flags[threadIdx.x] = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kFlagOffset, a.dst_rank[threadIdx.x]));
+    if (a.self_payload) {  // one rank: no LSA pointers (SenderArgs)
+      dst[threadIdx.x] = a.self_payload;
+      flags[threadIdx.x] = a.self_flags;
+    } else {
+      dst[threadIdx.x] = static_cast<char*>(ncclGetLsaPointer(a.window, kPayloadOffset, a.dst_rank[threadIdx.x]));
+      flags[threadIdx.x] = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kFlagOffset, a.dst_rank[threadIdx.x]));
+    }
   }
   if (a.store == StoreKind::tma) {
     // Source chunk for bulk stores: burst 0's pattern, repeated each burst.

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "xstage/comm_device_types.hpp"
+#include "xstage/probe.hpp"  // kMaxDst, probe_dst_of_row
 
 namespace xstage::probe {
 
@@ -16,7 +17,6 @@ inline constexpr std::size_t kPongOffset = 128;        // uint32: pong flag (sen
 inline constexpr std::size_t kFlagOffset = 4096;       // uint32[kMaxSms]: per-sender-SM burst flags
 inline constexpr int kMaxSms = 1024;
 inline constexpr std::size_t kPayloadOffset = 64 * 1024;  // payload regions, one per sender SM
-inline constexpr int kMaxDst = 16;
 // Threads per issuing block: 16 warps keep enough stores in flight per SM.
 inline constexpr int kBlockThreads = 512;
 // Dynamic shared memory per block. Large enough that only one block fits on an SM
@@ -42,6 +42,11 @@ struct SmRecord {
 
 struct SenderArgs {
   ncclWindow_t window;
+  // One rank: NCCL gives a one-rank communicator no symmetric memory, so its window
+  // has no LSA pointers; the sender then stores to this rank's own buffer directly
+  // (the only destination, "local"). Null on more ranks.
+  char* self_payload;
+  uint32_t* self_flags;
   int dst_rank[kMaxDst];  // LSA ranks receiving this sender's bursts (own rank for "local")
   int n_dst;
   StoreKind store;
@@ -81,9 +86,6 @@ struct PingArgs {
 __host__ __device__ inline uint32_t probe_word(uint32_t epoch, uint32_t sm, uint32_t burst, uint32_t word) {
   return epoch * 0x9E3779B1u + sm * 0x85EBCA77u + burst * 0xC2B2AE3Du + word;
 }
-// Destination index of row `row` (one row = kBlockThreads * store width bytes, or
-// one TMA chunk) for SM `sm` over n_dst destinations: round-robin, as in an All-to-All.
-__host__ __device__ inline int probe_dst_of_row(int row, int sm, int n_dst) { return (row + sm) % n_dst; }
 inline int probe_row_bytes(StoreKind s) { return s == StoreKind::tma ? kTmaChunk : kBlockThreads * static_cast<int>(s); }
 
 void launch_sender(const SenderArgs& args, int sms, cudaStream_t stream);

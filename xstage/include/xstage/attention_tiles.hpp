@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define XS_HD __host__ __device__ __forceinline__
-#else
-#define XS_HD inline
-#endif
+#include "xstage/host_device.hpp"  // XS_HD
 
 namespace xstage::attention {
 

@@ -7,9 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "xstage/host_device.hpp"
 #include "xstage/sweep.hpp"
 
 namespace xstage::probe {
+
+// Most destinations of one sender (all_peers on 17 GPUs); the kernel's argument array.
+inline constexpr int kMaxDst = 16;
+
+// The ranks rank 0 stores to: local {0}, peer {1}, all_peers {1, ..., gpus - 1}.
+// Throws (one line) for an unknown pattern, fewer GPUs than the pattern needs, or
+// more destinations than kMaxDst.
+std::vector<int> destinations(const std::string& pattern, int gpus);
+
+// Destination index of row `row` (one row = a block's stores of one width, or one
+// TMA chunk) for SM `sm` over n_dst destinations: round-robin, as in an All-to-All.
+XS_HD int probe_dst_of_row(int row, int sm, int n_dst) { return (row + sm) % n_dst; }
 
 struct ProbeConfig {
   std::string pattern = "peer";  // local | peer | all_peers
