@@ -46,6 +46,7 @@ struct DitCli {
   std::string json;
   std::string params;
   int warmup = 2, samples = 5;
+  int moe_raster = xstage::moe::kMoeRasterGroup;
   bool quiet = false;
 };
 
@@ -197,7 +198,9 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
 #endif
 
 void run(const DitCli& o) {
-  const dit::Config c = dit::preset(o.preset);
+  XS_ASSERT(o.moe_raster >= 1, "dit: --moe-raster must be >= 1 (got {})", o.moe_raster);
+  dit::Config c = dit::preset(o.preset);
+  c.moe_raster_group = o.moe_raster;
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks};
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
@@ -340,6 +343,9 @@ void add_dit_commands(CLI::App& app) {
   cmd->add_option("--warmup", o->warmup, "Warm-up steps before timing")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Timed steps (median)")->capture_default_str();
   cmd->add_option("--json", o->json, "Append rows to this results file (docs/results/dit.json format)");
+  cmd->add_option("--moe-raster", o->moe_raster,
+                  "MoE presets: m blocks per raster group of the fused MoE kernel's tiles (1: m-major)")
+      ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run(*o); });
 }

@@ -9,7 +9,8 @@
 namespace xstage::dit {
 
 MoeFfn::MoeFfn(comm::Rank& rank, const Config& c, int64_t tokens, const burstgap::ModelParams& params)
-    : rank_(rank), p_(moe_problem(c, tokens, rank.nranks())), params_(params) {
+    : rank_(rank), p_(moe_problem(c, tokens, rank.nranks())), params_(params), raster_group_(c.moe_raster_group) {
+  XS_ASSERT(raster_group_ >= 1, "dit: the MoE raster group must be >= 1 (got {})", raster_group_);
   const size_t local = size_t(p_.tokens_per_rank) * p_.experts;
   fused_ = std::make_unique<moe::FusedMoe>(rank, p_, moe_max_rows(p_));
   logits_ = DeviceBuffer<float>(local);
@@ -36,7 +37,7 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
   const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
   const int r = rank_.rank();
   fused_->set_weights(w1, w2);
-  fused_->set_inputs(h, route.routing[size_t(r)], route.layout, moe_order(p_, route, r, fused_->blocks(), params_));
+  fused_->set_inputs(h, route.routing[size_t(r)], route.layout, moe_order(p_, route, r, fused_->blocks(), params_, raster_group_));
   fused_->launch();
   return fused_->out();
 }

@@ -57,6 +57,7 @@ class MoeFfn {
   comm::Rank& rank_;
   moe::Problem p_;
   burstgap::ModelParams params_;
+  int raster_group_;
   std::unique_ptr<moe::FusedMoe> fused_;
   DeviceBuffer<float> logits_, gathered_;
   float* host_ = nullptr;  // pinned [N, E]

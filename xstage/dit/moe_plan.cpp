@@ -56,9 +56,9 @@ MoeRoute moe_route(const moe::Problem& p, const std::vector<float>& logits) {
 }
 
 std::vector<moe::WorkItem> moe_order(const moe::Problem& p, const MoeRoute& route, int rank, int sms,
-                                     const burstgap::ModelParams& params) {
+                                     const burstgap::ModelParams& params, int raster_group) {
   XS_ASSERT(rank >= 0 && rank < p.ranks, "dit: rank {} is outside 0 .. {}", rank, p.ranks - 1);
-  const moe::TileLists tiles = moe::build_tiles(p, route.layout.ranks[size_t(rank)]);
+  const moe::TileLists tiles = moe::build_tiles(p, route.layout.ranks[size_t(rank)], raster_group);
   const moe::ScheduleConfig cfg = moe::choose_schedule(moe::ScheduleKind::interleaved, p, tiles, sms, params);
   return moe::make_scheduler(cfg)->order(tiles);
 }

@@ -6,9 +6,11 @@
 // equals the DiT reference's MoE FFN, the same for P = 1, 2 and 4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 
 #include "common/testing.hpp"
 #include "xstage/dit.hpp"
@@ -116,7 +118,18 @@ TEST(DitMoePlan, EveryRankRoutesAllTokensTheSameWay) {
     EXPECT_LE(route.layout.max_rows(), moe_max_rows(p));
     for (int r = 0; r < P; ++r) {
       const auto order = moe_order(p, route, r, 132, burstgap::example_params("peer"));
-      EXPECT_NO_THROW(moe::check_order(moe::build_tiles(p, route.layout.ranks[size_t(r)]), order)) << P << " " << r;
+      const auto tiles = moe::build_tiles(p, route.layout.ranks[size_t(r)]);
+      EXPECT_NO_THROW(moe::check_order(tiles, order)) << P << " " << r;
+      // --moe-raster 1: the m-major tiles, the same items in another order.
+      const auto mmajor = moe_order(p, route, r, 132, burstgap::example_params("peer"), 1);
+      EXPECT_NO_THROW(moe::check_order(tiles, mmajor)) << P << " " << r;
+      auto a = order, b = mmajor;
+      auto less = [](const moe::WorkItem& x, const moe::WorkItem& y) {
+        return std::tie(x.kind, x.expert, x.m_block, x.n_block) < std::tie(y.kind, y.expert, y.m_block, y.n_block);
+      };
+      std::sort(a.begin(), a.end(), less);
+      std::sort(b.begin(), b.end(), less);
+      EXPECT_EQ(a, b);
     }
   }
   EXPECT_TRUE(contains(error_of([&] { moe_route(moe_problem(c, N, 2), {1.0f}); }), "1 router logits for 2 ranks"));

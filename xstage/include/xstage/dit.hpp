@@ -50,6 +50,7 @@ struct Config {
   int experts = 0;             // MoE: E (global), top-k, expert intermediate I
   int topk = 0;
   int64_t moe_inter = 0;
+  int moe_raster_group = moe::kMoeRasterGroup;  // fused MoE kernel's tile raster (1: m-major); not a weight
   int64_t latent_channels = 4; // c
   int patch = 2;               // ps (spatial)
   int patch_t = 1;             // pt (temporal)
@@ -184,9 +185,10 @@ struct MoeRoute {
 };
 MoeRoute moe_route(const moe::Problem& p, const std::vector<float>& logits);
 // Rank `rank`'s tile order: the Interleaved schedule that moe::choose_schedule
-// picks with these Burst-Gap parameters for `sms` persistent blocks.
+// picks with these Burst-Gap parameters for `sms` persistent blocks, over tiles in
+// raster groups of `raster_group` m blocks (moe::build_tiles).
 std::vector<moe::WorkItem> moe_order(const moe::Problem& p, const MoeRoute& route, int rank, int sms,
-                                     const burstgap::ModelParams& params);
+                                     const burstgap::ModelParams& params, int raster_group = moe::kMoeRasterGroup);
 
 // ---- CPU reference (fp32) ---------------------------------------------------
 // The whole denoiser on the host for one rank holding all tokens (P = 1):
