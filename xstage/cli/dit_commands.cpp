@@ -242,7 +242,8 @@ void run_qkv(const QkvCli& c) {
               "to the owners (here all local) in one kernel\n",
               c.rank, prop.name);
   std::string extra_head;
-  for (std::size_t i = 1; i < c.groups.size(); ++i) extra_head += fmt::format(" {:>9}", fmt::format("g{}", c.groups[i]));
+  for (std::size_t i = 1; i < c.groups.size(); ++i)
+    extra_head += fmt::format(" {:>9}", fmt::format("g{}", c.groups[i]));
   std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s | %9s%s\n", "S", "P", "H", "cublas+nr", "fused", "g",
               "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", "unsplit", extra_head.c_str());
   nlohmann::json rows = nlohmann::json::array();

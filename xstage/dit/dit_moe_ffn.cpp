@@ -37,7 +37,8 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
   const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
   const int r = rank_.rank();
   fused_->set_weights(w1, w2);
-  fused_->set_inputs(h, route.routing[size_t(r)], route.layout, moe_order(p_, route, r, fused_->blocks(), params_, raster_group_));
+  fused_->set_inputs(h, route.routing[size_t(r)], route.layout,
+                     moe_order(p_, route, r, fused_->blocks(), params_, raster_group_));
   fused_->launch();
   return fused_->out();
 }

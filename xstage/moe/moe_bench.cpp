@@ -93,7 +93,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     }
     // Optional third order: the same interleaved schedule over tiles in another raster
     // group (the same items, so the same dependencies and outputs).
-    if (compare_raster > 0) orders.push_back(make_scheduler(chosen)->order(build_tiles(p, layout.ranks[r], compare_raster)));
+    if (compare_raster > 0)
+      orders.push_back(make_scheduler(chosen)->order(build_tiles(p, layout.ranks[r], compare_raster)));
     const int n_orders = static_cast<int>(orders.size());
     // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
     // so that a drift of the card's clocks over the row moves all alike; each sample is

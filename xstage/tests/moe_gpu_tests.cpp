@@ -144,7 +144,8 @@ static void check_unfused(const moe::Problem& p, int empty_experts) {
       }
       std::lock_guard lock(mu);
       std::printf("rank %d: unfused GEMMs: %s\n", r, un.gemm_path().c_str());
-      if (bad) failures.push_back(fmt::format("rank {}: {} of {} outputs off ({})", r, bad, out.size(), un.gemm_path()));
+      if (bad)
+        failures.push_back(fmt::format("rank {}: {} of {} outputs off ({})", r, bad, out.size(), un.gemm_path()));
     }
   });
   for (const auto& f : failures) ADD_FAILURE() << f;
