@@ -59,12 +59,14 @@ cuobjdump --dump-sass "$OB/xstage/attention/libxs_attention.a" >"$OUT/onegpu_att
 cuobjdump --dump-sass "$OB/xstage/ulysses/libxs_ulysses.a" >"$OUT/onegpu_fused.sass" 2>&1
 python3 "$ROOT/scripts/sass_ops.py" "$OUT/onegpu_attention.sass" "$OUT/onegpu_fused.sass" --top 40 \
   >"$OUT/onegpu_sass_ops.log" 2>&1 || true
-echo "---- bench qkv (ms; fused QKV + pre-A2A kernel, owners local, vs cuBLAS + qk_norm_rope) ----"
+echo "---- bench qkv (ms; fused QKV + pre-A2A kernel, owners local, vs cuBLAS + qk_norm_rope; unsplit: no tail split) ----"
 grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_qkv_kernel.log" | head -16
 if [ -f "$OUT/onegpu_moe_one.log" ]; then
   echo "---- bench moe --sweep one (EP = 1; us; IL g1 = interleaved over m-major tiles, gain = IL g1 / IL) ----"
   grep -E "^ +T |^ +[0-9]+ +[0-9]+ |geometric" "$OUT/onegpu_moe_one.log" | head -52
 fi
-echo "---- bench ulysses --kernel-only (ms; ratios to attention alone) ----"
-grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_ulysses_kernel.log" | cut -c1-120 | head -40
+if [ -f "$OUT/onegpu_ulysses_kernel.log" ]; then
+  echo "---- bench ulysses --kernel-only (ms; ratios to attention alone) ----"
+  grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_ulysses_kernel.log" | cut -c1-120 | head -40
+fi
 note onegpu_sass "$(head -2 "$OUT/onegpu_sass_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-150)"
