@@ -53,8 +53,9 @@ step onegpu_dit_gpu_tests timeout $(onegpu_limit 150) env XSTAGE_SOURCE_DIR="$RO
 grep -E "^\[  (FAILED|PASSED|SKIPPED|  OK) |Failure|velocity vs|timed out" "$OUT/onegpu_dit_gpu_tests.log" 2>/dev/null | head -16
 step onegpu_ulysses_gpu_tests timeout $(onegpu_limit 120) env XSTAGE_SOURCE_DIR="$ROOT" "$OT/xstage_ulysses_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) " "$OUT/onegpu_ulysses_gpu_tests.log" 2>/dev/null | head -8
-cuobjdump --dump-resource-usage "$OB/xstage/ulysses/libxs_ulysses.a" "$OB/xstage/attention/libxs_attention.a" \
-  >"$OUT/onegpu_resource_usage.log" 2>&1
+for lib in "$OB/xstage/ulysses/libxs_ulysses.a" "$OB/xstage/attention/libxs_attention.a" "$OB/xstage/moe/libxs_moe.a"; do
+  cuobjdump --dump-resource-usage "$lib"  # one file per call: cuobjdump prints its usage for two
+done >"$OUT/onegpu_resource_usage.log" 2>&1
 cuobjdump --dump-sass "$OB/xstage/attention/libxs_attention.a" >"$OUT/onegpu_attention.sass" 2>&1
 cuobjdump --dump-sass "$OB/xstage/ulysses/libxs_ulysses.a" >"$OUT/onegpu_fused.sass" 2>&1
 python3 "$ROOT/scripts/sass_ops.py" "$OUT/onegpu_attention.sass" "$OUT/onegpu_fused.sass" --top 40 \
