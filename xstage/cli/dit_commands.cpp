@@ -128,6 +128,7 @@ void run_cpu(const DitCli& o, const dit::Config& c, const dit::Run& run) {
 
 #ifdef XSTAGE_HAVE_CUDA
 void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
+  dit::validate(c, run, true);  // shapes first: they are wrong on any machine
   const int gpus = comm::visible_gpus();
   XS_ASSERT(gpus > 0, "dit: no CUDA GPU is visible; the CPU reference runs with --preset tiny --cpu");
   dit::validate(c, run, true, gpus);

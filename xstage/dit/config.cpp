@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "common/check.hpp"
 #include "xstage/dit.hpp"
@@ -114,10 +115,13 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   if (!gpu) return;
   XS_ASSERT(c.head_dim == 64 || c.head_dim == 128, "dit: {}: head_dim {} is not supported by the attention kernel (64, 128)",
             c.name, c.head_dim);
-  XS_ASSERT(r.ranks == 1 || (r.tokens / r.ranks) % 128 == 0,
-            "dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
-            "may straddle two ranks' slices)",
-            r.tokens / r.ranks, r.tokens, r.ranks);
+  if (r.ranks > 1 && (r.tokens / r.ranks) % 128 != 0) {
+    // The nearest token counts that fit: multiples of both the frames and 128·P.
+    const int64_t step = std::lcm(int64_t{c.frames}, int64_t{128} * r.ranks), lo = r.tokens / step * step;
+    XS_FAIL("dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
+            "may straddle two ranks' slices); {} tokens that fit: {}{}",
+            r.tokens / r.ranks, r.tokens, r.ranks, c.name, lo > 0 ? fmt::format("{} or ", lo) : "", lo + step);
+  }
   if (c.ffn == Ffn::moe) {
     XS_ASSERT(c.hidden % moe::kHiddenQuantum == 0,
               "dit: {}: hidden {} is not a multiple of {} (the fused MoE kernel's L2 tile width)", c.name, c.hidden,

@@ -87,6 +87,9 @@ TEST(DitValidate, OneLineRulesNameTheField) {
   // The exact 720p length does not split into 128-row tiles over 2 or 4 ranks; the
   // device stage's 75,264 (21 x 56 x 64) does.
   EXPECT_TRUE(contains(error_of([&] { validate(w, {21 * 3600, 4, 1, 2}, true, 4); }), "must be a multiple of 128"));
+  // The message names the nearest counts that fit: multiples of 21 frames and 128 x 4.
+  EXPECT_TRUE(contains(error_of([&] { validate(w, {21 * 3600, 4, 1, 2}, true, 4); }), "fit: 75264 or 86016"));
+  EXPECT_TRUE(contains(error_of([&] { validate(f, {100, 2, 1, 0}, true); }), "fit: 256"));
   for (int P : {1, 2, 4}) EXPECT_NO_THROW(validate(w, {75264, P, 1, 2}, true, 4)) << P;
   EXPECT_EQ(token_grid(w, 75264).h, 56);
   EXPECT_EQ(token_grid(w, 75264).w, 64);
