@@ -158,8 +158,17 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     return nlohmann::json{{"preset", c.name}, {"tokens", run.tokens}, {"P", P}, {"blocks", blocks},
                           {"steps", run.steps}, {"single_step_ms", single.step_ms}};
   };
+  const bool moe = c.ffn == dit::Ffn::moe;
+  auto host_json = [](const dit::MoeHostTimes& t) {
+    return nlohmann::json{{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
+  };
+  std::vector<std::pair<std::string, dit::MoeHostTimes>> host_lines;  // printed after the table
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json r1 = row(1);
+  if (moe) {
+    r1["moe_host_us_per_block"] = {{"single", host_json(single.moe_host)}};
+    host_lines.push_back({"single", single.moe_host});
+  }
   r1.update({{"serial_step_ms", nullptr}, {"fused_step_ms", nullptr}, {"speedup", nullptr},
              {"max_abs_diff_vs_single_gpu", 0.0}, {"latent_max_abs", max_abs(single.latent)}});
   rows.push_back(r1);
@@ -181,6 +190,14 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
               {"max_abs_diff_vs_single_gpu", o.serial_only ? ds : df},
               {"max_abs_diff_serial_vs_single_gpu", ds},
               {"latent_max_abs", max_abs(single.latent)}});
+    if (moe) {
+      r["moe_host_us_per_block"] = {{"serial", host_json(serial.moe_host)}};
+      host_lines.push_back({"serial", serial.moe_host});
+      if (!o.serial_only) {
+        r["moe_host_us_per_block"]["fused"] = host_json(fused.moe_host);
+        host_lines.push_back({"fused", fused.moe_host});
+      }
+    }
     rows.push_back(r);
     std::printf("%-10s %6ld %2d %6d | %9.3f %9.3f %9.3f | %7.3f | %10.3e %10.3e\n", c.name.c_str(), long(run.tokens),
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
@@ -188,6 +205,10 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
               "final latent (max |x_1| %.3f)\n",
               o.samples, o.warmup, max_abs(single.latent));
+  for (const auto& [path, t] : host_lines)
+    std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
+                "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last two)\n",
+                path.c_str(), t.wait_us, t.route_us, t.upload_us);
   if (!o.json.empty()) {
     write_rows(o.json,
                {{"card", prop.name}, {"gpus", gpus}, {"date", today_utc()}, {"command", command_line()},

@@ -1,6 +1,8 @@
 // The DiT block's MoE FFN on one rank (design in dit_moe_ffn.hpp).
 #include "dit_moe_ffn.hpp"
 
+#include <chrono>
+
 #include "common/check.hpp"
 #include "moe/sm90_moe_fused.hpp"
 #include "xstage/check_cuda.hpp"
@@ -32,14 +34,26 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
     XS_CHECK_NCCL(ncclAllGather(logits_.get(), gathered_.get(), local, ncclFloat32, rank_.comm(), st));
     src = gathered_.get();
   }
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  const auto t0 = clock::now();
   XS_CHECK_CUDA(cudaMemcpyAsync(host_, src, all * sizeof(float), cudaMemcpyDeviceToHost, st));
   fused_->synchronize();  // the host needs the logits; a timed-out wait of the last launch is named here
+  const auto t1 = clock::now();
   const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
   const int r = rank_.rank();
+  const std::vector<moe::WorkItem> order = moe_order(p_, route, r, fused_->blocks(), params_, raster_group_);
+  const auto t2 = clock::now();
   fused_->set_weights(w1, w2);
-  fused_->set_inputs(h, route.routing[size_t(r)], route.layout,
-                     moe_order(p_, route, r, fused_->blocks(), params_, raster_group_));
+  fused_->set_inputs(h, route.routing[size_t(r)], route.layout, order);
   fused_->launch();
+  const auto t3 = clock::now();
+  times_.wait_us += us(t0, t1);
+  times_.route_us += us(t1, t2);
+  times_.upload_us += us(t2, t3);
+  ++times_.forwards;
   return fused_->out();
 }
 

@@ -29,6 +29,7 @@
 #include "xstage/burstgap.hpp"
 #include "xstage/device_buffer.hpp"
 #include "xstage/dit.hpp"
+#include "xstage/dit_cuda.hpp"  // MoeHostTimes
 
 namespace xstage::comm {
 class Rank;
@@ -52,12 +53,15 @@ class MoeFfn {
   // h: [L, C] bf16 (read by the kernel; keep it until the next forward);
   // w1 [E/P, 2I, C], w2 [E/P, C, I]: this rank's experts of the block, bf16.
   const std::uint16_t* forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2);
+  const MoeHostTimes& host_times() const { return times_; }
+  void reset_host_times() { times_ = {}; }
 
  private:
   comm::Rank& rank_;
   moe::Problem p_;
   burstgap::ModelParams params_;
   int raster_group_;
+  MoeHostTimes times_;
   std::unique_ptr<moe::FusedMoe> fused_;
   DeviceBuffer<float> logits_, gathered_;
   float* host_ = nullptr;  // pinned [N, E]

@@ -29,6 +29,7 @@ namespace xstage::dit {
 namespace {
 double median_step_ms(RankModel& m, cudaStream_t s, AttnPath path, int warmup, int samples) {
   for (int i = 0; i < warmup; ++i) m.forward(1.0f, path), m.euler(0.0f);
+  m.reset_moe_host_times();  // the MoE round trips of the timed steps only
   cudaEvent_t e0, e1;
   XS_CHECK_CUDA(cudaEventCreate(&e0));
   XS_CHECK_CUDA(cudaEventCreate(&e1));
@@ -87,7 +88,12 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     });
     const std::vector<float> x = m.latent();
     const double ms = opt.time ? median_step_ms(m, rank.stream(), path, opt.warmup, opt.samples) : 0.0;
+    const MoeHostTimes host = m.moe_host_times().per_forward();
     std::lock_guard lock(mu);
+    res.moe_host.wait_us = std::max(res.moe_host.wait_us, host.wait_us);
+    res.moe_host.route_us = std::max(res.moe_host.route_us, host.route_us);
+    res.moe_host.upload_us = std::max(res.moe_host.upload_us, host.upload_us);
+    res.moe_host.forwards = std::max(res.moe_host.forwards, m.moe_host_times().forwards);
     std::copy(v0.begin(), v0.end(), res.first_velocity.begin() + r * L * in);
     std::copy(x.begin(), x.end(), res.latent.begin() + r * L * in);
     res.step_ms = std::max(res.step_ms, ms);

@@ -95,6 +95,18 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);
 
+// Host time of the MoE FFN's per-block round trip (dit_moe_ffn.hpp), summed over
+// forwards: wait = the stream synchronisation that brings the router logits to the
+// host (it also waits for the GPU work queued before them); route = routing, layout
+// and tile order on the host; upload = the kernel's inputs copied to the device and
+// the launch. Between the synchronisation and the launch the stream has nothing
+// queued, so route + upload is time the GPU idles.
+struct MoeHostTimes {
+  double wait_us = 0, route_us = 0, upload_us = 0;
+  long forwards = 0;
+  MoeHostTimes per_forward() const;  // the sums divided by forwards (all zero when none)
+};
+
 // One rank's denoiser: weights, activations and the cuBLAS handle on the current
 // device. `layer` (P > 1) is the Ulysses layer of this rank, built by the caller
 // for Problem{P, 1, tokens, heads, head_dim}; with P = 1 it is null. An MoE FFN
@@ -121,6 +133,9 @@ class RankModel {
   void forward(float t, AttnPath path);              // v = model(x, t), enqueued on the stream
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
+  // The MoE FFN's host round trips since the last reset (all zero without an MoE FFN).
+  MoeHostTimes moe_host_times() const;
+  void reset_moe_host_times();
 
  private:
   struct Impl;
@@ -141,6 +156,7 @@ struct GpuResult {
   std::vector<float> first_velocity;  // v(x_1, t = 1), all tokens [N, in_dim]
   std::vector<float> latent;          // after run.steps Euler steps, all tokens
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
+  MoeHostTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
 // needs path == single; P > 1 serial or fused. MoE presets run their FFN through
