@@ -51,6 +51,56 @@ void validate(const Problem& p, int visible_gpus) {
             "moe: {} is too large for 32-bit row indices", describe(p));
 }
 
+namespace {
+
+// Top-k softmax of each token's logits into r (r.topk slots per token). Each expert
+// is inserted before the first strictly smaller logit kept so far and the rest moves
+// down one place, so among equal logits the lower expert comes first; the insertion
+// is done with selects rather than branches (random logits make insertion branches
+// mispredict). K > 0: the k best live in registers; K = 0: any k, in memory.
+template <int K>
+void topk_softmax(const float* logits, int tokens, int experts, Routing& r) {
+  const int k = K > 0 ? K : r.topk;
+  constexpr int kCap = K > 0 ? K : 1;
+  float val_fixed[kCap];
+  int idx_fixed[kCap];
+  double ex_fixed[kCap];
+  std::vector<float> val_any(K > 0 ? 0 : k);
+  std::vector<int> idx_any(K > 0 ? 0 : k);
+  std::vector<double> ex_any(K > 0 ? 0 : k);
+  float* val = K > 0 ? val_fixed : val_any.data();
+  int* idx = K > 0 ? idx_fixed : idx_any.data();
+  double* ex = K > 0 ? ex_fixed : ex_any.data();
+  for (int t = 0; t < tokens; ++t) {
+    const float* l = logits + std::size_t(t) * experts;
+    for (int j = 0; j < k; ++j) val[j] = -INFINITY, idx[j] = 0;
+    for (int e = 0; e < experts; ++e) {
+      float x = l[e];
+      int xi = e;
+      bool moving = false;  // below the insertion point every entry moves down one place
+#pragma GCC unroll 8
+      for (int j = 0; j < k; ++j) {
+        const bool up = moving || x > val[j];
+        moving = up;
+        const float v = val[j];
+        const int vi = idx[j];
+        val[j] = up ? x : v;
+        idx[j] = up ? xi : vi;
+        x = up ? v : x;
+        xi = up ? vi : xi;
+      }
+    }
+    double sum = ex[0] = 1.0;  // exp(max - max)
+    for (int j = 1; j < k; ++j) sum += ex[j] = std::exp(double(val[j]) - double(val[0]));
+    for (int j = 0; j < k; ++j) {
+      r.expert[std::size_t(t) * k + j] = idx[j];
+      r.weight[std::size_t(t) * k + j] = static_cast<float>(ex[j] / sum);
+    }
+  }
+}
+
+}  // namespace
+
 Routing route_from_logits(const std::vector<float>& logits, int tokens, int experts, int topk) {
   XS_ASSERT(tokens >= 0 && experts >= 1, "route_from_logits: bad sizes (tokens {}, experts {})", tokens, experts);
   XS_ASSERT(topk >= 1 && topk <= experts, "route_from_logits: top-k must be in 1..experts (got {} of {})", topk,
@@ -58,20 +108,18 @@ Routing route_from_logits(const std::vector<float>& logits, int tokens, int expe
   XS_ASSERT(logits.size() == std::size_t(tokens) * experts, "route_from_logits: {} logits for [{}, {}]",
             logits.size(), tokens, experts);
   Routing r{tokens, topk, std::vector<int>(std::size_t(tokens) * topk), std::vector<float>(std::size_t(tokens) * topk)};
-  std::vector<int> idx(experts);
-  for (int t = 0; t < tokens; ++t) {
-    const float* l = &logits[std::size_t(t) * experts];
-    for (int e = 0; e < experts; ++e) XS_ASSERT(std::isfinite(l[e]), "route_from_logits: logit [{}, {}] is not finite", t, e);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + topk, idx.end(),
-                      [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
-    const double mx = l[idx[0]];
-    double sum = 0;
-    for (int j = 0; j < topk; ++j) sum += std::exp(double(l[idx[j]]) - mx);
-    for (int j = 0; j < topk; ++j) {
-      r.expert[std::size_t(t) * topk + j] = idx[j];
-      r.weight[std::size_t(t) * topk + j] = static_cast<float>(std::exp(double(l[idx[j]]) - mx) / sum);
-    }
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    XS_ASSERT(std::isfinite(logits[i]), "route_from_logits: logit [{}, {}] is not finite", i / experts, i % experts);
+  switch (topk) {  // top-k sizes up to 8 get registers (the DiT routes every block on the host)
+    case 1: topk_softmax<1>(logits.data(), tokens, experts, r); break;
+    case 2: topk_softmax<2>(logits.data(), tokens, experts, r); break;
+    case 3: topk_softmax<3>(logits.data(), tokens, experts, r); break;
+    case 4: topk_softmax<4>(logits.data(), tokens, experts, r); break;
+    case 5: topk_softmax<5>(logits.data(), tokens, experts, r); break;
+    case 6: topk_softmax<6>(logits.data(), tokens, experts, r); break;
+    case 7: topk_softmax<7>(logits.data(), tokens, experts, r); break;
+    case 8: topk_softmax<8>(logits.data(), tokens, experts, r); break;
+    default: topk_softmax<0>(logits.data(), tokens, experts, r); break;
   }
   return r;
 }

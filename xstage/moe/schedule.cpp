@@ -26,10 +26,16 @@ std::vector<std::vector<int>> waves_of(const TileLists& t, int wave_experts) {
   return waves;
 }
 
+// The tiles of `experts` (ascending) in list order. Lists are expert-major, so only
+// the range from the first to the last of them is scanned.
 std::vector<WorkItem> tiles_of(const std::vector<WorkItem>& all, const std::vector<int>& experts) {
   std::vector<WorkItem> out;
-  for (const WorkItem& w : all)
-    if (std::find(experts.begin(), experts.end(), w.expert) != experts.end()) out.push_back(w);
+  if (experts.empty()) return out;
+  const auto by_expert = [](const WorkItem& w, int e) { return w.expert < e; };
+  const auto lo = std::lower_bound(all.begin(), all.end(), experts.front(), by_expert);
+  const auto hi = std::lower_bound(lo, all.end(), experts.back() + 1, by_expert);
+  for (auto it = lo; it != hi; ++it)
+    if (std::binary_search(experts.begin(), experts.end(), it->expert)) out.push_back(*it);
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -61,6 +63,28 @@ TEST(MoeRouting, FromLogitsTopkSoftmax) {
   EXPECT_NEAR(r.weight[2], 1.0 / (1.0 + std::exp(-5.0)), 1e-6);
   EXPECT_NEAR(r.weight[2] + r.weight[3], 1.0, 1e-6);
   expect_error([&] { moe::route_from_logits(logits, 2, 4, 5); }, "top-k");
+}
+
+// The one-scan top-k against a sort of every token's experts (larger logit first, lower
+// id first among ties), on logits drawn from a few values so that ties are common.
+TEST(MoeRouting, FromLogitsMatchesAFullSortWithTies) {
+  std::mt19937 rng(11);
+  for (auto [experts, topk] : {std::pair{16, 2}, std::pair{64, 6}, std::pair{8, 8}, std::pair{5, 1}}) {
+    const int tokens = 300;
+    std::vector<float> logits(std::size_t(tokens) * experts);
+    for (auto& x : logits) x = float(int(rng() % 5)) - 2.0f;
+    const auto r = moe::route_from_logits(logits, tokens, experts, topk);
+    for (int t = 0; t < tokens; ++t) {
+      const float* l = &logits[std::size_t(t) * experts];
+      std::vector<int> idx(experts);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return l[a] > l[b]; });
+      for (int j = 0; j < topk; ++j) ASSERT_EQ(r.expert[std::size_t(t) * topk + j], idx[j]) << t << " " << j;
+    }
+  }
+  std::vector<float> bad(16, 0.0f);
+  bad[5] = NAN;
+  expect_error([&] { moe::route_from_logits(bad, 1, 16, 2); }, "not finite");
 }
 
 TEST(MoeRouting, SyntheticIsValidSeededAndSkewed) {
