@@ -46,12 +46,18 @@ MoeRoute moe_route(const moe::Problem& p, const std::vector<float>& logits) {
   const size_t per_rank = size_t(p.tokens_per_rank) * p.experts;
   XS_ASSERT(logits.size() == per_rank * p.ranks, "dit: {} router logits for {} ranks x {} tokens x {} experts",
             logits.size(), p.ranks, p.tokens_per_rank, p.experts);
+  const moe::Routing all = moe::route_from_logits(logits, p.tokens_per_rank * p.ranks, p.experts, p.topk);
+  return moe_route_from_topk(p, all.expert.data(), all.weight.data());
+}
+
+MoeRoute moe_route_from_topk(const moe::Problem& p, const int* expert, const float* weight) {
+  const size_t per_rank = size_t(p.tokens_per_rank) * p.topk;
   MoeRoute r;
   r.routing.reserve(size_t(p.ranks));
   for (int s = 0; s < p.ranks; ++s)
-    r.routing.push_back(moe::route_from_logits({logits.begin() + s * per_rank, logits.begin() + (s + 1) * per_rank},
-                                               p.tokens_per_rank, p.experts, p.topk));
-  r.layout = moe::build_layout(p, r.routing);
+    r.routing.push_back({p.tokens_per_rank, p.topk, std::vector<int>(expert + s * per_rank, expert + (s + 1) * per_rank),
+                         std::vector<float>(weight + s * per_rank, weight + (s + 1) * per_rank)});
+  r.layout = moe::build_layout(p, r.routing);  // validates the experts and weights
   return r;
 }
 

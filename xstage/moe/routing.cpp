@@ -7,6 +7,7 @@
 
 #include "common/check.hpp"
 #include "xstage/moe.hpp"
+#include "xstage/moe_topk.hpp"
 
 namespace xstage::moe {
 
@@ -53,11 +54,8 @@ void validate(const Problem& p, int visible_gpus) {
 
 namespace {
 
-// Top-k softmax of each token's logits into r (r.topk slots per token). Each expert
-// is inserted before the first strictly smaller logit kept so far and the rest moves
-// down one place, so among equal logits the lower expert comes first; the insertion
-// is done with selects rather than branches (random logits make insertion branches
-// mispredict). K > 0: the k best live in registers; K = 0: any k, in memory.
+// Every token through topk_softmax_token (xstage/moe_topk.hpp). K > 0: k = K, the
+// scratch in registers; K = 0: any k.
 template <int K>
 void topk_softmax(const float* logits, int tokens, int experts, Routing& r) {
   const int k = K > 0 ? K : r.topk;
@@ -71,32 +69,9 @@ void topk_softmax(const float* logits, int tokens, int experts, Routing& r) {
   float* val = K > 0 ? val_fixed : val_any.data();
   int* idx = K > 0 ? idx_fixed : idx_any.data();
   double* ex = K > 0 ? ex_fixed : ex_any.data();
-  for (int t = 0; t < tokens; ++t) {
-    const float* l = logits + std::size_t(t) * experts;
-    for (int j = 0; j < k; ++j) val[j] = -INFINITY, idx[j] = 0;
-    for (int e = 0; e < experts; ++e) {
-      float x = l[e];
-      int xi = e;
-      bool moving = false;  // below the insertion point every entry moves down one place
-#pragma GCC unroll 8
-      for (int j = 0; j < k; ++j) {
-        const bool up = moving || x > val[j];
-        moving = up;
-        const float v = val[j];
-        const int vi = idx[j];
-        val[j] = up ? x : v;
-        idx[j] = up ? xi : vi;
-        x = up ? v : x;
-        xi = up ? vi : xi;
-      }
-    }
-    double sum = ex[0] = 1.0;  // exp(max - max)
-    for (int j = 1; j < k; ++j) sum += ex[j] = std::exp(double(val[j]) - double(val[0]));
-    for (int j = 0; j < k; ++j) {
-      r.expert[std::size_t(t) * k + j] = idx[j];
-      r.weight[std::size_t(t) * k + j] = static_cast<float>(ex[j] / sum);
-    }
-  }
+  for (int t = 0; t < tokens; ++t)
+    topk_softmax_token(logits + std::size_t(t) * experts, experts, k, val, idx, ex, &r.expert[std::size_t(t) * k],
+                       &r.weight[std::size_t(t) * k]);
 }
 
 }  // namespace
