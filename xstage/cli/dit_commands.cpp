@@ -206,7 +206,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
               "final latent (max |x_1| %.3f)\n",
               o.samples, o.warmup, max_abs(single.latent));
   for (const auto& [path, t] : host_lines)
-    std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the routing choices "
+    std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
                 "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last two)\n",
                 path.c_str(), t.wait_us, t.route_us, t.upload_us);
   if (!o.json.empty()) {

@@ -6,7 +6,6 @@
 
 #include "xstage/check_cuda.hpp"
 #include "xstage/dit_cuda.hpp"
-#include "xstage/moe_topk.hpp"
 
 namespace xstage::dit::kernels {
 
@@ -135,20 +134,6 @@ __global__ void axpy_kernel(float* x, const float* v, float dt, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] += dt * v[i];
 }
-
-__global__ void topk_softmax_kernel(const float* logits, int64_t tokens, int experts, int topk, int* expert,
-                                    float* weight, int* nonfinite) {
-  float val[kTopkDeviceMax];
-  int idx[kTopkDeviceMax];
-  double ex[kTopkDeviceMax];
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < tokens; t += int64_t(gridDim.x) * blockDim.x) {
-    const float* l = logits + t * experts;
-    bool finite = true;
-    for (int e = 0; e < experts; ++e) finite = finite && isfinite(l[e]);
-    if (!finite) *nonfinite = 1;
-    moe::topk_softmax_token(l, experts, topk, val, idx, ex, expert + t * topk, weight + t * topk);
-  }
-}
 }  // namespace
 
 void bias_act(float* y, std::uint16_t* out_bf16, const float* b, int64_t rows, int64_t n, Act act, cudaStream_t s) {
@@ -198,15 +183,6 @@ void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s) {
 
 void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s) {
   axpy_kernel<<<grid_for(n), kThreads, 0, s>>>(x, v, dt, n);
-  XS_CHECK_LAUNCH();
-}
-
-void topk_softmax(const float* logits, int64_t tokens, int experts, int topk, int* expert, float* weight,
-                  int* nonfinite, cudaStream_t s) {
-  XS_CHECK_MSG(topk >= 1 && topk <= kTopkDeviceMax && topk <= experts && nonfinite,
-               "dit: the routing kernel takes 1 <= top-k <= min(experts, kTopkDeviceMax) and a flag");
-  if (tokens == 0) return;
-  topk_softmax_kernel<<<grid_for(tokens), kThreads, 0, s>>>(logits, tokens, experts, topk, expert, weight, nonfinite);
   XS_CHECK_LAUNCH();
 }
 

@@ -17,26 +17,13 @@ MoeFfn::MoeFfn(comm::Rank& rank, const Config& c, int64_t tokens, const burstgap
   fused_ = std::make_unique<moe::FusedMoe>(rank, p_, moe_max_rows(p_));
   logits_ = DeviceBuffer<float>(local);
   if (p_.ranks > 1) gathered_ = DeviceBuffer<float>(local * p_.ranks);
-  device_topk_ = p_.topk <= kernels::kTopkDeviceMax;
   void* h = nullptr;
-  if (device_topk_) {
-    const size_t nk = size_t(p_.tokens_per_rank) * p_.ranks * p_.topk;
-    topk_expert_ = DeviceBuffer<int>(nk + 1);  // the last int: the non-finite flag
-    topk_weight_ = DeviceBuffer<float>(nk);
-    XS_CHECK_CUDA(cudaMallocHost(&h, (nk + 1) * sizeof(int)));
-    host_expert_ = static_cast<int*>(h);
-    XS_CHECK_CUDA(cudaMallocHost(&h, nk * sizeof(float)));
-    host_weight_ = static_cast<float*>(h);
-  } else {
-    XS_CHECK_CUDA(cudaMallocHost(&h, local * p_.ranks * sizeof(float)));
-    host_ = static_cast<float*>(h);
-  }
+  XS_CHECK_CUDA(cudaMallocHost(&h, local * p_.ranks * sizeof(float)));
+  host_ = static_cast<float*>(h);
 }
 
 MoeFfn::~MoeFfn() {
   if (host_) cudaFreeHost(host_);
-  if (host_expert_) cudaFreeHost(host_expert_);
-  if (host_weight_) cudaFreeHost(host_weight_);
 }
 
 const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2) {
@@ -52,24 +39,10 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
     return std::chrono::duration<double, std::micro>(b - a).count();
   };
   const auto t0 = clock::now();
-  MoeRoute route;
-  const int64_t tokens = int64_t(p_.tokens_per_rank) * p_.ranks;
-  const size_t nk = size_t(tokens) * p_.topk;
-  if (device_topk_) {  // the top-k on the GPU; the host gets N·k choices, not N·E logits
-    int* flag = topk_expert_.get() + nk;
-    XS_CHECK_CUDA(cudaMemsetAsync(flag, 0, sizeof(int), st));
-    kernels::topk_softmax(src, tokens, p_.experts, p_.topk, topk_expert_.get(), topk_weight_.get(), flag, st);
-    XS_CHECK_CUDA(cudaMemcpyAsync(host_expert_, topk_expert_.get(), (nk + 1) * sizeof(int), cudaMemcpyDeviceToHost, st));
-    XS_CHECK_CUDA(cudaMemcpyAsync(host_weight_, topk_weight_.get(), nk * sizeof(float), cudaMemcpyDeviceToHost, st));
-    fused_->synchronize();  // the host needs the choices; a timed-out wait of the last launch is named here
-    XS_ASSERT(host_expert_[nk] == 0, "dit: rank {}: a router logit is not finite", rank_.rank());
-  } else {
-    XS_CHECK_CUDA(cudaMemcpyAsync(host_, src, all * sizeof(float), cudaMemcpyDeviceToHost, st));
-    fused_->synchronize();
-  }
+  XS_CHECK_CUDA(cudaMemcpyAsync(host_, src, all * sizeof(float), cudaMemcpyDeviceToHost, st));
+  fused_->synchronize();  // the host needs the logits; a timed-out wait of the last launch is named here
   const auto t1 = clock::now();
-  route = device_topk_ ? moe_route_from_topk(p_, host_expert_, host_weight_)
-                       : moe_route(p_, std::vector<float>(host_, host_ + all));
+  const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
   const int r = rank_.rank();
   const std::vector<moe::WorkItem> order = moe_order(p_, route, r, fused_->blocks(), params_, raster_group_);
   const auto t2 = clock::now();

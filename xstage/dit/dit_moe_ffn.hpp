@@ -3,13 +3,12 @@
 //
 // Per block, on the rank's stream (rank r of P, L = N/P tokens, E experts):
 //   1. the caller's router GEMM writes logits() [L, E] fp32 (= h · W_routerᵀ);
-//   2. P > 1: ncclAllGather -> [N, E], rank-major;
-//   3. every rank computes every token's top-k on the GPU (kernels::topk_softmax,
-//      the arithmetic of moe::route_from_logits; top-k > 8 routes on the host), copies
-//      the choices (N·k experts and weights, not the N·E logits) to the host and
-//      synchronises; there it builds the global layout (moe_route_from_topk), then its
-//      own Interleaved tile order (moe_order: choose_schedule with the Burst-Gap
-//      parameters);
+//   2. P > 1: ncclAllGather -> [N, E], rank-major; then a copy to pinned host
+//      memory and a stream synchronisation (FusedMoe::synchronize, which names a
+//      timed-out device wait of the previous block's launch);
+//   3. on the host, every rank computes every rank's routing (route_from_logits)
+//      and the same global layout (moe_route), then its own Interleaved tile
+//      order (moe_order: choose_schedule with the Burst-Gap parameters);
 //   4. set_weights (this block's E/P experts), set_inputs (h, routing, layout,
 //      order), launch: dispatch, L1 + SwiGLU, L2 with remote stores to the
 //      tokens' owners, weighted top-k combine.
@@ -63,11 +62,6 @@ class MoeFfn {
   burstgap::ModelParams params_;
   int raster_group_;
   MoeHostTimes times_;
-  bool device_topk_;                 // top-k <= kernels::kTopkDeviceMax
-  DeviceBuffer<int> topk_expert_;    // [N, k], then the non-finite flag
-  DeviceBuffer<float> topk_weight_;  // [N, k]
-  int* host_expert_ = nullptr;       // pinned copies of the two
-  float* host_weight_ = nullptr;
   std::unique_ptr<moe::FusedMoe> fused_;
   DeviceBuffer<float> logits_, gathered_;
   float* host_ = nullptr;  // pinned [N, E]

@@ -58,13 +58,6 @@ void gated_residual_bf16(float* x, const std::uint16_t* y, const float* gate, in
 void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s);
 // x += dt * v.
 void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
-// The router's top-k softmax of logits [tokens, experts] on the device: expert and
-// weight [tokens, topk], the same as moe::route_from_logits (xstage/moe_topk.hpp).
-// topk <= kTopkDeviceMax. *nonfinite (set to 0 by the caller) becomes 1 if a logit is
-// not finite, where route_from_logits would refuse.
-constexpr int kTopkDeviceMax = 8;
-void topk_softmax(const float* logits, int64_t tokens, int experts, int topk, int* expert, float* weight,
-                  int* nonfinite, cudaStream_t s);
 }  // namespace kernels
 
 // Y [M, N] fp32 = X [M, K] bf16 · W [N, K]ᵀ (row-major) with cuBLAS, bf16 in, fp32
@@ -103,10 +96,10 @@ enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);
 
 // Host time of the MoE FFN's per-block round trip (dit_moe_ffn.hpp), summed over
-// forwards: wait = the stream synchronisation that brings the routing choices (or,
-// for top-k > 8, the logits) to the host; it also waits for the GPU work queued
-// before them. route = layout and tile order on the host (and the top-k when it runs
-// there). upload = the kernel's inputs copied to the device and the launch. Between the synchronisation and the launch the stream has nothing
+// forwards: wait = the stream synchronisation that brings the router logits to the
+// host (it also waits for the GPU work queued before them); route = routing, layout
+// and tile order on the host; upload = the kernel's inputs copied to the device and
+// the launch. Between the synchronisation and the launch the stream has nothing
 // queued, so route + upload is time the GPU idles.
 struct MoeHostTimes {
   double wait_us = 0, route_us = 0, upload_us = 0;
