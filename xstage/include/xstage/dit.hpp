@@ -185,7 +185,7 @@ struct MoeRoute {
 };
 MoeRoute moe_route(const moe::Problem& p, const std::vector<float>& logits);
 // The same from each token's top-k already chosen (expert [N, k], weight [N, k],
-// rank-major, as route_from_logits or the GPU's kernels::topk_softmax give them).
+// rank-major, as route_from_logits gives them).
 MoeRoute moe_route_from_topk(const moe::Problem& p, const int* expert, const float* weight);
 // Rank `rank`'s tile order: the Interleaved schedule that moe::choose_schedule
 // picks with these Burst-Gap parameters for `sms` persistent blocks, over tiles in

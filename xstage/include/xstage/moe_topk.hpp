@@ -1,6 +1,7 @@
-// One token's top-k softmax routing, the same arithmetic on the host
-// (moe::route_from_logits) and in the DiT's routing kernel (dit::kernels::topk_softmax),
-// so both choose the same experts with the same weights.
+// One token's top-k softmax routing (moe::route_from_logits), written for host and
+// device so that a GPU routing kernel chooses the same experts with the same weights.
+// Such a kernel for the DiT's MoE FFN is commit bee03ff, reverted until it has run on
+// a GPU (docs/xstage-dit.md).
 //
 // Each expert, in id order, is inserted before the first strictly smaller logit kept
 // so far and the rest moves down one place: larger logit first, and among equal logits
