@@ -47,6 +47,7 @@ struct DitCli {
   std::string params;
   int warmup = 2, samples = 5;
   int moe_raster = xstage::moe::kMoeRasterGroup;
+  std::string moe_routing = "device";
   bool quiet = false;
 };
 
@@ -155,17 +156,20 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   one.ranks = 1;
   const dit::GpuResult single = dit::run_gpu(c, one, dit::AttnPath::single, opt);
   auto row = [&](int P) {
-    return nlohmann::json{{"preset", c.name}, {"tokens", run.tokens}, {"P", P}, {"blocks", blocks},
-                          {"steps", run.steps}, {"single_step_ms", single.step_ms}};
+    nlohmann::json j{{"preset", c.name}, {"tokens", run.tokens}, {"P", P}, {"blocks", blocks},
+                     {"steps", run.steps}, {"single_step_ms", single.step_ms}};
+    if (c.ffn == dit::Ffn::moe) j["moe_routing"] = c.moe_device_routing ? "device" : "host";
+    return j;
   };
   const bool moe = c.ffn == dit::Ffn::moe;
   auto host_json = [](const dit::MoeHostTimes& t) {
     return nlohmann::json{{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
   };
-  std::vector<std::pair<std::string, dit::MoeHostTimes>> host_lines;  // printed after the table
+  std::vector<std::pair<std::string, dit::MoeHostTimes>> host_lines;  // printed after the table (host routing)
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json r1 = row(1);
-  if (moe) {
+  const bool round_trip = moe && !c.moe_device_routing;
+  if (round_trip) {
     r1["moe_host_us_per_block"] = {{"single", host_json(single.moe_host)}};
     host_lines.push_back({"single", single.moe_host});
   }
@@ -190,7 +194,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
               {"max_abs_diff_vs_single_gpu", o.serial_only ? ds : df},
               {"max_abs_diff_serial_vs_single_gpu", ds},
               {"latent_max_abs", max_abs(single.latent)}});
-    if (moe) {
+    if (round_trip) {
       r["moe_host_us_per_block"] = {{"serial", host_json(serial.moe_host)}};
       host_lines.push_back({"serial", serial.moe_host});
       if (!o.serial_only) {
@@ -205,6 +209,9 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
               "final latent (max |x_1| %.3f)\n",
               o.samples, o.warmup, max_abs(single.latent));
+  if (moe && c.moe_device_routing)
+    std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
+                "the round trip)\n");
   for (const auto& [path, t] : host_lines)
     std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
                 "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last two)\n",
@@ -223,6 +230,9 @@ void run(const DitCli& o) {
   XS_ASSERT(o.moe_raster >= 1, "dit: --moe-raster must be >= 1 (got {})", o.moe_raster);
   dit::Config c = dit::preset(o.preset);
   c.moe_raster_group = o.moe_raster;
+  XS_ASSERT(o.moe_routing == "device" || o.moe_routing == "host", "dit: --moe-routing is device or host (got '{}')",
+            o.moe_routing);
+  c.moe_device_routing = o.moe_routing == "device";
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks};
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
@@ -368,6 +378,10 @@ void add_dit_commands(CLI::App& app) {
   cmd->add_option("--json", o->json, "Append rows to this results file (docs/results/dit.json format)");
   cmd->add_option("--moe-raster", o->moe_raster,
                   "MoE presets: m blocks per raster group of the fused MoE kernel's tiles (1: m-major)")
+      ->capture_default_str();
+  cmd->add_option("--moe-routing", o->moe_routing,
+                  "MoE presets: routing, layout and tile order on the GPU (device) or on the host, one round trip "
+                  "per block (host)")
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run(*o); });

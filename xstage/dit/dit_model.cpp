@@ -10,10 +10,12 @@
 //               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv)
 //              -> ln_modulate -> FFN -> gated residual, the FFN being
 //                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM
-//                 MoE:      router GEMM -> logits to the host, routing -> fused MoE kernel (bf16 out)
+//                 MoE:      router GEMM -> fused MoE kernel with routing on the GPU (bf16 out);
+//                           or, with host routing, logits to the host, routing there, then the kernel
 //   v = final.proj(ln_modulate(x))
-// Everything is enqueued; nothing synchronises the host (latent()/velocity() do),
-// except the MoE FFN, which waits for each block's router logits (dit_moe_ffn.hpp).
+// Everything is enqueued; nothing synchronises the host (synchronize(), latent() and
+// velocity() do), except the MoE FFN with host routing, which waits for each block's
+// router logits (dit_moe_ffn.hpp).
 // Expert weights (moe.w1, moe.w2) are sharded: this rank holds experts
 // [r·E/P, (r+1)·E/P) of each block; every other parameter is replicated.
 #include <cublas_v2.h>
@@ -274,12 +276,16 @@ void RankModel::set_latent(const std::vector<float>& local) {
   XS_CHECK_CUDA(cudaMemcpy(m.lat.get(), local.data(), local.size() * 4, cudaMemcpyHostToDevice));
 }
 
-std::vector<float> RankModel::latent() const {
+void RankModel::synchronize() const {
+  if (impl_->moe) impl_->moe->synchronize();  // names a timed-out MoE kernel wait or non-finite router logits
   XS_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+}
+std::vector<float> RankModel::latent() const {
+  synchronize();
   return impl_->lat.to_host(impl_->lat.size());
 }
 std::vector<float> RankModel::velocity() const {
-  XS_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+  synchronize();
   return impl_->vel.to_host(impl_->vel.size());
 }
 void RankModel::forward(float t, AttnPath path) { impl_->forward(t, path); }

@@ -11,11 +11,23 @@
 namespace xstage::dit {
 
 MoeFfn::MoeFfn(comm::Rank& rank, const Config& c, int64_t tokens, const burstgap::ModelParams& params)
-    : rank_(rank), p_(moe_problem(c, tokens, rank.nranks())), params_(params), raster_group_(c.moe_raster_group) {
+    : rank_(rank),
+      p_(moe_problem(c, tokens, rank.nranks())),
+      params_(params),
+      raster_group_(c.moe_raster_group),
+      device_routing_(c.moe_device_routing) {
   XS_ASSERT(raster_group_ >= 1, "dit: the MoE raster group must be >= 1 (got {})", raster_group_);
+  XS_ASSERT(!device_routing_ || p_.topk <= moe::route::kTopkMax,
+            "dit: {}: routing on the GPU takes top-k <= {} (got {}); use --moe-routing host", c.name,
+            moe::route::kTopkMax, p_.topk);
   const size_t local = size_t(p_.tokens_per_rank) * p_.experts;
-  fused_ = std::make_unique<moe::FusedMoe>(rank, p_, moe_max_rows(p_));
+  fused_ = std::make_unique<moe::FusedMoe>(rank, p_, moe::route::max_recv_rows(p_));
   logits_ = DeviceBuffer<float>(local);
+  if (device_routing_) {
+    device_schedule_ = moe::choose_schedule(moe::ScheduleKind::interleaved, p_, moe::expected_tiles(p_, raster_group_),
+                                            fused_->blocks(), params_);
+    return;
+  }
   if (p_.ranks > 1) gathered_ = DeviceBuffer<float>(local * p_.ranks);
   void* h = nullptr;
   XS_CHECK_CUDA(cudaMallocHost(&h, local * p_.ranks * sizeof(float)));
@@ -26,7 +38,16 @@ MoeFfn::~MoeFfn() {
   if (host_) cudaFreeHost(host_);
 }
 
+void MoeFfn::synchronize() { fused_->synchronize(); }
+
 const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2) {
+  if (device_routing_) {
+    fused_->set_weights(w1, w2);
+    fused_->route_on_device(h, logits_.get(), device_schedule_, raster_group_);
+    fused_->launch();
+    ++times_.forwards;
+    return fused_->out();
+  }
   const size_t local = size_t(p_.tokens_per_rank) * p_.experts, all = local * p_.ranks;
   cudaStream_t st = rank_.stream();
   const float* src = logits_.get();

@@ -1,26 +1,28 @@
 // The DiT block's MoE FFN on one rank, through the fused expert-parallel MoE
 // kernel (xstage/moe/sm90_moe_fused.hpp). Private to xstage/dit.
 //
-// Per block, on the rank's stream (rank r of P, L = N/P tokens, E experts):
+// Per block, on the rank's stream (rank r of P, L = N/P tokens, E experts), with
+// routing on the GPU (Config::moe_device_routing, the default):
 //   1. the caller's router GEMM writes logits() [L, E] fp32 (= h · W_routerᵀ);
-//   2. P > 1: ncclAllGather -> [N, E], rank-major; then a copy to pinned host
-//      memory and a stream synchronisation (FusedMoe::synchronize, which names a
-//      timed-out device wait of the previous block's launch);
-//   3. on the host, every rank computes every rank's routing (route_from_logits)
-//      and the same global layout (moe_route), then its own Interleaved tile
-//      order (moe_order: choose_schedule with the Burst-Gap parameters);
-//   4. set_weights (this block's E/P experts), set_inputs (h, routing, layout,
-//      order), launch: dispatch, L1 + SwiGLU, L2 with remote stores to the
-//      tokens' owners, weighted top-k combine.
-// Returns FusedMoe::out(): [L, C] bf16, the FFN output of this rank's tokens.
+//   2. FusedMoe::route_on_device: top-k on the GPU, P > 1: ncclAllGather of the
+//      chosen experts [L·k] int32, then layout and this rank's Interleaved order on
+//      the GPU (moe/device_route.hpp); the order's wave size, lag and split were
+//      chosen once, at construction, for the expected per-expert counts
+//      (moe::expected_tiles), since the real counts are only known on the GPU;
+//   3. launch: dispatch, L1 + SwiGLU, L2 with remote stores to the tokens'
+//      owners, weighted top-k combine.
+// Nothing waits for the host. Errors of the kernel (a timed-out wait, non-finite
+// logits) surface at synchronize(), which RankModel calls where it synchronises.
 //
-// The host round trip (step 2) is a known cost: the kernel indexes by a layout
-// built on the host from every rank's routing (send rows, per-expert receive
-// offsets, a tile list whose length depends on the counts), so data-dependent
-// routing stalls the stream once per block. The logits travel through NCCL
-// (not a host structure shared by rank threads), so the same code serves one
-// process per GPU. The stream being idle during step 3 is inside the per-step
-// timing.
+// With host routing (moe_device_routing = false, `xstage dit --moe-routing host`):
+//   2'. P > 1: ncclAllGather of the logits -> [N, E], rank-major; a copy to pinned
+//      host memory and a stream synchronisation (FusedMoe::synchronize);
+//   3'. on the host, every rank computes every rank's routing (route_from_logits)
+//      and the same global layout (moe_route), then its own Interleaved tile order
+//      for the real counts (moe_order); set_inputs uploads them; then launch.
+//   The stream idles from the synchronisation to the launch once per block; the
+//   per-step timing includes it, and host_times() reports its parts.
+// Returns FusedMoe::out(): [L, C] bf16, the FFN output of this rank's tokens.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@
 #include "xstage/device_buffer.hpp"
 #include "xstage/dit.hpp"
 #include "xstage/dit_cuda.hpp"  // MoeHostTimes
+#include "xstage/moe.hpp"       // ScheduleConfig
 
 namespace xstage::comm {
 class Rank;
@@ -55,12 +58,17 @@ class MoeFfn {
   const std::uint16_t* forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2);
   const MoeHostTimes& host_times() const { return times_; }
   void reset_host_times() { times_ = {}; }
+  // Waits for the rank's stream; throws one line naming a timed-out wait of the
+  // kernel or non-finite router logits.
+  void synchronize();
 
  private:
   comm::Rank& rank_;
   moe::Problem p_;
   burstgap::ModelParams params_;
   int raster_group_;
+  bool device_routing_;
+  moe::ScheduleConfig device_schedule_;  // device routing: chosen for the expected counts
   MoeHostTimes times_;
   std::unique_ptr<moe::FusedMoe> fused_;
   DeviceBuffer<float> logits_, gathered_;

@@ -19,12 +19,6 @@ moe::Problem moe_problem(const Config& c, int64_t tokens, int ranks) {
   return moe::Problem{ranks, int(tokens / ranks), c.experts, c.topk, int(c.hidden), int(c.moe_inter)};
 }
 
-int moe_max_rows(const moe::Problem& p) {
-  const int64_t rows = int64_t(p.ranks) * p.tokens_per_rank * std::min(p.topk, p.experts_per_rank());
-  XS_ASSERT(rows <= INT_MAX, "dit: {} can send {} rows to one rank (over 32 bits)", moe::describe(p), rows);
-  return int(rows);
-}
-
 bool is_expert_param(const std::string& name) {
   auto ends_with = [&](const std::string& suffix) {
     return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -132,4 +132,31 @@ std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vec
   return comb;
 }
 
+namespace route {
+
+int chunks_per_rank(const Problem& p) { return (p.tokens_per_rank * p.topk + kChunk - 1) / kChunk; }
+
+std::size_t chunk_count_size(const Problem& p) {
+  return std::size_t(p.ranks) * chunks_per_rank(p) * p.experts;
+}
+
+int max_recv_rows(const Problem& p) {
+  const long long rows = (long long)p.ranks * p.tokens_per_rank * std::min(p.topk, p.experts_per_rank());
+  XS_ASSERT(rows <= (1LL << 30), "moe: {} can send {} rows to one rank (over 2^30)", describe(p), rows);
+  return static_cast<int>(rows);
+}
+
+int max_m_blocks(const Problem& p) {
+  return static_cast<int>(((long long)p.ranks * p.tokens_per_rank + kTileM - 1) / kTileM);
+}
+
+int item_capacity(const Problem& p, int max_rows) {
+  const long long cap = ((long long)max_rows / kTileM + p.experts_per_rank()) *
+                        (p.intermediate / kL1TileN + p.hidden / kL2TileN);
+  XS_ASSERT(cap <= (1LL << 30), "moe: {} needs {} work items (over 2^30)", describe(p), cap);
+  return static_cast<int>(cap);
+}
+
+}  // namespace route
+
 }  // namespace xstage::moe

@@ -8,6 +8,7 @@
 
 #include "common/check.hpp"
 #include "xstage/moe.hpp"
+#include "xstage/moe_order.hpp"
 #include "xstage/tile_raster.hpp"
 
 namespace xstage::moe {
@@ -161,6 +162,63 @@ void check_order(const TileLists& t, const std::vector<WorkItem>& order) {
                 w.m_block, t.l1_n_blocks);
     }
   }
+}
+
+namespace {
+OrderSpec spec_of(const ScheduleConfig& c, int l1_n_blocks, int l2_n_blocks, int raster_group) {
+  OrderSpec s;
+  s.interleaved = c.kind == ScheduleKind::interleaved;
+  s.wave_experts = c.wave_experts;
+  s.lag = c.lag;
+  s.split = c.burst_split;
+  s.l1_n_blocks = l1_n_blocks;
+  s.l2_n_blocks = l2_n_blocks;
+  s.raster_group = raster_group;
+  XS_ASSERT(s.wave_experts >= 1 && s.lag >= 1 && s.split >= 1 && s.l1_n_blocks >= 1 && s.l2_n_blocks >= 1 &&
+                raster_group >= 1,
+            "moe: order spec needs wave_experts {}, lag {}, burst_split {}, column tiles {} / {} and raster group {} "
+            "all >= 1",
+            s.wave_experts, s.lag, s.split, s.l1_n_blocks, s.l2_n_blocks, raster_group);
+  return s;
+}
+}  // namespace
+
+OrderSpec order_spec(const ScheduleConfig& c, const Problem& p, int raster_group) {
+  return spec_of(c, p.intermediate / kL1TileN, p.hidden / kL2TileN, raster_group);
+}
+
+std::vector<WorkItem> order_by_position(const TileLists& t, const ScheduleConfig& c) {
+  const OrderSpec s = spec_of(c, t.l1_n_blocks, t.l2_n_blocks, t.raster_group);
+  const int E = t.experts;
+  std::vector<int> wave(E), l1_off(E), l2_off(E), l1_size(E + 1), l2_size(E + 1), l1_start(E + 1), l2_start(E + 1);
+  const int waves = order_waves(s, E, t.m_blocks.data(), wave.data(), l1_off.data(), l2_off.data(), l1_size.data(),
+                                l2_size.data(), l1_start.data(), l2_start.data());
+  std::vector<WorkItem> out(t.l1.size() + t.l2.size(), WorkItem{TileKind::l1, -1, -1, -1});
+  for (int e = 0; e < E; ++e) {
+    const int mb = t.m_blocks[e];
+    for (int j = 0; j < mb * (s.l1_n_blocks + s.l2_n_blocks); ++j) {
+      const bool l2 = j >= mb * s.l1_n_blocks;
+      const int jj = l2 ? j - mb * s.l1_n_blocks : j;
+      int m = 0, n = 0;
+      grouped_tile(jj, mb, l2 ? s.l2_n_blocks : s.l1_n_blocks, s.raster_group, &m, &n);
+      const int pos = tile_position(s, waves, l2, wave[e], (l2 ? l2_off[e] : l1_off[e]) + jj, l1_size.data(),
+                                    l2_size.data(), l1_start.data(), l2_start.data());
+      XS_ASSERT(pos >= 0 && std::size_t(pos) < out.size() && out[std::size_t(pos)].expert < 0,
+                "moe: closed-form order puts expert {} tile {} at {} (of {}), not a free place", e, j, pos, out.size());
+      out[std::size_t(pos)] = {l2 ? TileKind::l2 : TileKind::l1, e, m, n};
+    }
+  }
+  return out;
+}
+
+TileLists expected_tiles(const Problem& p, int raster_group) {
+  const int epr = p.experts_per_rank();
+  const long long rows = (long long)p.ranks * p.tokens_per_rank * p.topk;
+  RankLayout R;
+  R.expert_offset.resize(std::size_t(epr) + 1, 0);
+  for (int e = 0; e < epr; ++e)  // expert e gets rows*(e+1)/E - rows*e/E: the mean, rounded
+    R.expert_offset[std::size_t(e) + 1] = static_cast<int>(rows * (e + 1) / p.experts);
+  return build_tiles(p, R, raster_group);
 }
 
 int occupancy_wave_experts(const TileLists& t, int sms) {

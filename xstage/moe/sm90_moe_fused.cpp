@@ -1,8 +1,11 @@
 // Host launcher of the fused EP MoE kernel: window, device communicator, index
-// maps, schedule order and the cumulative counter targets of each launch.
+// maps, schedule order and the cumulative counter targets of each launch; or, with
+// route_on_device, the GPU planner of device_route.hpp in their place.
 #include "sm90_moe_fused.hpp"
 
 #include <algorithm>
+
+#include "device_route.hpp"
 
 #include "common/check.hpp"
 #include "xstage/check_cuda.hpp"
@@ -60,7 +63,12 @@ struct FusedMoe::Impl {
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
   DeviceBuffer<WorkItem> items;
+  DeviceBuffer<int> n_items_dev{1};
+  DeviceBuffer<int> all_expert, chunk_count, expert_start;  // route_on_device only
   DeviceBuffer<unsigned> ticket, l1_done, gate, dispatch_expect;
+  enum class Inputs { none, host, device } inputs = Inputs::none;
+  int* nonfinite_host = nullptr;  // host-mapped: route_on_device saw a non-finite logit
+  int* nonfinite_dev = nullptr;
   FusedMaps shapes;
   CUtensorMap map_recv{}, map_h{}, map_w1{}, map_w2{};
   FusedWaitReport* report_host = nullptr;
@@ -74,6 +82,15 @@ struct FusedMoe::Impl {
 
   ~Impl() {
     if (report_host) cudaFreeHost(report_host);
+    if (nonfinite_host) cudaFreeHost(nonfinite_host);
+  }
+
+  void take_inputs(Inputs how) {
+    XS_ASSERT(inputs == Inputs::none || inputs == how,
+              "moe fused: this FusedMoe takes its inputs {}; construct another one to take them {}",
+              inputs == Inputs::host ? "from the host (set_inputs)" : "on the device (route_on_device)",
+              how == Inputs::host ? "from the host" : "on the device");
+    inputs = how;
   }
 
   static std::size_t align(std::size_t v) { return (v + 4095) / 4096 * 4096; }
@@ -137,6 +154,7 @@ void FusedMoe::set_weights(const std::uint16_t* w1, const std::uint16_t* w2) {
 void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
                           const std::vector<WorkItem>& order) {
   Impl& m = *impl_;
+  m.take_inputs(Impl::Inputs::host);
   XS_ASSERT(layout.problem.ranks == m.p.ranks && layout.problem.tokens_per_rank == m.p.tokens_per_rank &&
                 layout.problem.topk == m.p.topk && layout.problem.experts == m.p.experts,
             "moe fused: layout is for {}, kernel for {}", describe(layout.problem), describe(m.p));
@@ -155,6 +173,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload(m.recv_src_slot, R.recv_src_slot);
   upload(m.items, order);
   m.n_items = static_cast<int>(order.size());
+  XS_CHECK_CUDA(cudaMemcpy(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
   for (int e = 0; e < m.p.experts_per_rank(); ++e) {
@@ -166,18 +185,91 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   m.have_inputs = true;
 }
 
+void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, const ScheduleConfig& config,
+                               int raster_group) {
+  Impl& m = *impl_;
+  const Problem& p = m.p;
+  XS_ASSERT(x && logits, "moe fused: route_on_device needs device tokens and logits");
+  XS_ASSERT(p.topk <= route::kTopkMax, "moe fused: routing on the device takes top-k <= {} (got {})", route::kTopkMax,
+            p.topk);
+  XS_ASSERT(m.max_rows >= route::max_recv_rows(p),
+            "moe fused: routing on the device needs recv rows for the worst case, {} (sized for {})",
+            route::max_recv_rows(p), m.max_rows);
+  const OrderSpec spec = order_spec(config, p, raster_group);
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
+  const int epr = p.experts_per_rank();
+  if (m.inputs == Impl::Inputs::none) {  // first call: the worst-case buffers, targets from zero
+    m.take_inputs(Impl::Inputs::device);
+    m.weight = DeviceBuffer<float>(tk);
+    m.expert = DeviceBuffer<int>(tk);
+    m.send_rank = DeviceBuffer<int>(tk);
+    m.send_row = DeviceBuffer<int>(tk);
+    m.expert_offset = DeviceBuffer<int>(epr + 1);
+    m.recv_src_rank = DeviceBuffer<int>(m.max_rows);
+    m.recv_src_slot = DeviceBuffer<int>(m.max_rows);
+    m.items = DeviceBuffer<WorkItem>(route::item_capacity(p, m.max_rows));
+    if (p.ranks > 1) m.all_expert = DeviceBuffer<int>(tk * p.ranks);
+    m.chunk_count = DeviceBuffer<int>(route::chunk_count_size(p));
+    m.expert_start = DeviceBuffer<int>(p.experts);
+    m.max_m_blocks = route::max_m_blocks(p);
+    m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * epr);
+    m.dispatch_expect = DeviceBuffer<unsigned>(epr);
+    XS_CHECK_CUDA(cudaMemset(m.dispatch_expect.get(), 0, epr * sizeof(unsigned)));
+    void* hp = nullptr;
+    XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(int), cudaHostAllocMapped));
+    m.nonfinite_host = static_cast<int*>(hp);
+    *m.nonfinite_host = 0;
+    void* dp = nullptr;
+    XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
+    m.nonfinite_dev = static_cast<int*>(dp);
+  }
+  m.take_inputs(Impl::Inputs::device);
+  cudaStream_t st = m.rank.stream();
+  m.x = x;
+  route::topk_softmax(logits, p.tokens_per_rank, p.experts, p.topk, m.expert.get(), m.weight.get(), m.nonfinite_dev,
+                      st);
+  const int* all = m.expert.get();
+  if (p.ranks > 1) {
+    XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.rank.comm(), st));
+    all = m.all_expert.get();
+  }
+  route::PlanOut out;
+  out.send_rank = m.send_rank.get();
+  out.send_row = m.send_row.get();
+  out.expert_offset = m.expert_offset.get();
+  out.recv_src_rank = m.recv_src_rank.get();
+  out.recv_src_slot = m.recv_src_slot.get();
+  out.items = m.items.get();
+  out.n_items = m.n_items_dev.get();
+  out.dispatch_expect = m.dispatch_expect.get();
+  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get()}, out, st);
+  m.have_inputs = true;
+}
+
+Routing FusedMoe::device_routing() const {
+  const Impl& m = *impl_;
+  XS_ASSERT(m.inputs == Impl::Inputs::device, "moe fused: device_routing after route_on_device only");
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  XS_CHECK_CUDA(cudaStreamSynchronize(m.rank.stream()));
+  const std::size_t tk = std::size_t(m.p.tokens_per_rank) * m.p.topk;
+  return {m.p.tokens_per_rank, m.p.topk, m.expert.to_host(tk), m.weight.to_host(tk)};
+}
+
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   ++m.epoch;
-  for (int e = 0; e < m.p.experts_per_rank(); ++e) m.dispatch_total[e] += m.next_dispatch[e];
   cudaStream_t st = m.rank.stream();
-  // Stream-ordered: the previous launch may still be reading the old targets.
-  if (m.dispatch_expect.size() < m.dispatch_total.size())
-    m.dispatch_expect = DeviceBuffer<unsigned>(m.dispatch_total.size());
-  XS_CHECK_CUDA(cudaMemcpyAsync(m.dispatch_expect.get(), m.dispatch_total.data(),
-                                m.dispatch_total.size() * sizeof(unsigned), cudaMemcpyHostToDevice, st));
+  if (m.inputs == Impl::Inputs::host) {  // route_on_device has added this forward's counts on the device
+    for (int e = 0; e < m.p.experts_per_rank(); ++e) m.dispatch_total[e] += m.next_dispatch[e];
+    // Stream-ordered: the previous launch may still be reading the old targets.
+    if (m.dispatch_expect.size() < m.dispatch_total.size())
+      m.dispatch_expect = DeviceBuffer<unsigned>(m.dispatch_total.size());
+    XS_CHECK_CUDA(cudaMemcpyAsync(m.dispatch_expect.get(), m.dispatch_total.data(),
+                                  m.dispatch_total.size() * sizeof(unsigned), cudaMemcpyHostToDevice, st));
+  }
   XS_CHECK_CUDA(cudaMemsetAsync(m.ticket.get(), 0, sizeof(unsigned), st));
   XS_CHECK_CUDA(cudaMemsetAsync(m.l1_done.get(), 0, m.l1_done.size() * sizeof(unsigned), st));
 
@@ -214,7 +306,7 @@ void FusedMoe::launch() {
   a.recv_src_rank = m.recv_src_rank.get();
   a.recv_src_slot = m.recv_src_slot.get();
   a.items = m.items.get();
-  a.n_items = m.n_items;
+  a.n_items = m.n_items_dev.get();
   a.ticket = m.ticket.get();
   a.l1_done = m.l1_done.get();
   a.max_m_blocks = m.max_m_blocks;
@@ -231,7 +323,15 @@ void FusedMoe::synchronize() {
   Impl& m = *impl_;
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   const cudaError_t err = cudaStreamSynchronize(m.rank.stream());
-  if (err == cudaSuccess) return;
+  if (err == cudaSuccess) {
+    if (m.nonfinite_host && *static_cast<volatile int*>(m.nonfinite_host) != 0) {
+      *m.nonfinite_host = 0;
+      XS_FAIL("moe fused: rank {}'s router logits hold a non-finite value (NaN or inf); the forwards since the last "
+              "check ranked it as +-FLT_MAX",
+              m.rank.rank());
+    }
+    return;
+  }
   volatile FusedWaitReport* r = m.report_host;
   if (r->flag != 0)  // 1, or 2 when the trap came before the final flag store landed
     XS_FAIL("moe fused kernel: device wait timed out on rank {} block {} thread {}: {} (index {}, expected {}, saw {}); "

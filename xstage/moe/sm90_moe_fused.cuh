@@ -190,12 +190,13 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
   hopper::tma_prefetch_desc(&a.map_w2);
   const auto* flags = static_cast<const unsigned*>(local_window_at(a, 0));
   const unsigned l1_expect = static_cast<unsigned>(a.l1_n_blocks * Shape::kConsumerWGs);
+  const int n_items = *a.n_items;  // written before the launch (upload or the GPU planner)
   Ring stage, slot;
 #pragma unroll 1
   while (true) {
     const int t = static_cast<int>(atomicAdd(a.ticket, 1u));
     WorkItem it{TileKind::l1, -1, 0, 0};
-    if (t < a.n_items) {
+    if (t < n_items) {
       it = a.items[t];
       if (it.kind == TileKind::l1)
         wait_counter(a, flags + it.expert, a.dispatch_expect[it.expert], FusedWaitSite::dispatch_rows, it.expert);

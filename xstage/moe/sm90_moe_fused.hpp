@@ -77,8 +77,8 @@ struct FusedArgs {
   const int* expert_offset;        // [E/P + 1] recv rows of each local expert
   const int* recv_src_rank;        // [rows] owner of each recv row
   const int* recv_src_slot;        // [rows] token*k + slot on the owner
-  const WorkItem* items;           // [n_items] the schedule's global order
-  int n_items;
+  const WorkItem* items;           // [*n_items] the schedule's global order
+  const int* n_items;              // device: uploaded, or written by the GPU planner
   unsigned* ticket;                // next item (zeroed before each launch)
   unsigned* l1_done;               // [E/P, max_m_blocks] L1 warpgroup halves finished (zeroed per launch)
   int max_m_blocks;
@@ -107,9 +107,22 @@ class FusedMoe {
   // schedule's order for this rank.
   void set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
                   const std::vector<WorkItem>& order);
+  // The same from this rank's router logits [T, E] fp32 on the device, with no host
+  // round trip: top-k, the gathered experts of all ranks (ncclAllGather), layout and
+  // the order of `config` are computed on rank.stream() (moe/device_route.hpp). The
+  // config's wave size, lag and split are chosen by the caller before the routing is
+  // known (e.g. choose_schedule over expected_tiles). Needs max_rows >=
+  // route::max_recv_rows(p). Collective when P > 1. A FusedMoe takes its inputs one
+  // way only: set_inputs or route_on_device, whichever comes first.
+  void route_on_device(const std::uint16_t* x, const float* logits, const ScheduleConfig& config,
+                       int raster_group = kMoeRasterGroup);
+  // This rank's routing of the last route_on_device (copied to the host; waits for
+  // the stream): for tests and debugging.
+  Routing device_routing() const;
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
-  // timed-out wait when the kernel reported one.
+  // timed-out wait when the kernel reported one, and after route_on_device throws if a
+  // router logit was not finite (those forwards ran with it ranked as +-FLT_MAX).
   void synchronize();
   std::uint16_t* out() const;         // device [T, hidden]
   int blocks() const { return blocks_; }

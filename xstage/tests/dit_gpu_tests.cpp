@@ -110,6 +110,29 @@ TEST(DitGpu, MoeSingleGpuForwardMatchesCpuReference) {
   }
 }
 
+// Routing on the GPU and on the host give the same sampled latent: the same experts
+// (the top-k arithmetic is shared) and the same weights up to the last bit of the two
+// exp implementations, in possibly another tile order, which the output does not depend
+// on. tiny-moe and dit-moe (2 blocks), P = 1, two steps; with 2 GPUs also P = 2.
+TEST(DitGpu, MoeRoutingOnTheGpuEqualsRoutingOnTheHost) {
+  for (const char* name : {"tiny-moe", "dit-moe"})
+    for (int P : {1, 2}) {
+      if (comm::visible_gpus() < P) continue;
+      Config dev = preset(name), host = preset(name);
+      host.moe_device_routing = false;
+      ASSERT_TRUE(dev.moe_device_routing) << "routing on the GPU is the default";
+      const dit::Run run{std::string(name) == "dit-moe" ? 1024 : 512, P, 2, 2};
+      GpuOptions opt;
+      opt.time = false;
+      const AttnPath path = P == 1 ? AttnPath::single : AttnPath::serial;
+      const GpuResult a = run_gpu(dev, run, path, opt), b = run_gpu(host, run, path, opt);
+      const Diff d = diff(a.latent, b.latent);
+      std::printf("%s P = %d: latent, GPU vs host routing: max |diff| %.3e (max |x| %.3f)\n", name, P, d.max_abs,
+                  d.ref_max);
+      EXPECT_LE(d.max_abs, 1e-3 * d.ref_max) << name << " P = " << P;
+    }
+}
+
 TEST(DitGpu, TwoRankSerialAndFusedMatchSingleGpu) {
   if (comm::visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   // tiny-moe and dit-moe: experts sharded E/P per rank, the fused MoE kernel

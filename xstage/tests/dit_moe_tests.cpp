@@ -57,8 +57,8 @@ TEST(DitMoePlan, PresetsMeetTheFusedKernelShapes) {
   for (int P : {1, 2, 4, 8}) EXPECT_NO_THROW(validate(preset("dit-moe"), {4096, P, 1, 4}, true)) << P;
   const moe::Problem p = moe_problem(preset("dit-moe"), 4096, 2);
   EXPECT_EQ(moe::describe(p), "P2 T2048 E16 k2 h3072 I3072");
-  EXPECT_EQ(moe_max_rows(p), 2 * 2048 * 2);                                // k = 2 <= 8 experts per rank
-  EXPECT_EQ(moe_max_rows(moe_problem(preset("tiny-moe"), 512, 4)), 512);   // one expert per rank: one row per token
+  EXPECT_EQ(moe::route::max_recv_rows(p), 2 * 2048 * 2);                                // k = 2 <= 8 experts per rank
+  EXPECT_EQ(moe::route::max_recv_rows(moe_problem(preset("tiny-moe"), 512, 4)), 512);   // one expert per rank: one row per token
   Config narrow = preset("tiny-moe");
   narrow.heads = 2;
   narrow.hidden = 128;
@@ -115,7 +115,7 @@ TEST(DitMoePlan, EveryRankRoutesAllTokensTheSameWay) {
       EXPECT_TRUE(std::equal(whole.weight.begin() + off, whole.weight.begin() + off + n, part.weight.begin()));
     }
     EXPECT_NO_THROW(moe::check_layout(route.layout, route.routing));
-    EXPECT_LE(route.layout.max_rows(), moe_max_rows(p));
+    EXPECT_LE(route.layout.max_rows(), moe::route::max_recv_rows(p));
     for (int r = 0; r < P; ++r) {
       const auto order = moe_order(p, route, r, 132, burstgap::example_params("peer"));
       const auto tiles = moe::build_tiles(p, route.layout.ranks[size_t(r)]);

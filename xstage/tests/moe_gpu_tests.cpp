@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <mutex>
+#include <random>
+#include <set>
 
 #include "common/check.hpp"
+#include "moe/device_route.hpp"
 #include "moe/moe_unfused.hpp"
 #include "moe/sm90_moe_fused.hpp"
 #include "xstage/comm.hpp"
@@ -152,6 +155,205 @@ static void check_unfused(const moe::Problem& p, int empty_experts) {
 }
 TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReferenceOneRank) { check_unfused({1, 300, 8, 4, 512, 256}, 2); }
 TEST(MoeUnfusedGpu, GroupedGemmPathMatchesTheReference) { check_unfused({2, 300, 16, 4, 512, 256}, 5); }
+
+// ---------------------------------------------------------------- routing on the GPU
+
+// The top-k kernel against moe::route_from_logits on logits with many ties: the same
+// experts in the same order, the same weights (to the float rounding of the two exp
+// implementations), and a non-finite logit flagged with the token's experts distinct.
+TEST(MoeRouteGpu, TopkMatchesTheHostRouting) {
+  if (comm::visible_gpus() < 1) GTEST_SKIP() << "needs a GPU";
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  std::mt19937 rng(5);
+  for (auto [experts, topk] : {std::pair{16, 2}, std::pair{16, 8}, std::pair{64, 6}, std::pair{8, 1}, std::pair{256, 8}}) {
+    const int tokens = 777;
+    std::vector<float> logits(size_t(tokens) * experts);
+    for (auto& x : logits) x = 0.5f * float(int(rng() % 7)) - 1.5f;
+    const moe::Routing want = moe::route_from_logits(logits, tokens, experts, topk);
+    auto dl = to_device(logits);
+    xstage::DeviceBuffer<int> de(size_t(tokens) * topk + 1);
+    xstage::DeviceBuffer<float> dw(size_t(tokens) * topk);
+    XS_CHECK_CUDA(cudaMemset(de.get(), 0xFF, de.size() * 4));
+    XS_CHECK_CUDA(cudaMemset(dw.get(), 0xFF, dw.size() * 4));
+    int* flag = de.get() + size_t(tokens) * topk;
+    XS_CHECK_CUDA(cudaMemset(flag, 0, 4));
+    moe::route::topk_softmax(dl.get(), tokens, experts, topk, de.get(), dw.get(), flag, nullptr);
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    const auto e = de.to_host(de.size());
+    const auto w = dw.to_host(dw.size());
+    EXPECT_EQ(e.back(), 0) << "no logit is non-finite";
+    int off = 0;
+    for (size_t i = 0; i < want.expert.size(); ++i) {
+      off += e[i] != want.expert[i];
+      EXPECT_NEAR(w[i], want.weight[i], 1e-7 * std::abs(want.weight[i])) << experts << " " << topk << " " << i;
+    }
+    EXPECT_EQ(off, 0) << experts << " experts, top-" << topk;
+    // Token 3: NaN everywhere; token 5: +inf at expert 2.
+    for (int j = 0; j < experts; ++j) logits[size_t(3) * experts + j] = NAN;
+    logits[size_t(5) * experts + 2] = INFINITY;
+    XS_CHECK_CUDA(cudaMemcpy(dl.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
+    moe::route::topk_softmax(dl.get(), tokens, experts, topk, de.get(), dw.get(), flag, nullptr);
+    const auto e2 = de.to_host(de.size());
+    EXPECT_EQ(e2.back(), 1) << "the non-finite logits are flagged";
+    std::set<int> t3(e2.begin() + 3 * topk, e2.begin() + 4 * topk);
+    EXPECT_EQ(int(t3.size()), topk) << "an all-NaN token still gets distinct experts";
+    EXPECT_EQ(e2[size_t(5) * topk], 2) << "+inf ranks first";
+  }
+}
+
+// The GPU planner against build_layout and the schedulers, for P = 1 .. 8 without a
+// communicator (the gathered experts are uploaded): every rank's maps, expert offsets,
+// order and dispatch targets (which accumulate over two plans). Outputs are poisoned.
+TEST(MoeRouteGpu, PlanEqualsTheHostLayoutAndOrder) {
+  if (comm::visible_gpus() < 1) GTEST_SKIP() << "needs a GPU";
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  struct PlanCase {
+    moe::Problem p;
+    moe::SyntheticRouting r;
+    moe::ScheduleConfig c;
+    int group;
+  };
+  using K = moe::ScheduleKind;
+  const std::vector<PlanCase> cases = {
+      {{1, 4096, 16, 2, 3072, 3072}, {.seed = 1}, {K::interleaved, 132, 3, 1, 2, ""}, moe::kMoeRasterGroup},  // dit-moe
+      {{1, 999, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 2}, {K::expert_wave, 132, 2, 1, 1, ""}, 3},
+      {{2, 300, 2, 2, 256, 256}, {.seed = 3}, {K::interleaved, 132, 1, 1, 1, ""}, 1},  // one expert per rank, k = 2
+      {{4, 700, 64, 6, 1024, 512}, {.zipf = 1.0, .empty_experts = 9, .same_rank = 0.5, .seed = 4},
+       {K::interleaved, 132, 2, 2, 3, ""}, 4},
+      {{8, 300, 64, 6, 512, 256}, {.zipf = 0.5, .empty_experts = 3, .same_rank = 0.3, .seed = 5},
+       {K::interleaved, 132, 1, 3, 5, ""}, moe::kMoeRasterGroup},
+  };
+  for (const auto& pc : cases) {
+    const moe::Problem& p = pc.p;
+    const auto routing = moe::synthetic_routing(p, pc.r);
+    const auto L = moe::build_layout(p, routing);
+    std::vector<int> all;
+    for (const auto& r : routing) all.insert(all.end(), r.expert.begin(), r.expert.end());
+    auto dall = to_device(all);
+    const int tk = p.tokens_per_rank * p.topk, epr = p.experts_per_rank(), max_rows = moe::route::max_recv_rows(p);
+    for (int r = 0; r < p.ranks; ++r) {
+      const auto tiles = moe::build_tiles(p, L.ranks[r], pc.group);
+      const auto want = moe::make_scheduler(pc.c)->order(tiles);
+      xstage::DeviceBuffer<int> send_rank(tk), send_row(tk), off(epr + 1), src_rank(max_rows), src_slot(max_rows),
+          n_items(1), cc(moe::route::chunk_count_size(p)), start(p.experts);
+      xstage::DeviceBuffer<moe::WorkItem> items(moe::route::item_capacity(p, max_rows));
+      xstage::DeviceBuffer<unsigned> expect(epr);
+      for (auto* b : {&send_rank, &send_row, &off, &src_rank, &src_slot, &n_items})
+        XS_CHECK_CUDA(cudaMemset(b->get(), 0xFF, b->size() * 4));
+      XS_CHECK_CUDA(cudaMemset(items.get(), 0xFF, items.size() * sizeof(moe::WorkItem)));
+      XS_CHECK_CUDA(cudaMemset(expect.get(), 0, epr * 4));
+      moe::route::PlanOut out{send_rank.get(), send_row.get(), off.get(), src_rank.get(), src_slot.get(),
+                              items.get(), n_items.get(), expect.get()};
+      const auto spec = moe::order_spec(pc.c, p, pc.group);
+      for (int twice = 0; twice < 2; ++twice)
+        moe::route::plan(p, r, dall.get(), spec, max_rows, {cc.get(), start.get()}, out, nullptr);
+      XS_CHECK_CUDA(cudaDeviceSynchronize());
+      const auto& R = L.ranks[r];
+      const std::string where = fmt::format("{} rank {}", moe::describe(p), r);
+      EXPECT_EQ(send_rank.to_host(tk), R.send_rank) << where;
+      EXPECT_EQ(send_row.to_host(tk), R.send_row) << where;
+      EXPECT_EQ(off.to_host(epr + 1), R.expert_offset) << where;
+      EXPECT_EQ(src_rank.to_host(R.rows()), R.recv_src_rank) << where;
+      EXPECT_EQ(src_slot.to_host(R.rows()), R.recv_src_slot) << where;
+      const int n = n_items.to_host(1)[0];
+      ASSERT_EQ(n, int(want.size())) << where;
+      EXPECT_EQ(items.to_host(n), want) << where;
+      const auto got_expect = expect.to_host(epr);
+      for (int e = 0; e < epr; ++e) EXPECT_EQ(got_expect[e], 2u * R.count(e)) << where << " expert " << e;
+    }
+  }
+}
+
+// A forward routed on the GPU from router logits equals the host-routed forward of the
+// same routing bitwise (the GPU's routing is read back and laid out on the host), over
+// three forwards with fresh logits (cumulative targets), and the first one is within
+// bf16 tolerance of the host reference; the GPU's experts equal route_from_logits'.
+TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
+  for (const moe::Problem p : {moe::Problem{1, 700, 8, 2, 512, 256}, moe::Problem{2, 300, 16, 4, 512, 256}}) {
+    if (comm::visible_gpus() < p.ranks) {
+      std::printf("skipped %s: needs %d GPUs\n", moe::describe(p).c_str(), p.ranks);
+      continue;
+    }
+    const auto w = moe::random_weights(p, 31);
+    const auto x = moe::random_tokens(p, 32);
+    std::mutex mu;
+    std::vector<moe::Routing> gathered(p.ranks);
+    std::vector<std::string> failures;
+    comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
+      const int r = rank.rank();
+      auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
+      moe::FusedMoe dev(rank, p, moe::route::max_recv_rows(p)), host(rank, p, moe::route::max_recv_rows(p));
+      dev.set_weights(w1.get(), w2.get());
+      host.set_weights(w1.get(), w2.get());
+      const auto cfg = moe::choose_schedule(moe::ScheduleKind::interleaved, p, moe::expected_tiles(p), dev.blocks(),
+                                            xstage::burstgap::example_params("peer"));
+      const std::size_t n_out = std::size_t(p.tokens_per_rank) * p.hidden;
+      auto fail = [&](const std::string& f) {
+        std::lock_guard lock(mu);
+        failures.push_back(fmt::format("{} rank {}: {}", moe::describe(p), r, f));
+      };
+      for (int l = 0; l < 3; ++l) {
+        std::mt19937 rng(100 * l + r);
+        std::vector<float> logits(std::size_t(p.tokens_per_rank) * p.experts);
+        for (auto& v : logits) v = 0.25f * float(int(rng() % 9)) + 0.01f * float(rng() % 100);
+        auto dl = to_device(logits);
+        XS_CHECK_CUDA(cudaMemset(dev.out(), 0xFF, n_out * 2));
+        dev.route_on_device(xd.get(), dl.get(), cfg);
+        dev.launch();
+        dev.synchronize();
+        const moe::Routing mine = dev.device_routing();
+        if (mine.expert != moe::route_from_logits(logits, p.tokens_per_rank, p.experts, p.topk).expert)
+          fail(fmt::format("forward {}: the GPU chose other experts than route_from_logits", l));
+        {
+          std::lock_guard lock(mu);
+          gathered[r] = mine;
+        }
+        rank.host_barrier();
+        const auto layout = moe::build_layout(p, gathered);
+        const auto tiles = moe::build_tiles(p, layout.ranks[r]);
+        host.set_inputs(xd.get(), mine, layout, moe::make_scheduler(cfg)->order(tiles));
+        XS_CHECK_CUDA(cudaMemset(host.out(), 0xFF, n_out * 2));
+        host.launch();
+        host.synchronize();
+        std::vector<std::uint16_t> a(n_out), b(n_out);
+        XS_CHECK_CUDA(cudaMemcpy(a.data(), dev.out(), n_out * 2, cudaMemcpyDeviceToHost));
+        XS_CHECK_CUDA(cudaMemcpy(b.data(), host.out(), n_out * 2, cudaMemcpyDeviceToHost));
+        if (a != b) fail(fmt::format("forward {}: device-routed and host-routed outputs differ", l));
+        if (l == 0) {
+          const auto ref = moe::reference_forward(p, gathered, layout, w, x);
+          double scale = 0;
+          for (float v : ref[r]) scale = std::max(scale, double(std::abs(v)));
+          int bad = 0;
+          for (std::size_t i = 0; i < n_out; ++i) {
+            const double got = moe::from_bf16(a[i]), want = ref[r][i];
+            bad += !(std::abs(got - want) <= 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale);
+          }
+          if (bad) fail(fmt::format("{} of {} outputs off the reference", bad, n_out));
+        }
+        rank.host_barrier();  // gathered[] is rewritten by the next forward
+      }
+      // A NaN logit: the forward completes, synchronize names it.
+      std::vector<float> logits(std::size_t(p.tokens_per_rank) * p.experts, 0.5f);
+      logits[7] = NAN;
+      auto dl = to_device(logits);
+      dev.route_on_device(xd.get(), dl.get(), cfg);
+      dev.launch();
+      try {
+        dev.synchronize();
+        fail("a NaN logit was not reported");
+      } catch (const common::Error& e) {
+        if (std::string(e.what()).find("non-finite") == std::string::npos) fail(e.what());
+      }
+      try {
+        host.route_on_device(xd.get(), dl.get(), cfg);
+        fail("a host-routed FusedMoe took device routing");
+      } catch (const common::Error& e) {
+        if (std::string(e.what()).find("construct another") == std::string::npos) fail(e.what());
+      }
+    });
+    for (const auto& f : failures) ADD_FAILURE() << f;
+  }
+}
 
 TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
   const int gpus = comm::visible_gpus();

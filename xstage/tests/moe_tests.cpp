@@ -234,6 +234,103 @@ TEST(MoeSchedule, BothSchedulersCoverEveryTileOnceInDependencyOrder) {
     }
 }
 
+// The closed form the GPU planner uses (xstage/moe_order.hpp) puts every tile where the
+// schedulers put it: skewed and empty experts, every wave size, lag, split and raster
+// group here, and tile lists whose m blocks span several raster groups.
+TEST(MoeSchedule, ClosedFormOrderEqualsTheSchedulers) {
+  int cases = 0;
+  for (double zipf : {0.0, 1.3})
+    for (int empty : {0, 9})
+      for (int group : {1, 3, moe::kMoeRasterGroup}) {
+        const auto base = tiles_case(zipf, empty);
+        const auto L = moe::build_layout(base.p, moe::synthetic_routing(base.p, {.zipf = zipf, .empty_experts = empty, .seed = 4}));
+        const auto t = moe::build_tiles(base.p, L.ranks[1], group);
+        for (int wave : {1, 2, 3, 16, 64})
+          for (int lag : {1, 2, 3})
+            for (int split : {1, 2, 5, 64}) {
+              moe::ScheduleConfig c;
+              c.kind = moe::ScheduleKind::interleaved;
+              c.wave_experts = wave, c.lag = lag, c.burst_split = split;
+              ASSERT_EQ(moe::order_by_position(t, c), moe::make_scheduler(c)->order(t))
+                  << "interleaved zipf " << zipf << " empty " << empty << " group " << group << " wave " << wave
+                  << " lag " << lag << " split " << split;
+              c.kind = moe::ScheduleKind::expert_wave;
+              if (lag == 1 && split == 1)
+                ASSERT_EQ(moe::order_by_position(t, c), moe::make_scheduler(c)->order(t)) << "expert-wave " << wave;
+              ++cases;
+            }
+      }
+  EXPECT_EQ(cases, 2 * 2 * 3 * 5 * 3 * 4);
+  // A single expert with more m blocks than one raster group, and an empty list.
+  const moe::Problem p{1, 4096, 2, 2, 256, 256};
+  moe::RankLayout R;
+  R.expert_offset = {0, 20 * moe::kTileM - 5, 20 * moe::kTileM - 5};
+  const auto t = moe::build_tiles(p, R, 6);
+  moe::ScheduleConfig c{moe::ScheduleKind::interleaved, 132, 1, 1, 3, ""};
+  EXPECT_EQ(moe::order_by_position(t, c), moe::make_scheduler(c)->order(t));
+  R.expert_offset = {0, 0, 0};
+  EXPECT_TRUE(moe::order_by_position(moe::build_tiles(p, R, 6), c).empty());
+}
+
+TEST(MoeSchedule, PiecesAndGroupedTilesInClosedForm) {
+  for (int n : {0, 1, 7, 64})
+    for (int split : {1, 3, 8, 100}) {
+      int q = 0;
+      for (int j = 0; j < split; ++j)  // piece j holds [n*j/split, n*(j+1)/split)
+        for (; q < moe::piece_start(n, j + 1, split); ++q) EXPECT_EQ(moe::piece_of(q, n, split), j) << n << " " << split;
+      EXPECT_EQ(q, n);
+    }
+  for (int mb : {1, 5, 17})
+    for (int nb : {1, 4})
+      for (int g : {1, 4, 16}) {
+        int j = 0;
+        xstage::for_each_grouped(mb, nb, g, [&](int m, int n) {
+          int gm = -1, gn = -1;
+          moe::grouped_tile(j++, mb, nb, g, &gm, &gn);
+          EXPECT_EQ(std::pair(gm, gn), std::pair(m, n)) << mb << " " << nb << " " << g << " " << j - 1;
+        });
+      }
+}
+
+TEST(MoeSchedule, ExpectedTilesGiveTheMeanCount) {
+  const moe::Problem p{4, 2048, 64, 6, 1024, 512};  // 4*2048*6/64 = 768 rows = 6 m blocks per expert
+  const auto t = moe::expected_tiles(p, 4);
+  ASSERT_EQ(t.experts, 16);
+  for (int e = 0; e < t.experts; ++e) EXPECT_EQ(t.m_blocks[e], 6);
+  EXPECT_EQ(t.raster_group, 4);
+  const moe::Problem q{1, 100, 16, 2, 256, 256};  // 12.5 rows per expert: 12 or 13, 200 in all
+  const auto u = moe::expected_tiles(q);
+  int rows_blocks = 0;
+  for (int e = 0; e < u.experts; ++e) rows_blocks += u.m_blocks[e];
+  EXPECT_EQ(rows_blocks, 16);
+  moe::ScheduleConfig c;
+  c.wave_experts = 0;
+  expect_error([&] { moe::order_spec(c, p, 16); }, "wave_experts 0");
+}
+
+// The GPU planner's buffer sizes cover the worst case: one expert per rank takes at most
+// one row per token (a token's experts are distinct), and the item capacity bounds the
+// orders of every layout of up to max_rows rows.
+TEST(MoeRouteSizes, CoverTheWorstCase) {
+  const moe::Problem p{4, 700, 64, 6, 1024, 512};
+  EXPECT_EQ(moe::route::chunks_per_rank(p), (700 * 6 + 511) / 512);
+  EXPECT_EQ(moe::route::chunk_count_size(p), std::size_t(4) * 9 * 64);
+  EXPECT_EQ(moe::route::max_recv_rows(p), 4 * 700 * 6);
+  EXPECT_EQ(moe::route::max_recv_rows({4, 700, 4, 2, 256, 256}), 4 * 700);  // E/P = 1 < k
+  EXPECT_EQ(moe::route::max_m_blocks(p), (4 * 700 + 127) / 128);
+  // Orders of skewed layouts never exceed the capacity.
+  for (double zipf : {0.0, 1.5, 3.0})
+    for (int empty : {0, 10}) {
+      const auto L = moe::build_layout(p, moe::synthetic_routing(p, {.zipf = zipf, .empty_experts = empty, .seed = 9}));
+      for (const auto& R : L.ranks) {
+        const auto t = moe::build_tiles(p, R);
+        EXPECT_LE(int(t.l1.size() + t.l2.size()), moe::route::item_capacity(p, moe::route::max_recv_rows(p)));
+        for (int e = 0; e < t.experts; ++e) EXPECT_LE(t.m_blocks[e], moe::route::max_m_blocks(p));
+      }
+    }
+  expect_error([] { moe::route::max_recv_rows({8, 1 << 28, 64, 8, 256, 256}); }, "over 2^30");
+}
+
 TEST(MoeSchedule, CheckOrderCatchesViolations) {
   const auto c = tiles_case(0.0);
   auto o = moe::ExpertWaveScheduler(2).order(c.t);

@@ -51,6 +51,7 @@ struct Config {
   int topk = 0;
   int64_t moe_inter = 0;
   int moe_raster_group = moe::kMoeRasterGroup;  // fused MoE kernel's tile raster (1: m-major); not a weight
+  bool moe_device_routing = true;  // MoE routing, layout and order on the GPU (false: on the host); not a weight
   int64_t latent_channels = 4; // c
   int patch = 2;               // ps (spatial)
   int patch_t = 1;             // pt (temporal)
@@ -169,9 +170,6 @@ std::vector<float> random_latent(const Config& c, int64_t tokens, uint64_t seed)
 
 // The fused kernel's problem for this model and run: {P, N/P, E, k, C, I}.
 moe::Problem moe_problem(const Config& c, int64_t tokens, int ranks);
-// The most recv rows one rank can get: each of the N tokens sends at most
-// min(k, E/P) of its k rows to one rank (its experts are distinct).
-int moe_max_rows(const moe::Problem& p);
 // "blocks.<b>.moe.w1" / "blocks.<b>.moe.w2": expert-major [E, ...], sharded over ranks.
 bool is_expert_param(const std::string& name);
 // Rank r's experts of an expert-major tensor [E, ...]: the values of experts

@@ -127,6 +127,9 @@ class RankModel {
   // do not depend on P), the rest on the host: the same model on every rank.
   void randomize(uint64_t seed);
   void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim]
+  // Waits for the stream; throws one line naming a timed-out wait of the MoE kernel
+  // or non-finite router logits (MoE FFN), or the CUDA error.
+  void synchronize() const;
   std::vector<float> latent() const;                 // synchronises
   std::vector<float> velocity() const;               // of the last forward (bias included); synchronises
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "xstage/burstgap.hpp"
+#include "xstage/moe_order.hpp"
 
 namespace xstage::moe {
 
@@ -125,6 +126,20 @@ Layout build_layout(const Problem& p, const std::vector<Routing>& routing);
 // Structural invariants (every (token, slot) sent once, maps inverse, offsets
 // monotone); throws naming the first broken one.
 void check_layout(const Layout& layout, const std::vector<Routing>& routing);
+
+// Sizes of the GPU planner's buffers (FusedMoe::route_on_device, moe/device_route.hpp).
+namespace route {
+inline constexpr int kTopkMax = 8;  // the top-k kernel keeps k <= 8 entries in registers
+inline constexpr int kChunk = 512;  // (token, slot) pairs per block of its count and assign kernels
+int chunks_per_rank(const Problem& p);           // ceil(T*k / kChunk)
+std::size_t chunk_count_size(const Problem& p);  // P * chunks * E
+// The most rows one rank can receive (each token of every rank at most once per
+// local expert and at most k times), the most m blocks of one local expert
+// (ceil(P*T / kTileM)), and the most work items an order over max_rows rows has.
+int max_recv_rows(const Problem& p);
+int max_m_blocks(const Problem& p);
+int item_capacity(const Problem& p, int max_rows);
+}  // namespace route
 
 // Host model of the kernel's data movement over `row_elems` elements per row
 // (bit copies): dispatch x rows to recv buffers, and return recv-shaped rows to
@@ -294,6 +309,18 @@ std::unique_ptr<Scheduler> make_scheduler(const ScheduleConfig& c);
 
 // Every tile exactly once and every L2 (e, m) after all L1 (e, m, *); throws.
 void check_order(const TileLists& tiles, const std::vector<WorkItem>& order);
+
+// The config's order built tile by tile from the closed form of xstage/moe_order.hpp
+// (order_waves, then tile_position per tile), as the GPU planner builds it; equal to
+// make_scheduler(c)->order(tiles) (CPU-tested).
+std::vector<WorkItem> order_by_position(const TileLists& tiles, const ScheduleConfig& c);
+// The OrderSpec of a config for tiles of `p` (column tiles per row block from p).
+OrderSpec order_spec(const ScheduleConfig& c, const Problem& p, int raster_group);
+
+// Tile lists of a layout that gives every local expert the mean count
+// P*T*k/E rows (rounded): what a forward whose routing is only known on the GPU
+// plans its schedule config with.
+TileLists expected_tiles(const Problem& p, int raster_group = kMoeRasterGroup);
 
 // Wave size from occupancy: the fewest experts whose L1 tiles fill every SM
 // at least once (so a wave's L1 phase is never partly idle).

@@ -1,7 +1,6 @@
 // One token's top-k softmax routing (moe::route_from_logits), written for host and
-// device so that a GPU routing kernel chooses the same experts with the same weights.
-// Such a kernel for the DiT's MoE FFN is commit bee03ff, reverted until it has run on
-// a GPU (docs/xstage-dit.md).
+// device so that the GPU routing kernel (xstage/moe/device_route.cu) chooses the same
+// experts with the same weights.
 //
 // Each expert, in id order, is inserted before the first strictly smaller logit kept
 // so far and the rest moves down one place: larger logit first, and among equal logits
@@ -16,13 +15,15 @@
 
 namespace xstage::moe {
 
-// l: the token's `experts` logits (finite); val/idx/ex: scratch of k entries; writes
-// expert[0..k) and weight[0..k). 1 <= k <= experts.
-XS_HD void topk_softmax_token(const float* l, int experts, int k, float* val, int* idx, double* ex, int* expert,
-                              float* weight) {
+// logit(e): the token's logit of expert e, e in [0, experts), each finite (then the k
+// experts chosen are distinct); val/idx/ex: scratch of k entries; writes expert[0..k)
+// and weight[0..k). 1 <= k <= experts.
+template <class Logit>
+XS_HD void topk_softmax_token_of(Logit logit, int experts, int k, float* val, int* idx, double* ex, int* expert,
+                                 float* weight) {
   for (int j = 0; j < k; ++j) val[j] = -INFINITY, idx[j] = 0;
   for (int e = 0; e < experts; ++e) {
-    float x = l[e];
+    float x = logit(e);
     int xi = e;
     bool moving = false;  // below the insertion point every entry moves down one place
 #if defined(__CUDACC__)
@@ -47,6 +48,12 @@ XS_HD void topk_softmax_token(const float* l, int experts, int k, float* val, in
     expert[j] = idx[j];
     weight[j] = static_cast<float>(ex[j] / sum);
   }
+}
+
+// The same over an array of `experts` logits.
+XS_HD void topk_softmax_token(const float* l, int experts, int k, float* val, int* idx, double* ex, int* expert,
+                              float* weight) {
+  topk_softmax_token_of([l](int e) { return l[e]; }, experts, k, val, idx, ex, expert, weight);
 }
 
 }  // namespace xstage::moe

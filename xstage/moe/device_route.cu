@@ -1,0 +1,181 @@
+// Routing, layout and order of the fused MoE on the GPU (design in device_route.hpp).
+#include <cfloat>
+
+#include "device_route.hpp"
+#include "xstage/check_cuda.hpp"
+#include "xstage/moe_order.hpp"
+#include "xstage/moe_topk.hpp"
+
+namespace xstage::moe::route {
+
+namespace {
+
+constexpr int kPlanThreads = 1024;
+constexpr int kPlanMaxLocal = 512;  // = kMaxLocalExperts of the fused kernel
+
+template <int K>
+__global__ void topk_kernel(const float* logits, int tokens, int experts, int* expert, float* weight,
+                            int* nonfinite) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= tokens) return;
+  const float* l = logits + static_cast<std::size_t>(t) * experts;
+  bool bad = false;
+  const auto logit = [&](int e) {
+    const float v = l[e];
+    if (isfinite(v)) return v;
+    bad = true;
+    return v > 0.f ? FLT_MAX : -FLT_MAX;  // NaN compares false: -FLT_MAX
+  };
+  float val[K];
+  int idx[K];
+  double ex[K];
+  topk_softmax_token_of(logit, experts, K, val, idx, ex, expert + static_cast<std::size_t>(t) * K,
+                        weight + static_cast<std::size_t>(t) * K);
+  if (bad) *nonfinite = 1;
+}
+
+// grid (chunks, P): per-expert counts of one chunk of one source.
+__global__ void count_kernel(const int* all_expert, int tk, int chunks, int experts, int* chunk_count) {
+  extern __shared__ int hist[];
+  const int c = blockIdx.x, s = blockIdx.y;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int i = c * kChunk + threadIdx.x;
+  if (i < tk) atomicAdd(&hist[all_expert[static_cast<std::size_t>(s) * tk + i]], 1);
+  __syncthreads();
+  int* row = chunk_count + (static_cast<std::size_t>(s) * chunks + c) * experts;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) row[e] = hist[e];
+}
+
+struct ScanArgs {
+  OrderSpec spec;
+  int ranks, rank, experts, epr, chunks, max_rows;
+  int* chunk_count;
+  int* expert_start;
+  PlanOut out;
+};
+
+// One block: prefixes, offsets, dispatch targets and the tile order.
+__global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
+  __shared__ int count[kPlanMaxLocal], mb[kPlanMaxLocal], wave[kPlanMaxLocal], l1_off[kPlanMaxLocal],
+      l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
+      l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1];
+  __shared__ int waves;
+  const int sc_n = a.ranks * a.chunks;
+  // Per global expert: exclusive prefix over (source, chunk), in place; the total.
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
+    int run = 0;
+    for (int sc = 0; sc < sc_n; ++sc) {
+      int* p = a.chunk_count + static_cast<std::size_t>(sc) * a.experts + e;
+      const int v = *p;
+      *p = run;
+      run += v;
+    }
+    a.expert_start[e] = run;
+  }
+  __syncthreads();
+  // Per destination: its experts' first rows (totals become offsets).
+  if (threadIdx.x < a.ranks) {
+    const int d = threadIdx.x;
+    int run = 0;
+    for (int el = 0; el < a.epr; ++el) {
+      int* p = a.expert_start + d * a.epr + el;
+      const int total = *p;
+      *p = run;
+      if (d == a.rank) count[el] = total, a.out.expert_offset[el] = run;
+      run += total;
+    }
+    if (d == a.rank) a.out.expert_offset[a.epr] = run;
+  }
+  __syncthreads();
+  for (int el = threadIdx.x; el < a.epr; el += blockDim.x) {
+    a.out.dispatch_expect[el] += static_cast<unsigned>(count[el]);
+    mb[el] = (count[el] + kTileM - 1) / kTileM;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    waves = order_waves(a.spec, a.epr, mb, wave, l1_off, l2_off, l1_size, l2_size, l1_start, l2_start);
+    int run = 0;
+    for (int el = 0; el < a.epr; ++el) first_tile[el] = run, run += mb[el] * (a.spec.l1_n_blocks + a.spec.l2_n_blocks);
+    first_tile[a.epr] = run;
+    *a.out.n_items = run;
+  }
+  __syncthreads();
+  const int n = first_tile[a.epr];
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    int lo = 0, hi = a.epr - 1;  // the expert whose tiles hold t: last first_tile <= t
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (first_tile[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    const int e = lo, j = t - first_tile[e], l1n = mb[e] * a.spec.l1_n_blocks;
+    const bool l2 = j >= l1n;
+    const int jj = l2 ? j - l1n : j;
+    int m = 0, col = 0;
+    grouped_tile(jj, mb[e], l2 ? a.spec.l2_n_blocks : a.spec.l1_n_blocks, a.spec.raster_group, &m, &col);
+    const int pos = tile_position(a.spec, waves, l2, wave[e], (l2 ? l2_off[e] : l1_off[e]) + jj, l1_size, l2_size,
+                                  l1_start, l2_start);
+    a.out.items[pos] = WorkItem{l2 ? TileKind::l2 : TileKind::l1, e, m, col};
+  }
+}
+
+// grid (chunks, P): each pair's row in its destination's recv buffer.
+__global__ void __launch_bounds__(kChunk) assign_kernel(const int* all_expert, int tk, int chunks, int experts,
+                                                        int epr, int rank, const int* chunk_base,
+                                                        const int* expert_start, PlanOut out) {
+  __shared__ int se[kChunk];
+  const int c = blockIdx.x, s = blockIdx.y, i = c * kChunk + threadIdx.x;
+  const int e = i < tk ? all_expert[static_cast<std::size_t>(s) * tk + i] : -1;
+  se[threadIdx.x] = e;
+  __syncthreads();
+  if (e < 0) return;
+  int before = 0;  // earlier pairs of this chunk with the same expert (broadcast reads)
+  for (int j = 0; j < static_cast<int>(threadIdx.x); ++j) before += se[j] == e;
+  const int row =
+      expert_start[e] + chunk_base[(static_cast<std::size_t>(s) * chunks + c) * experts + e] + before;
+  const int d = e / epr;
+  if (s == rank) out.send_rank[i] = d, out.send_row[i] = row;
+  if (d == rank) out.recv_src_rank[row] = s, out.recv_src_slot[row] = i;
+}
+
+}  // namespace
+
+void topk_softmax(const float* logits, int tokens, int experts, int topk, int* expert, float* weight, int* nonfinite,
+                  cudaStream_t s) {
+  XS_CHECK_MSG(tokens >= 0 && topk >= 1 && topk <= kTopkMax && topk <= experts && nonfinite,
+               "moe routing kernel: needs 1 <= top-k <= min(experts, 8) and a flag");
+  if (tokens == 0) return;
+  const int threads = 128, blocks = (tokens + threads - 1) / threads;
+  switch (topk) {
+#define XS_TOPK_CASE(K)                                                                          \
+  case K:                                                                                        \
+    topk_kernel<K><<<blocks, threads, 0, s>>>(logits, tokens, experts, expert, weight, nonfinite); \
+    break;
+    XS_TOPK_CASE(1) XS_TOPK_CASE(2) XS_TOPK_CASE(3) XS_TOPK_CASE(4)
+    XS_TOPK_CASE(5) XS_TOPK_CASE(6) XS_TOPK_CASE(7) XS_TOPK_CASE(8)
+#undef XS_TOPK_CASE
+  }
+  XS_CHECK_LAUNCH();
+}
+
+void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& spec, int max_rows,
+          const PlanScratch& scratch, const PlanOut& out, cudaStream_t s) {
+  const int epr = p.experts_per_rank(), tk = p.tokens_per_rank * p.topk, chunks = chunks_per_rank(p);
+  XS_CHECK_MSG(epr <= kPlanMaxLocal, "moe routing kernel: at most 512 experts per rank");
+  XS_CHECK_MSG(rank >= 0 && rank < p.ranks, "moe routing kernel: rank outside 0 .. P-1");
+  XS_CHECK_MSG(max_rows >= max_recv_rows(p), "moe routing kernel: recv rows sized below the most a rank can get");
+  XS_CHECK_MSG(spec.wave_experts >= 1 && spec.lag >= 1 && spec.split >= 1 && spec.raster_group >= 1 &&
+                   spec.l1_n_blocks == p.intermediate / kL1TileN && spec.l2_n_blocks == p.hidden / kL2TileN,
+               "moe routing kernel: the order spec does not fit the problem");
+  const dim3 grid(chunks, p.ranks);
+  count_kernel<<<grid, kChunk, p.experts * sizeof(int), s>>>(all_expert, tk, chunks, p.experts, scratch.chunk_count);
+  XS_CHECK_LAUNCH();
+  ScanArgs a{spec, p.ranks, rank, p.experts, epr, chunks, max_rows, scratch.chunk_count, scratch.expert_start, out};
+  scan_kernel<<<1, kPlanThreads, 0, s>>>(a);
+  XS_CHECK_LAUNCH();
+  assign_kernel<<<grid, kChunk, 0, s>>>(all_expert, tk, chunks, p.experts, epr, rank, scratch.chunk_count,
+                                        scratch.expert_start, out);
+  XS_CHECK_LAUNCH();
+}
+
+}  // namespace xstage::moe::route
