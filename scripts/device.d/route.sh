@@ -8,7 +8,8 @@
 #    the DiT's (single GPU vs the CPU reference, GPU vs host routing);
 # 3. `xstage dit --preset dit-moe` at P = 1 with ROUTE_BLOCKS blocks (default 28, the
 #    whole preset), --moe-routing device and host in turns (d h d h), rows into
-#    $OUT/dit_routing.json; then a short table.
+#    $OUT/dit_routing.json; with nsys (ROUTE_NSYS=1, default) the kernel times of one
+#    step in each mode; then a short table.
 ROUTE_T0=$(date +%s)
 RB=${ROUTE_BUILD_DIR:-$ROOT/build-route}
 RT="$RB/xstage/tests"
@@ -22,21 +23,74 @@ step route_moe_gpu_tests timeout 240 "$RT/xstage_moe_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|skipped" "$OUT/route_moe_gpu_tests.log" 2>/dev/null | head -20
 step route_dit_gpu_tests timeout 200 env XSTAGE_SOURCE_DIR="$ROOT" "$RT/xstage_dit_gpu_tests"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|routing:|velocity vs" "$OUT/route_dit_gpu_tests.log" 2>/dev/null | head -20
-rm -f "$OUT/dit_routing.json"
+rm -f "$OUT"/dit_routing*.json
+i=0
 for turn in device host device host; do
-  step "route_dit_moe_$turn" timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$RX" dit --quiet --json "$OUT/dit_routing.json" \
-    --preset dit-moe --tokens 4096 --steps 2 --blocks "${ROUTE_BLOCKS:-28}" --gpus 1 --samples 7 --moe-routing "$turn"
-  cat "$OUT/route_dit_moe_$turn.log" >>"$OUT/route_dit_moe.log"
-done
-if [ -f "$OUT/dit_routing.json" ]; then
-  cp "$OUT/dit_routing.json" "$FINAL_OUT/dit_routing.json"
-  echo "---- xstage dit --preset dit-moe, P = 1 (ms per Euler step) ----"
-  python3 - "$OUT/dit_routing.json" <<'PY' | tee "$OUT/route_table.txt"
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f"{r['preset']:<8} {r['tokens']:>6} blocks {r['blocks']:>3} routing {r.get('moe_routing', '?'):<6} "
-          f"single {r['single_step_ms']:.3f} ms")
+  i=$((i + 1))
+  # SM clock and power while it runs (read only), 50 ms apart.
+  nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 50 \
+    >"$OUT/clocks_${i}_$turn.csv" 2>/dev/null &
+  smi=$!
+  step "route_dit_moe_${i}_$turn" timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$RX" dit --quiet \
+    --json "$OUT/dit_routing_${i}.json" --preset dit-moe --tokens 4096 --steps 2 --blocks "${ROUTE_BLOCKS:-28}" \
+    --gpus 1 --samples 7 --moe-routing "$turn"
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+  grep -h "MoE FFN" "$OUT/route_dit_moe_${i}_$turn.log"
+  python3 - "$OUT/clocks_${i}_$turn.csv" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    try: rows.append((float(f[1]), float(f[2]), float(f[3])))
+    except (ValueError, IndexError): pass
+busy = [r for r in rows if r[1] > 250]  # samples while the GPU works
+if busy:
+    n = len(busy)
+    print(f"  clocks while busy (> 250 W, {n} of {len(rows)} samples): SM {sum(r[0] for r in busy)/n:.0f} MHz "
+          f"(min {min(r[0] for r in busy):.0f}), power {sum(r[1] for r in busy)/n:.0f} W (max {max(r[1] for r in busy):.0f}), "
+          f"{max(r[2] for r in busy):.0f} C max")
 PY
+done
+# Kernel times per mode (nsys, when present): one timed step after one warm-up.
+if [ "${ROUTE_NSYS:-1}" = 1 ] && command -v nsys >/dev/null; then
+  for turn in device host; do
+    step "route_nsys_$turn" timeout 120 nsys profile -o "$OUT/nsys_$turn" --force-overwrite true -t cuda \
+      env XSTAGE_SOURCE_DIR="$ROOT" "$RX" dit --quiet --preset dit-moe --tokens 4096 --steps 1 \
+      --blocks "${ROUTE_BLOCKS:-28}" --gpus 1 --warmup 1 --samples 2 --moe-routing "$turn"
+    nsys stats --report cuda_gpu_kern_sum --format csv --output "$OUT/kern_$turn" "$OUT/nsys_$turn.nsys-rep" \
+      >"$OUT/nsys_stats_$turn.log" 2>&1 || true
+    rm -f "$OUT/nsys_$turn.nsys-rep" "$OUT/nsys_$turn.sqlite"
+  done
+else
+  note route_nsys "skipped (no nsys or ROUTE_NSYS=0)"
 fi
+python3 - "$OUT" <<'PY' | tee "$OUT/route_table.txt"
+import csv, glob, json, os, sys
+out = sys.argv[1]
+rows = []
+for f in sorted(glob.glob(os.path.join(out, "dit_routing_*.json"))):
+    d = json.load(open(f))
+    rows += d["rows"]
+    head = {k: v for k, v in d.items() if k != "rows"}
+if rows:
+    json.dump({**head, "rows": rows}, open(os.path.join(out, "dit_routing.json"), "w"), indent=2)
+    print("---- xstage dit --preset dit-moe, P = 1 (ms per Euler step), in run order ----")
+    for r in rows:
+        print(f"{r['preset']:<8} {r['tokens']:>6} blocks {r['blocks']:>3} routing {r.get('moe_routing', '?'):<6} "
+              f"single {r['single_step_ms']:.3f} ms")
+for turn in ("device", "host"):
+    for f in glob.glob(os.path.join(out, f"kern_{turn}*.csv")):
+        print(f"---- nsys kernels, {turn} routing (top 8 by total time) ----")
+        with open(f) as fh:
+            rd = list(csv.DictReader(fh))
+        for r in rd[:8]:
+            name = r.get("Name", "?")[:70]
+            print(f"{float(r.get('Total Time (ns)', 0)) / 1e6:9.3f} ms {r.get('Instances', '?'):>6} x "
+                  f"{float(r.get('Avg (ns)', 0)) / 1e3:9.1f} us  {name}")
+        for r in rd:
+            if "route" in r.get("Name", ""):
+                print(f"  planner: {float(r.get('Total Time (ns)', 0)) / 1e6:8.3f} ms {r.get('Instances', '?'):>6} x "
+                      f"{float(r.get('Avg (ns)', 0)) / 1e3:8.1f} us  {r.get('Name', '?')[:70]}")
+PY
+[ -f "$OUT/dit_routing.json" ] && cp "$OUT/dit_routing.json" "$FINAL_OUT/dit_routing.json"
 note route_stage "$(( $(date +%s) - ROUTE_T0 )) s"

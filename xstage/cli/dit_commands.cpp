@@ -79,8 +79,8 @@ void write_rows(const std::string& path, const nlohmann::json& head, const nlohm
     XS_ASSERT(old.is_object() && old.contains("rows") && old["rows"].is_array(),
               "dit: {} exists but has no \"rows\" array; remove it or pick another --json", path);
     auto key = [](const nlohmann::json& r) {
-      return fmt::format("{}/{}/{}/{}/{}", r.value("preset", ""), r.value("tokens", 0), r.value("P", 0),
-                         r.value("blocks", 0), r.value("steps", 0));
+      return fmt::format("{}/{}/{}/{}/{}/{}", r.value("preset", ""), r.value("tokens", 0), r.value("P", 0),
+                         r.value("blocks", 0), r.value("steps", 0), r.value("moe_routing", ""));
     };
     for (const auto& r : old["rows"]) {
       bool replaced = false;
@@ -162,16 +162,24 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     return j;
   };
   const bool moe = c.ffn == dit::Ffn::moe;
-  auto host_json = [](const dit::MoeHostTimes& t) {
+  auto host_json = [](const dit::MoeTimes& t) {
     return nlohmann::json{{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
   };
-  std::vector<std::pair<std::string, dit::MoeHostTimes>> host_lines;  // printed after the table (host routing)
+  auto gpu_json = [](const dit::MoeTimes& t) {
+    return nlohmann::json{{"plan", t.plan_gpu_us}, {"kernel", t.kernel_gpu_us}};
+  };
+  std::vector<std::pair<std::string, dit::MoeTimes>> gpu_lines;
+  std::vector<std::pair<std::string, dit::MoeTimes>> host_lines;  // printed after the table (host routing)
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json r1 = row(1);
   const bool round_trip = moe && !c.moe_device_routing;
   if (round_trip) {
     r1["moe_host_us_per_block"] = {{"single", host_json(single.moe_host)}};
     host_lines.push_back({"single", single.moe_host});
+  }
+  if (moe) {
+    r1["moe_gpu_us_per_block"] = {{"single", gpu_json(single.moe_host)}};
+    gpu_lines.push_back({"single", single.moe_host});
   }
   r1.update({{"serial_step_ms", nullptr}, {"fused_step_ms", nullptr}, {"speedup", nullptr},
              {"max_abs_diff_vs_single_gpu", 0.0}, {"latent_max_abs", max_abs(single.latent)}});
@@ -202,6 +210,14 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
         host_lines.push_back({"fused", fused.moe_host});
       }
     }
+    if (moe) {
+      r["moe_gpu_us_per_block"] = {{"serial", gpu_json(serial.moe_host)}};
+      gpu_lines.push_back({"serial", serial.moe_host});
+      if (!o.serial_only) {
+        r["moe_gpu_us_per_block"]["fused"] = gpu_json(fused.moe_host);
+        gpu_lines.push_back({"fused", fused.moe_host});
+      }
+    }
     rows.push_back(r);
     std::printf("%-10s %6ld %2d %6d | %9.3f %9.3f %9.3f | %7.3f | %10.3e %10.3e\n", c.name.c_str(), long(run.tokens),
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
@@ -212,6 +228,9 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
                 "the round trip)\n");
+  for (const auto& [path, t] : gpu_lines)
+    std::printf("MoE FFN on the GPU per block (%s, timed steps, slowest rank): planner %.1f us, kernel %.1f us\n",
+                path.c_str(), t.plan_gpu_us, t.kernel_gpu_us);
   for (const auto& [path, t] : host_lines)
     std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
                 "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last two)\n",

@@ -294,15 +294,15 @@ void RankModel::euler(float dt) {
 }
 int64_t RankModel::local_tokens() const { return impl_->L; }
 
-MoeHostTimes RankModel::moe_host_times() const { return impl_->moe ? impl_->moe->host_times() : MoeHostTimes{}; }
+MoeTimes RankModel::moe_host_times() const { return impl_->moe ? impl_->moe->host_times() : MoeTimes{}; }
 void RankModel::reset_moe_host_times() {
   if (impl_->moe) impl_->moe->reset_host_times();
 }
 
-MoeHostTimes MoeHostTimes::per_forward() const {
+MoeTimes MoeTimes::per_forward() const {
   if (forwards == 0) return {};
   const double n = double(forwards);
-  return {wait_us / n, route_us / n, upload_us / n, 1};
+  return {wait_us / n, route_us / n, upload_us / n, 1, plan_gpu_us / n, kernel_gpu_us / n};
 }
 
 }  // namespace xstage::dit

@@ -36,15 +36,49 @@ MoeFfn::MoeFfn(comm::Rank& rank, const Config& c, int64_t tokens, const burstgap
 
 MoeFfn::~MoeFfn() {
   if (host_) cudaFreeHost(host_);
+  for (auto& e : events_)
+    for (cudaEvent_t x : e) cudaEventDestroy(x);
 }
 
-void MoeFfn::synchronize() { fused_->synchronize(); }
+void MoeFfn::record(int which) {
+  if (which == 0 && pending_ == events_.size()) {
+    std::array<cudaEvent_t, 3> e{};
+    for (auto& x : e) XS_CHECK_CUDA(cudaEventCreate(&x));
+    events_.push_back(e);
+  }
+  XS_CHECK_CUDA(cudaEventRecord(events_[pending_][which], rank_.stream()));
+  if (which == 2) ++pending_;
+}
+
+void MoeFfn::collect() {
+  for (std::size_t i = 0; i < pending_; ++i) {
+    float plan = 0, kernel = 0;
+    XS_CHECK_CUDA(cudaEventElapsedTime(&plan, events_[i][0], events_[i][1]));
+    XS_CHECK_CUDA(cudaEventElapsedTime(&kernel, events_[i][1], events_[i][2]));
+    times_.plan_gpu_us += 1e3 * plan;
+    times_.kernel_gpu_us += 1e3 * kernel;
+  }
+  pending_ = 0;
+}
+
+void MoeFfn::synchronize() {
+  fused_->synchronize();
+  collect();
+}
+
+void MoeFfn::reset_host_times() {
+  synchronize();
+  times_ = {};
+}
 
 const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2) {
   if (device_routing_) {
     fused_->set_weights(w1, w2);
+    record(0);
     fused_->route_on_device(h, logits_.get(), device_schedule_, raster_group_);
+    record(1);
     fused_->launch();
+    record(2);
     ++times_.forwards;
     return fused_->out();
   }
@@ -61,7 +95,7 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
   };
   const auto t0 = clock::now();
   XS_CHECK_CUDA(cudaMemcpyAsync(host_, src, all * sizeof(float), cudaMemcpyDeviceToHost, st));
-  fused_->synchronize();  // the host needs the logits; a timed-out wait of the last launch is named here
+  synchronize();  // the host needs the logits; a timed-out wait of the last launch is named here
   const auto t1 = clock::now();
   const MoeRoute route = moe_route(p_, std::vector<float>(host_, host_ + all));
   const int r = rank_.rank();
@@ -69,7 +103,10 @@ const std::uint16_t* MoeFfn::forward(const std::uint16_t* h, const std::uint16_t
   const auto t2 = clock::now();
   fused_->set_weights(w1, w2);
   fused_->set_inputs(h, route.routing[size_t(r)], route.layout, order);
+  record(0);
+  record(1);
   fused_->launch();
+  record(2);
   const auto t3 = clock::now();
   times_.wait_us += us(t0, t1);
   times_.route_us += us(t1, t2);

@@ -25,13 +25,17 @@
 // Returns FusedMoe::out(): [L, C] bf16, the FFN output of this rank's tokens.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "xstage/burstgap.hpp"
 #include "xstage/device_buffer.hpp"
 #include "xstage/dit.hpp"
-#include "xstage/dit_cuda.hpp"  // MoeHostTimes
+#include "xstage/dit_cuda.hpp"  // MoeTimes
 #include "xstage/moe.hpp"       // ScheduleConfig
 
 namespace xstage::comm {
@@ -56,8 +60,10 @@ class MoeFfn {
   // h: [L, C] bf16 (read by the kernel; keep it until the next forward);
   // w1 [E/P, 2I, C], w2 [E/P, C, I]: this rank's experts of the block, bf16.
   const std::uint16_t* forward(const std::uint16_t* h, const std::uint16_t* w1, const std::uint16_t* w2);
-  const MoeHostTimes& host_times() const { return times_; }
-  void reset_host_times() { times_ = {}; }
+  // Sums since the last reset, up to the last synchronize() (GPU times are read from
+  // events then).
+  const MoeTimes& host_times() const { return times_; }
+  void reset_host_times();  // synchronises first
   // Waits for the rank's stream; throws one line naming a timed-out wait of the
   // kernel or non-finite router logits.
   void synchronize();
@@ -69,7 +75,13 @@ class MoeFfn {
   int raster_group_;
   bool device_routing_;
   moe::ScheduleConfig device_schedule_;  // device routing: chosen for the expected counts
-  MoeHostTimes times_;
+  MoeTimes times_;
+  // Per forward since the last synchronisation: events before the planner, before
+  // the kernel, after it (reused; `pending_` of them recorded).
+  std::vector<std::array<cudaEvent_t, 3>> events_;
+  std::size_t pending_ = 0;
+  void record(int which);
+  void collect();  // after a synchronisation: add the pending forwards' GPU times
   std::unique_ptr<moe::FusedMoe> fused_;
   DeviceBuffer<float> logits_, gathered_;
   float* host_ = nullptr;  // pinned [N, E]

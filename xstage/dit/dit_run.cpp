@@ -88,11 +88,13 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     });
     const std::vector<float> x = m.latent();
     const double ms = opt.time ? median_step_ms(m, rank.stream(), path, opt.warmup, opt.samples) : 0.0;
-    const MoeHostTimes host = m.moe_host_times().per_forward();
+    const MoeTimes host = m.moe_host_times().per_forward();
     std::lock_guard lock(mu);
     res.moe_host.wait_us = std::max(res.moe_host.wait_us, host.wait_us);
     res.moe_host.route_us = std::max(res.moe_host.route_us, host.route_us);
     res.moe_host.upload_us = std::max(res.moe_host.upload_us, host.upload_us);
+    res.moe_host.plan_gpu_us = std::max(res.moe_host.plan_gpu_us, host.plan_gpu_us);
+    res.moe_host.kernel_gpu_us = std::max(res.moe_host.kernel_gpu_us, host.kernel_gpu_us);
     res.moe_host.forwards = std::max(res.moe_host.forwards, m.moe_host_times().forwards);
     std::copy(v0.begin(), v0.end(), res.first_velocity.begin() + r * L * in);
     std::copy(x.begin(), x.end(), res.latent.begin() + r * L * in);

@@ -95,16 +95,20 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);
 
-// Host time of the MoE FFN's per-block round trip (dit_moe_ffn.hpp), summed over
-// forwards: wait = the stream synchronisation that brings the router logits to the
-// host (it also waits for the GPU work queued before them); route = routing, layout
-// and tile order on the host; upload = the kernel's inputs copied to the device and
-// the launch. Between the synchronisation and the launch the stream has nothing
-// queued, so route + upload is time the GPU idles.
-struct MoeHostTimes {
+// Times of the MoE FFN per block (dit_moe_ffn.hpp), summed over forwards.
+// Host routing only, the host's round trip: wait = the stream synchronisation that
+// brings the router logits to the host (it also waits for the GPU work queued
+// before them); route = routing, layout and tile order on the host; upload = the
+// kernel's inputs copied to the device and the launch. Between the synchronisation
+// and the launch the stream has nothing queued, so route + upload is time the GPU
+// idles. Both modes, on the GPU (CUDA events on the rank's stream): plan_gpu = top-k,
+// gathered experts, layout and order (routing on the GPU; 0 with host routing);
+// kernel_gpu = the fused MoE kernel with its counter resets.
+struct MoeTimes {
   double wait_us = 0, route_us = 0, upload_us = 0;
   long forwards = 0;
-  MoeHostTimes per_forward() const;  // the sums divided by forwards (all zero when none)
+  double plan_gpu_us = 0, kernel_gpu_us = 0;
+  MoeTimes per_forward() const;  // the sums divided by forwards (all zero when none)
 };
 
 // One rank's denoiser: weights, activations and the cuBLAS handle on the current
@@ -137,7 +141,7 @@ class RankModel {
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
   // The MoE FFN's host round trips since the last reset (all zero without an MoE FFN).
-  MoeHostTimes moe_host_times() const;
+  MoeTimes moe_host_times() const;
   void reset_moe_host_times();
 
  private:
@@ -159,7 +163,7 @@ struct GpuResult {
   std::vector<float> first_velocity;  // v(x_1, t = 1), all tokens [N, in_dim]
   std::vector<float> latent;          // after run.steps Euler steps, all tokens
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
-  MoeHostTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
+  MoeTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
 // needs path == single; P > 1 serial or fused. MoE presets run their FFN through
