@@ -70,9 +70,11 @@ out = sys.argv[1]
 rows = []
 for f in sorted(glob.glob(os.path.join(out, "dit_routing_*.json"))):
     d = json.load(open(f))
-    rows += d["rows"]
-    head = {k: v for k, v in d.items() if k != "rows"}
+    for r in d["rows"]:
+        rows.append({**r, "command": d["command"]})  # each run's own command line
+    head = {k: v for k, v in d.items() if k not in ("rows", "command")}
 if rows:
+    head["command"] = "RUN_NAME=route ./run device route (scripts/device.d/route.sh): four xstage dit runs, rows in run order"
     json.dump({**head, "rows": rows}, open(os.path.join(out, "dit_routing.json"), "w"), indent=2)
     print("---- xstage dit --preset dit-moe, P = 1 (ms per Euler step), in run order ----")
     for r in rows:
