@@ -40,7 +40,6 @@ struct MoeCli {
   std::vector<std::string> routing;    // empty: all
   double budget_s = 0;                 // 0: no limit
   int compare_raster = 0;              // 0: none
-  bool compare_half = false;
 };
 
 bool keep(const std::vector<int>& allowed, int v) {
@@ -65,13 +64,12 @@ void run(const MoeCli& c) {
   const auto t0 = std::chrono::steady_clock::now();
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
-  std::string cmp_head =
+  const std::string cmp_head =
       c.compare_raster > 0 ? fmt::format(" | {:>9} {:>6}", fmt::format("IL g{}", c.compare_raster), "gain") : "";
-  if (c.compare_half) cmp_head += fmt::format(" | {:>9} {:>6}", "IL full", "gain");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups, raster_gains, half_gains;
+  std::vector<double> xs, speedups, raster_gains;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -95,13 +93,10 @@ void run(const MoeCli& c) {
                   configs.size());
       break;
     }
-    const auto r =
-        moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster, c.compare_half);
-    std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
-                                                        r.interleaved_compare_raster_us / r.interleaved_us)
-                                           : "";
-    if (c.compare_half)
-      cmp += fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_full_tiles_us, r.interleaved_full_tiles_us / r.interleaved_us);
+    const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster);
+    const std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
+                                                              r.interleaved_compare_raster_us / r.interleaved_us)
+                                                 : "";
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
@@ -113,7 +108,6 @@ void run(const MoeCli& c) {
     xs.push_back(double(i));
     speedups.push_back(r.speedup);
     if (c.compare_raster > 0) raster_gains.push_back(r.interleaved_compare_raster_us / r.interleaved_us);
-    if (c.compare_half) half_gains.push_back(r.interleaved_full_tiles_us / r.interleaved_us);
     rows.push_back({{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
                     {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing},
                     {"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
@@ -129,7 +123,6 @@ void run(const MoeCli& c) {
     if (c.compare_raster > 0)
       rows.back()["compare_raster"] = {{"raster_group", c.compare_raster},
                                        {"interleaved_us", r.interleaved_compare_raster_us}};
-    if (c.compare_half) rows.back()["compare_half"] = {{"interleaved_full_tiles_us", r.interleaved_full_tiles_us}};
     ++done;
     write_json(false);
   }
@@ -149,9 +142,6 @@ void run(const MoeCli& c) {
       chart.series.push_back({.label = fmt::format("Interleaved: raster group {} / {}", c.compare_raster,
                                                    moe::kMoeRasterGroup),
                               .x = xs, .y = raster_gains, .line = common::plot::LineStyle::none});
-    if (!half_gains.empty())
-      chart.series.push_back({.label = "Interleaved: full tiles only / with half tiles", .x = xs, .y = half_gains,
-                              .line = common::plot::LineStyle::none});
     chart.series.push_back(common::plot::horizontal_line("1x", 1.0, xs.front(), xs.back()));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());
@@ -178,8 +168,6 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--compare-raster", c->compare_raster,
                   "Also time the interleaved schedule over tiles in this raster group (1: m-major; 0: no)")
       ->capture_default_str();
-  cmd->add_flag("--compare-half", c->compare_half,
-               "Also time the interleaved schedule with half tiles off (row blocks of <= 64 rows as full tiles)");
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
   cmd->callback([c] {

@@ -38,7 +38,7 @@ std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
 }  // namespace
 
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster, bool compare_half) {
+                   int compare_raster) {
   XS_ASSERT(compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", compare_raster);
   const Problem p = c.problem();
   validate(p, comm::visible_gpus());
@@ -49,8 +49,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_full(p.ranks), un(p.ranks), gemm(p.ranks),
-      err(p.ranks);
+  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
   std::vector<double> remote_bytes(p.ranks);
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank(), epr = p.experts_per_rank();
@@ -84,7 +83,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
-    double us[4] = {0, 0, 0, 0}, e_max = 0;
+    double us[3] = {0, 0, 0}, e_max = 0;
     ScheduleConfig chosen;
     std::vector<std::vector<WorkItem>> orders(2);
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
@@ -96,20 +95,16 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     // group (the same items, so the same dependencies and outputs).
     if (compare_raster > 0)
       orders.push_back(make_scheduler(chosen)->order(build_tiles(p, layout.ranks[r], compare_raster)));
-    // Optional last: the interleaved order again, with half tiles off.
-    const int full_k = compare_half ? static_cast<int>(orders.size()) : -1;
-    if (compare_half) orders.push_back(orders[1]);
     const int n_orders = static_cast<int>(orders.size());
     // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
     // so that a drift of the card's clocks over the row moves all alike; each sample is
     // `per` back-to-back launches, the median of `rounds` samples is the schedule's time.
     const int rounds = std::min(iters, 5), per = (iters + rounds - 1) / rounds;
-    std::vector<double> samples[4];
+    std::vector<double> samples[3];
     for (int round = -1; round < rounds; ++round)  // round -1: warm-up
       for (int k = 0; k < n_orders; ++k) {
         fused.synchronize();  // the previous launches no longer read the old order
         fused.set_inputs(x.get(), routing[r], layout, orders[k]);
-        fused.set_half_tiles(k != full_k);
         if (round < 0) {
           for (int i = 0; i < warmup; ++i) fused.launch();
           continue;
@@ -138,8 +133,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     std::lock_guard lock(mu);
     ew[r] = us[0];
     il[r] = us[1];
-    il_cmp[r] = compare_raster > 0 ? us[2] : 0;
-    il_full[r] = compare_half ? us[full_k] : 0;
+    il_cmp[r] = us[2];
     un[r] = un_us;
     gemm[r] = gemm_us;
     err[r] = e_max;
@@ -154,8 +148,6 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.interleaved_us = *std::max_element(il.begin(), il.end());
   row.compare_raster = compare_raster;
   row.interleaved_compare_raster_us = *std::max_element(il_cmp.begin(), il_cmp.end());
-  row.compare_half = compare_half;
-  row.interleaved_full_tiles_us = *std::max_element(il_full.begin(), il_full.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
   row.grouped_gemm_us = *std::max_element(gemm.begin(), gemm.end());
   row.max_rel_err = *std::max_element(err.begin(), err.end());

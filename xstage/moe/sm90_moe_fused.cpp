@@ -79,7 +79,6 @@ struct FusedMoe::Impl {
   unsigned epoch = 0;
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
-  bool half_tiles = true;
 
   ~Impl() {
     if (report_host) cudaFreeHost(report_host);
@@ -257,8 +256,6 @@ Routing FusedMoe::device_routing() const {
   return {m.p.tokens_per_rank, m.p.topk, m.expert.to_host(tk), m.weight.to_host(tk)};
 }
 
-void FusedMoe::set_half_tiles(bool on) { impl_->half_tiles = on; }
-
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
@@ -318,7 +315,6 @@ void FusedMoe::launch() {
   // Every (token, slot) of this rank comes back once per L2 n-block.
   a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
   a.epoch = m.epoch;
-  a.half_tiles = m.half_tiles ? 1 : 0;
   a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
   launch_fused(a, blocks_, st);
 }

@@ -255,32 +255,6 @@ __device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float
   }
 }
 
-// Half tiles: warpgroup 1 hands its 64 x 256 fp32 sums to warpgroup 0 through the
-// two staging areas (18 KiB), 32 columns (8 KiB) at a time, double-buffered. Thread t
-// of either warpgroup holds the same (row, column) positions, so a chunk is stored
-// value-major (word i * 128 + t: conflict-free) with no index arithmetic. The first
-// barrier waits for warpgroup 0's last epilogue to be done with its staging; the
-// last one keeps warpgroup 1's next epilogue off the buffer warpgroup 0 still reads.
-__device__ __forceinline__ void add_half_sums(float (&acc0)[64], float (&acc1)[64], float* xfer, int wg, int tid) {
-  static_assert(2 * 16 * 128 * 4 <= Shape::kConsumerWGs * Shape::kStagingBytesPerWG, "two 8 KiB chunks");
-  hopper::named_sync(kConsumersBar, 128 * Shape::kConsumerWGs);
-#pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    float* buf = xfer + (c % 2) * 16 * 128;
-    float* acc = c < 4 ? acc0 : acc1;
-    if (wg == 1) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) buf[i * 128 + tid] = acc[16 * (c % 4) + i];
-    }
-    hopper::named_sync(kConsumersBar, 128 * Shape::kConsumerWGs);
-    if (wg == 0) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) acc[16 * (c % 4) + i] += buf[i * 128 + tid];
-    }
-  }
-  hopper::named_sync(kConsumersBar, 128 * Shape::kConsumerWGs);
-}
-
 __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int wg, int tid) {
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint32_t stages_addr = hopper::smem_addr(smem + Shape::kOffStages);
@@ -298,47 +272,32 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
     if (it.expert < 0) break;
     const int first = a.expert_offset[it.expert];
     const TileLoads ld = tile_loads(it, first, a.hidden, a.inter);
-    // A half tile (the expert's last row block holds <= 64 rows): both warpgroups work
-    // on rows 0-63, warpgroup w on the K steps k % 2 == w, and warpgroup 1's sums are
-    // added into warpgroup 0's below. Same stages, same producer.
-    const bool half = a.half_tiles && is_half_tile(a.expert_offset[it.expert + 1] - ld.a_row, ld.k_steps);
 
     // Mainloop: one wgmma group in flight; a stage is released when its group is done.
-    // A stage of the other warpgroup (half tiles) is waited for, so that the phases
-    // stay in step, and released unread.
     Ring prev;
-    bool issued = false;
 #pragma unroll 1
     for (int k = 0; k < ld.k_steps; ++k) {
       wait_phase(a, &bar.full[stage.index], stage.phase, FusedWaitSite::stage_full, stage.index);
-      if (!half || (k & 1) == wg) {
-        hopper::wgmma::mma_stage_two_b<kTileK, Shape::kBoxBytes>(
-            acc0, acc1, stages_addr + stage.index * Shape::kStageBytes, half ? 0 : wg, !issued);
-        hopper::wgmma::wait<1>();
-        hopper::wgmma::fence_operand(acc0);
-        hopper::wgmma::fence_operand(acc1);
-        if (issued) mbar_warp_arrive(&bar.empty[prev.index], lane);
-        prev = stage;
-        issued = true;
-      } else {
-        mbar_warp_arrive(&bar.empty[stage.index], lane);
-      }
+      hopper::wgmma::mma_stage_two_b<kTileK, Shape::kBoxBytes>(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes,
+                                                              wg, k == 0);
+      hopper::wgmma::wait<1>();
+      hopper::wgmma::fence_operand(acc0);
+      hopper::wgmma::fence_operand(acc1);
+      if (k > 0) mbar_warp_arrive(&bar.empty[prev.index], lane);
+      prev = stage;
       stage.advance<Shape::kStages>();
     }
     hopper::wgmma::wait<0>();
     hopper::wgmma::fence_operand(acc0);
     hopper::wgmma::fence_operand(acc1);
     mbar_warp_arrive(&bar.empty[prev.index], lane);
-    if (half) add_half_sums(acc0, acc1, reinterpret_cast<float*>(smem + Shape::kOffStaging), wg, tid);
 
-    // Epilogue over this warpgroup's rows [row0, row0 + rows) (none for warpgroup 1
-    // of a half tile: it only releases its count).
+    // Epilogue over this warpgroup's rows [row0, row0 + rows).
     const int row0 = ld.a_row + wg * 64;
     const int rows = max(0, min(64, a.expert_offset[it.expert + 1] - row0));
     if (it.kind == TileKind::l1) {
 #pragma unroll
       for (int c = 0; c < kL1TileN / 64; ++c) {
-        if (rows == 0) break;  // uniform in the warpgroup (its named barrier)
         hopper::named_sync(epi_bar, 128);  // the previous chunk's reads of `staged` are done
         stage_chunk<true>(acc0, acc1, c, staged, warp, g, t);
         hopper::named_sync(epi_bar, 128);
@@ -358,7 +317,6 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
     } else {
 #pragma unroll
       for (int c = 0; c < kL2TileN / 64; ++c) {
-        if (rows == 0) break;  // uniform in the warpgroup
         hopper::named_sync(epi_bar, 128);
         stage_chunk<false>(acc0, acc1, c, staged, warp, g, t);
         hopper::named_sync(epi_bar, 128);

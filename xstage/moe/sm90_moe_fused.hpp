@@ -86,7 +86,6 @@ struct FusedArgs {
   const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
   unsigned combine_expect;         // cumulative combine count to wait for
   unsigned epoch;                  // launch number, from 1
-  int half_tiles;                  // 1: row blocks of <= 64 rows run as half tiles (is_half_tile); 0: full tiles
   comm::WaitBudget wait;
 };
 
@@ -121,9 +120,6 @@ class FusedMoe {
   // the stream): for tests and debugging.
   Routing device_routing() const;
   void launch();                      // one fused forward on rank.stream()
-  // Half tiles (is_half_tile) on (the default) or off, for A/B timing; same outputs
-  // up to the fp32 summation order.
-  void set_half_tiles(bool on);
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a
   // router logit was not finite (those forwards ran with it ranked as +-FLT_MAX).

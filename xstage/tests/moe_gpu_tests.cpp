@@ -26,7 +26,6 @@ struct Case {
   moe::SyntheticRouting routing;
   moe::ScheduleKind kind;
   int launches = 2;  // the second launch checks the cumulative counters
-  bool half_tiles = true;
 };
 
 template <typename T>
@@ -50,7 +49,6 @@ void run_case(const Case& c) {
     auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
     moe::FusedMoe fused(rank, c.p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
-    fused.set_half_tiles(c.half_tiles);
     const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
     const auto cfg = moe::choose_schedule(c.kind, c.p, tiles, fused.blocks(), xstage::burstgap::example_params("peer"));
     const auto order = moe::make_scheduler(cfg)->order(tiles);
@@ -116,31 +114,6 @@ TEST(MoeFusedGpu, SingleRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
     run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind});
 }
-// Row blocks of about 64 rows (64 +- 8 per expert): half tiles (<= 64 rows, the K
-// steps split over the two warpgroups) and full tiles side by side, I = 128 (two L2 K
-// steps: one per warpgroup) and hidden 512 (8 L1 K steps); both schedules, half tiles
-// on and off. Two ranks too when two GPUs are visible.
-TEST(MoeFusedGpu, HalfTilesNearSixtyFourRows) {
-  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
-    for (bool half : {true, false}) {
-      Case one{{1, 256, 8, 2, 512, 128}, {.zipf = 0, .seed = 7}, kind};
-      one.half_tiles = half;
-      run_case(one);
-      Case two{{2, 256, 16, 2, 256, 256}, {.zipf = 0.3, .empty_experts = 1, .seed = 8}, kind};
-      two.half_tiles = half;
-      if (comm::visible_gpus() >= 2) run_case(two);
-    }
-  // The case has both kinds of block.
-  const moe::Problem p{1, 256, 8, 2, 512, 128};
-  const auto L = moe::build_layout(p, moe::synthetic_routing(p, {.zipf = 0, .seed = 7}));
-  int halves = 0, fulls = 0;
-  for (int e = 0; e < p.experts; ++e)
-    for (int m = 0; m * moe::kTileM < L.ranks[0].count(e); ++m)
-      (moe::is_half_tile(L.ranks[0].count(e) - m * moe::kTileM, 2) ? halves : fulls)++;
-  EXPECT_GT(halves, 0);
-  EXPECT_GT(fulls, 0);
-}
-
 // The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs, then the same with
 // one cuBLAS GEMM per expert) against the host reference, with empty experts (groups left out) and same-rank top-k: it is what the
 // bench times the fused kernel against and checks it with. One rank (no peer) and two.

@@ -519,14 +519,6 @@ TEST(MoeSchedule, TilesComeInGroupedRasterOrder) {
   expect_error([&] { moe::build_tiles(p, L.ranks[0], 0); }, "raster_group");
 }
 
-TEST(MoeFusedPlan, HalfTilesAreBlocksOfAtMost64RowsWithTwoKSteps) {
-  EXPECT_TRUE(moe::is_half_tile(1, 2));
-  EXPECT_TRUE(moe::is_half_tile(64, 48));
-  EXPECT_FALSE(moe::is_half_tile(65, 48));
-  EXPECT_FALSE(moe::is_half_tile(128, 48));
-  EXPECT_FALSE(moe::is_half_tile(40, 1)) << "one K step cannot be split over two warpgroups";
-}
-
 TEST(MoeFusedPlan, TensorMapShapes) {
   const auto p = small(2, 40, 8, 2, 512, 384);
   const auto m = moe::fused_maps(p, 300);

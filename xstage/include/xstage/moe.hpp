@@ -260,13 +260,6 @@ XS_MOE_HD inline TileLoads tile_loads(const WorkItem& it, int expert_first_row, 
   return t;
 }
 
-// A tile whose row block holds at most 64 rows (the last block of an expert) runs as
-// a half tile: both consumer warpgroups on its 64 rows, each on half of the K steps,
-// then one sum (sm90_moe_fused.cuh). Needs two K steps or more.
-XS_MOE_HD inline bool is_half_tile(int rows_in_block, int k_steps) {
-  return rows_in_block <= kTileM / 2 && k_steps >= 2;
-}
-
 enum class ScheduleKind { expert_wave, interleaved };
 const char* to_string(ScheduleKind k);
 ScheduleKind parse_schedule(const std::string& s);  // "expert_wave" | "interleaved"

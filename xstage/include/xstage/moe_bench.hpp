@@ -36,17 +36,14 @@ struct BenchRow {
   ScheduleConfig interleaved;  // the advisor's choice
   int compare_raster = 0;                   // raster group of the comparison order (0: none)
   double interleaved_compare_raster_us = 0; // the advisor's interleaved schedule over tiles in that group
-  bool compare_half = false;                // also timed: the interleaved schedule with half tiles off
-  double interleaved_full_tiles_us = 0;     // that time (row blocks of <= 64 rows as full 128-row tiles)
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
 // unfused path, checks the fused outputs against the unfused ones. Both schedules
 // order tiles in raster group kMoeRasterGroup; compare_raster > 0 also times the
-// interleaved schedule over tiles in that group (1: m-major), in the same turns;
-// compare_half also times the interleaved schedule with half tiles off.
+// interleaved schedule over tiles in that group (1: m-major), in the same turns.
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster = 0, bool compare_half = false);
+                   int compare_raster = 0);
 
 }  // namespace xstage::moe
