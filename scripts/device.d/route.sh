@@ -9,7 +9,8 @@
 # 3. `xstage dit --preset dit-moe` at P = 1 with ROUTE_BLOCKS blocks (default 28, the
 #    whole preset), --moe-routing device and host in turns (d h d h), rows into
 #    $OUT/dit_routing.json; with nsys (ROUTE_NSYS=1, default) the kernel times of one
-#    step in each mode; then a short table.
+#    step in each mode; then a short table (ROUTE_DIT_TURNS: the modes in order);
+# 4. optional: the MoE bench from router logits (ROUTE_MOE_TOKENS, see below).
 ROUTE_T0=$(date +%s)
 RB=${ROUTE_BUILD_DIR:-$ROOT/build-route}
 RT="$RB/xstage/tests"
@@ -25,7 +26,7 @@ step route_dit_gpu_tests timeout 200 env XSTAGE_SOURCE_DIR="$ROOT" "$RT/xstage_d
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|routing:|velocity vs" "$OUT/route_dit_gpu_tests.log" 2>/dev/null | head -20
 rm -f "$OUT"/dit_routing*.json
 i=0
-for turn in device host device host; do
+for turn in ${ROUTE_DIT_TURNS:-device host device host}; do
   i=$((i + 1))
   # SM clock and power while it runs (read only), 50 ms apart.
   nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 50 \
@@ -95,4 +96,15 @@ for turn in ("device", "host"):
                       f"{float(r.get('Avg (ns)', 0)) / 1e3:8.1f} us  {r.get('Name', '?')[:70]}")
 PY
 [ -f "$OUT/dit_routing.json" ] && cp "$OUT/dit_routing.json" "$FINAL_OUT/dit_routing.json"
+# 4. with ROUTE_MOE_TOKENS (e.g. 2048,8192): `xstage bench moe --sweep one` at those
+#    tokens per rank with --device-routing (the forward from router logits, its planner)
+#    -> moe_from_logits.json.
+if [ -n "${ROUTE_MOE_TOKENS:-}" ]; then
+  step route_moe_logits timeout "${ROUTE_MOE_LIMIT:-300}" env XSTAGE_SOURCE_DIR="$ROOT" "$RX" bench moe \
+    --sweep "${ROUTE_MOE_SWEEP:-one}" --tokens "$ROUTE_MOE_TOKENS" --device-routing --warmup 1 --iters 5 \
+    --budget-s $(( ${ROUTE_MOE_LIMIT:-300} - 30 )) --json "$OUT/moe_from_logits.json" --png ""
+  [ -f "$OUT/moe_from_logits.json" ] && cp "$OUT/moe_from_logits.json" "$FINAL_OUT/"
+  echo "---- bench moe (us; logits = the forward from router logits, plan = its GPU planner, eq = bitwise) ----"
+  grep -E "^ +T |^ +[0-9]+ +[0-9]+ |geometric|budget" "$OUT/route_moe_logits.log" | head -60
+fi
 note route_stage "$(( $(date +%s) - ROUTE_T0 )) s"

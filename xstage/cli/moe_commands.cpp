@@ -40,6 +40,7 @@ struct MoeCli {
   std::vector<std::string> routing;    // empty: all
   double budget_s = 0;                 // 0: no limit
   int compare_raster = 0;              // 0: none
+  bool device_routing = false;
 };
 
 bool keep(const std::vector<int>& allowed, int v) {
@@ -64,8 +65,9 @@ void run(const MoeCli& c) {
   const auto t0 = std::chrono::steady_clock::now();
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
-  const std::string cmp_head =
+  std::string cmp_head =
       c.compare_raster > 0 ? fmt::format(" | {:>9} {:>6}", fmt::format("IL g{}", c.compare_raster), "gain") : "";
+  if (c.device_routing) cmp_head += fmt::format(" | {:>9} {:>7} {:>3}", "logits us", "plan us", "eq");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
@@ -93,16 +95,19 @@ void run(const MoeCli& c) {
                   configs.size());
       break;
     }
-    const auto r = moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster);
-    const std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
-                                                              r.interleaved_compare_raster_us / r.interleaved_us)
-                                                 : "";
+    const auto r =
+        moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster, c.device_routing);
+    std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
+                                                        r.interleaved_compare_raster_us / r.interleaved_us)
+                                           : "";
+    if (c.device_routing)
+      cmp += fmt::format(" | {:9.1f} {:7.1f} {:>3}", r.from_logits_us, r.planner_us, r.from_logits_bitwise ? "yes" : "NO");
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
                 r.correct ? "yes" : "NO", cmp.c_str());
     std::fflush(stdout);
-    all_ok &= r.correct;
+    all_ok &= r.correct && (!c.device_routing || r.from_logits_bitwise);
     log_sum += std::log(r.speedup);
     max_speedup = std::max(max_speedup, r.speedup);
     xs.push_back(double(i));
@@ -123,6 +128,14 @@ void run(const MoeCli& c) {
     if (c.compare_raster > 0)
       rows.back()["compare_raster"] = {{"raster_group", c.compare_raster},
                                        {"interleaved_us", r.interleaved_compare_raster_us}};
+    if (c.device_routing)
+      rows.back()["from_logits"] = {{"us", r.from_logits_us},
+                                    {"planner_us", r.planner_us},
+                                    {"bitwise_equal_to_host_routed", r.from_logits_bitwise},
+                                    {"config",
+                                     {{"wave_experts", r.from_logits_config.wave_experts},
+                                      {"lag", r.from_logits_config.lag},
+                                      {"burst_split", r.from_logits_config.burst_split}}}};
     ++done;
     write_json(false);
   }
@@ -168,6 +181,9 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--compare-raster", c->compare_raster,
                   "Also time the interleaved schedule over tiles in this raster group (1: m-major; 0: no)")
       ->capture_default_str();
+  cmd->add_flag("--device-routing", c->device_routing,
+               "Also time the forward from router logits with routing, layout and order on the GPU "
+               "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
   cmd->callback([c] {

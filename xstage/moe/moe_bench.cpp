@@ -38,7 +38,7 @@ std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
 }  // namespace
 
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster) {
+                   int compare_raster, bool device_routing) {
   XS_ASSERT(compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", compare_raster);
   const Problem p = c.problem();
   validate(p, comm::visible_gpus());
@@ -50,7 +50,9 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.config = c;
   std::mutex mu;
   std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
-  std::vector<double> remote_bytes(p.ranks);
+  std::vector<double> remote_bytes(p.ranks), from_logits(p.ranks), planner(p.ranks);
+  std::vector<Routing> gathered(p.ranks);  // device routing: every rank's choice, for the host-routed check
+  std::vector<int> bitwise(p.ranks, 1);
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank(), epr = p.experts_per_rank();
     cudaStream_t st = rank.stream();
@@ -124,6 +126,67 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
       std::sort(samples[k].begin(), samples[k].end());
       us[k] = median_of_sorted(samples[k]);
     }
+    if (device_routing) {
+      // Logits whose top-k is this rank's routing in slot order (the weights then follow
+      // from the logits, not from the synthetic routing).
+      const int T = p.tokens_per_rank, K = p.topk, E = p.experts;
+      std::vector<float> lg(std::size_t(T) * E, -8.0f);
+      for (int t = 0; t < T; ++t)
+        for (int j = 0; j < K; ++j) lg[std::size_t(t) * E + routing[r].expert[std::size_t(t) * K + j]] = 4.0f - 0.25f * j;
+      DeviceBuffer<float> dl(lg.size());
+      XS_CHECK_CUDA(cudaMemcpy(dl.get(), lg.data(), lg.size() * 4, cudaMemcpyHostToDevice));
+      FusedMoe dev(rank, p, route::max_recv_rows(p));
+      dev.set_weights(w1.get(), w2.get());
+      const ScheduleConfig dcfg =
+          choose_schedule(ScheduleKind::interleaved, p, expected_tiles(p), dev.blocks(), params);
+      std::vector<cudaEvent_t> mid(2 * per);
+      for (auto& e : mid) XS_CHECK_CUDA(cudaEventCreate(&e));
+      std::vector<double> total_s, plan_s;
+      for (int round = -1; round < rounds; ++round) {
+        dev.synchronize();
+        rank.host_barrier();
+        XS_CHECK_CUDA(cudaEventRecord(e0, st));
+        const int n = round < 0 ? std::max(1, warmup) : per;
+        for (int i = 0; i < n; ++i) {
+          if (round >= 0) XS_CHECK_CUDA(cudaEventRecord(mid[2 * i], st));
+          dev.route_on_device(x.get(), dl.get(), dcfg);
+          if (round >= 0) XS_CHECK_CUDA(cudaEventRecord(mid[2 * i + 1], st));
+          dev.launch();
+        }
+        XS_CHECK_CUDA(cudaEventRecord(e1, st));
+        dev.synchronize();  // names a timed-out wait or non-finite logits
+        if (round < 0) continue;
+        float ms = 0, plan = 0;
+        XS_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        for (int i = 0; i < per; ++i) {
+          float m = 0;
+          XS_CHECK_CUDA(cudaEventElapsedTime(&m, mid[2 * i], mid[2 * i + 1]));
+          plan += m;
+        }
+        total_s.push_back(ms * 1e3 / per);
+        plan_s.push_back(plan * 1e3 / per);
+      }
+      for (auto& e : mid) cudaEventDestroy(e);
+      std::sort(total_s.begin(), total_s.end());
+      std::sort(plan_s.begin(), plan_s.end());
+      const auto dev_out = copy_out(dev.out(), n_out);
+      const Routing mine = dev.device_routing();
+      {
+        std::lock_guard lock(mu);
+        gathered[r] = mine;
+        from_logits[r] = median_of_sorted(total_s);
+        planner[r] = median_of_sorted(plan_s);
+        if (r == 0) row.from_logits_config = dcfg;
+      }
+      rank.host_barrier();
+      // The same routing through the host path: bitwise the same output.
+      const Layout L = build_layout(p, gathered);
+      fused.synchronize();
+      fused.set_inputs(x.get(), mine, L, make_scheduler(dcfg)->order(build_tiles(p, L.ranks[r])));
+      fused.launch();
+      fused.synchronize();
+      bitwise[r] = copy_out(fused.out(), n_out) == dev_out;
+    }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     // Bytes this rank stores to other ranks: dispatch rows out, expert rows back.
@@ -149,6 +212,10 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.compare_raster = compare_raster;
   row.interleaved_compare_raster_us = *std::max_element(il_cmp.begin(), il_cmp.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
+  row.device_routing = device_routing;
+  row.from_logits_us = *std::max_element(from_logits.begin(), from_logits.end());
+  row.planner_us = *std::max_element(planner.begin(), planner.end());
+  row.from_logits_bitwise = device_routing && std::all_of(bitwise.begin(), bitwise.end(), [](int b) { return b; });
   row.grouped_gemm_us = *std::max_element(gemm.begin(), gemm.end());
   row.max_rel_err = *std::max_element(err.begin(), err.end());
   row.correct = row.max_rel_err <= 2e-2;  // bf16 outputs of two different accumulation orders

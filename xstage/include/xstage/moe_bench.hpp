@@ -36,14 +36,23 @@ struct BenchRow {
   ScheduleConfig interleaved;  // the advisor's choice
   int compare_raster = 0;                   // raster group of the comparison order (0: none)
   double interleaved_compare_raster_us = 0; // the advisor's interleaved schedule over tiles in that group
+  // With device_routing: the forward from router logits (FusedMoe::route_on_device, then
+  // the kernel; logits that make the top-k choose the configuration's experts), its
+  // planner part (top-k, P > 1: the experts' all-gather, layout and order on the GPU),
+  // and whether its output equals the host-routed forward of the same routing bitwise.
+  bool device_routing = false;
+  double from_logits_us = 0, planner_us = 0;
+  bool from_logits_bitwise = false;
+  ScheduleConfig from_logits_config;  // chosen for the mean count per expert (expected_tiles)
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
 // unfused path, checks the fused outputs against the unfused ones. Both schedules
 // order tiles in raster group kMoeRasterGroup; compare_raster > 0 also times the
-// interleaved schedule over tiles in that group (1: m-major), in the same turns.
+// interleaved schedule over tiles in that group (1: m-major), in the same turns;
+// device_routing also times the forward from router logits (see BenchRow).
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster = 0);
+                   int compare_raster = 0, bool device_routing = false);
 
 }  // namespace xstage::moe
