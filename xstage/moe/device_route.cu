@@ -1,5 +1,6 @@
 // Routing, layout and order of the fused MoE on the GPU (design in device_route.hpp).
 #include <cfloat>
+#include <climits>
 
 #include "device_route.hpp"
 #include "xstage/check_cuda.hpp"
@@ -13,25 +14,72 @@ namespace {
 constexpr int kPlanThreads = 1024;
 constexpr int kPlanMaxLocal = 512;  // = kMaxLocalExperts of the fused kernel
 
+// One warp per token. Lane l keeps the top-K of experts l, l + 32, ... by the
+// insertion rule of moe_topk.hpp (larger logit first, ties to the lower id), as a
+// shift register (no dynamic indexing, so no local memory); then K rounds pick the
+// warp's best head (value, then lower id; a butterfly, so every lane agrees) and its
+// lane shifts. That is the same selection as the sequential insertion over all experts.
 template <int K>
 __global__ void topk_kernel(const float* logits, int tokens, int experts, int* expert, float* weight,
                             int* nonfinite) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= tokens) return;
-  const float* l = logits + static_cast<std::size_t>(t) * experts;
-  bool bad = false;
-  const auto logit = [&](int e) {
-    const float v = l[e];
-    if (isfinite(v)) return v;
-    bad = true;
-    return v > 0.f ? FLT_MAX : -FLT_MAX;  // NaN compares false: -FLT_MAX
-  };
+  const int token = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (token >= tokens) return;  // a whole warp
+  const float* l = logits + static_cast<std::size_t>(token) * experts;
   float val[K];
   int idx[K];
-  double ex[K];
-  topk_softmax_token_of(logit, experts, K, val, idx, ex, expert + static_cast<std::size_t>(t) * K,
-                        weight + static_cast<std::size_t>(t) * K);
+#pragma unroll
+  for (int j = 0; j < K; ++j) val[j] = -INFINITY, idx[j] = INT_MAX;
+  bool bad = false;
+  for (int e = lane; e < experts; e += 32) {
+    float x = l[e];
+    if (!isfinite(x)) {
+      bad = true;
+      x = x > 0.f ? FLT_MAX : -FLT_MAX;  // NaN compares false: -FLT_MAX
+    }
+    int xi = e;
+    bool moving = false;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const bool up = moving || x > val[j];
+      moving = up;
+      const float v = val[j];
+      const int vi = idx[j];
+      val[j] = up ? x : v;
+      idx[j] = up ? xi : vi;
+      x = up ? v : x;
+      xi = up ? vi : xi;
+    }
+  }
+  float kept[K];
+  int kept_id[K];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    float bv = val[0];
+    int bi = idx[0];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+    kept[r] = bv;
+    kept_id[r] = bi;
+    if (idx[0] == bi) {  // this lane's head was taken
+#pragma unroll
+      for (int j = 0; j + 1 < K; ++j) val[j] = val[j + 1], idx[j] = idx[j + 1];
+      val[K - 1] = -INFINITY, idx[K - 1] = INT_MAX;
+    }
+  }
   if (bad) *nonfinite = 1;
+  if (lane != 0) return;
+  double ex[K];
+  float w[K];
+  topk_weights(kept, K, ex, w);
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    expert[static_cast<std::size_t>(token) * K + j] = kept_id[j];
+    weight[static_cast<std::size_t>(token) * K + j] = w[j];
+  }
 }
 
 // grid (chunks, P): per-expert counts of one chunk of one source.
@@ -63,13 +111,18 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
   __shared__ int waves;
   const int sc_n = a.ranks * a.chunks;
   // Per global expert: exclusive prefix over (source, chunk), in place; the total.
+  // Eight loads in flight at a time (a store between two loads would otherwise keep
+  // them in order: the compiler cannot tell the addresses apart).
   for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
     int run = 0;
-    for (int sc = 0; sc < sc_n; ++sc) {
-      int* p = a.chunk_count + static_cast<std::size_t>(sc) * a.experts + e;
-      const int v = *p;
-      *p = run;
-      run += v;
+    int* col = a.chunk_count + e;
+    for (int sc0 = 0; sc0 < sc_n; sc0 += 8) {
+      int v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = sc0 + i < sc_n ? col[static_cast<std::size_t>(sc0 + i) * a.experts] : 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (sc0 + i < sc_n) col[static_cast<std::size_t>(sc0 + i) * a.experts] = run, run += v[i];
     }
     a.expert_start[e] = run;
   }
@@ -145,7 +198,7 @@ void topk_softmax(const float* logits, int tokens, int experts, int topk, int* e
   XS_CHECK_MSG(tokens >= 0 && topk >= 1 && topk <= kTopkMax && topk <= experts && nonfinite,
                "moe routing kernel: needs 1 <= top-k <= min(experts, 8) and a flag");
   if (tokens == 0) return;
-  const int threads = 128, blocks = (tokens + threads - 1) / threads;
+  const int threads = 256, blocks = (tokens + threads / 32 - 1) / (threads / 32);  // a warp per token
   switch (topk) {
 #define XS_TOPK_CASE(K)                                                                          \
   case K:                                                                                        \

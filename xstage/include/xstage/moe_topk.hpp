@@ -15,6 +15,14 @@
 
 namespace xstage::moe {
 
+// The weights of k kept logits val[0..k) (largest first): exp(val[j] - val[0]) in
+// double, normalised, rounded to float. ex: scratch of k entries.
+XS_HD void topk_weights(const float* val, int k, double* ex, float* weight) {
+  double sum = ex[0] = 1.0;
+  for (int j = 1; j < k; ++j) sum += ex[j] = ::exp(double(val[j]) - double(val[0]));
+  for (int j = 0; j < k; ++j) weight[j] = static_cast<float>(ex[j] / sum);
+}
+
 // logit(e): the token's logit of expert e, e in [0, experts), each finite (then the k
 // experts chosen are distinct); val/idx/ex: scratch of k entries; writes expert[0..k)
 // and weight[0..k). 1 <= k <= experts.
@@ -42,12 +50,8 @@ XS_HD void topk_softmax_token_of(Logit logit, int experts, int k, float* val, in
       xi = up ? vi : xi;
     }
   }
-  double sum = ex[0] = 1.0;
-  for (int j = 1; j < k; ++j) sum += ex[j] = ::exp(double(val[j]) - double(val[0]));
-  for (int j = 0; j < k; ++j) {
-    expert[j] = idx[j];
-    weight[j] = static_cast<float>(ex[j] / sum);
-  }
+  topk_weights(val, k, ex, weight);
+  for (int j = 0; j < k; ++j) expert[j] = idx[j];
 }
 
 // The same over an array of `experts` logits.
