@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kPlanThreads = 1024;
 constexpr int kPlanMaxLocal = 512;  // = kMaxLocalExperts of the fused kernel
+constexpr int kPlanMaxExperts = kPlanMaxLocal * 8;  // over at most 8 ranks
 
 // One warp per token. Lane l keeps the top-K of experts l, l + 32, ... by the
 // insertion rule of moe_topk.hpp (larger logit first, ties to the lower id), as a
@@ -109,6 +110,7 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
       l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
       l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1];
   __shared__ int waves;
+  __shared__ int total[kPlanMaxExperts];  // rows of each global expert
   const int sc_n = a.ranks * a.chunks;
   // Per global expert: exclusive prefix over (source, chunk), in place; the total.
   // Eight loads in flight at a time (a store between two loads would otherwise keep
@@ -124,19 +126,19 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
       for (int i = 0; i < 8; ++i)
         if (sc0 + i < sc_n) col[static_cast<std::size_t>(sc0 + i) * a.experts] = run, run += v[i];
     }
-    a.expert_start[e] = run;
+    total[e] = run;
   }
   __syncthreads();
-  // Per destination: its experts' first rows (totals become offsets).
+  // Per destination: its experts' first rows (from shared memory: a global load after
+  // each store would wait out a full round trip, once per expert).
   if (threadIdx.x < a.ranks) {
     const int d = threadIdx.x;
     int run = 0;
     for (int el = 0; el < a.epr; ++el) {
-      int* p = a.expert_start + d * a.epr + el;
-      const int total = *p;
-      *p = run;
-      if (d == a.rank) count[el] = total, a.out.expert_offset[el] = run;
-      run += total;
+      const int t = total[d * a.epr + el];
+      a.expert_start[d * a.epr + el] = run;
+      if (d == a.rank) count[el] = t, a.out.expert_offset[el] = run;
+      run += t;
     }
     if (d == a.rank) a.out.expert_offset[a.epr] = run;
   }
@@ -214,7 +216,8 @@ void topk_softmax(const float* logits, int tokens, int experts, int topk, int* e
 void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& spec, int max_rows,
           const PlanScratch& scratch, const PlanOut& out, cudaStream_t s) {
   const int epr = p.experts_per_rank(), tk = p.tokens_per_rank * p.topk, chunks = chunks_per_rank(p);
-  XS_CHECK_MSG(epr <= kPlanMaxLocal, "moe routing kernel: at most 512 experts per rank");
+  XS_CHECK_MSG(epr <= kPlanMaxLocal && p.experts <= kPlanMaxExperts,
+               "moe routing kernel: at most 512 experts per rank and 4096 in all");
   XS_CHECK_MSG(rank >= 0 && rank < p.ranks, "moe routing kernel: rank outside 0 .. P-1");
   XS_CHECK_MSG(max_rows >= max_recv_rows(p), "moe routing kernel: recv rows sized below the most a rank can get");
   XS_CHECK_MSG(spec.wave_experts >= 1 && spec.lag >= 1 && spec.split >= 1 && spec.raster_group >= 1 &&
