@@ -101,10 +101,12 @@ struct ScanArgs {
   int ranks, rank, experts, epr, chunks, max_rows;
   int* chunk_count;
   int* expert_start;
+  int* tables;
   PlanOut out;
 };
 
-// One block: prefixes, offsets, dispatch targets and the tile order.
+// One block: prefixes, offsets, dispatch targets and the tables of the tile order
+// (one thread fills them: O(experts)); order_kernel then places the tiles.
 __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
   __shared__ int count[kPlanMaxLocal], mb[kPlanMaxLocal], wave[kPlanMaxLocal], l1_off[kPlanMaxLocal],
       l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
@@ -156,22 +158,46 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
     *a.out.n_items = run;
   }
   __syncthreads();
-  const int n = first_tile[a.epr];
-  for (int t = threadIdx.x; t < n; t += blockDim.x) {
-    int lo = 0, hi = a.epr - 1;  // the expert whose tiles hold t: last first_tile <= t
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (first_tile[mid] <= t) lo = mid; else hi = mid - 1;
-    }
-    const int e = lo, j = t - first_tile[e], l1n = mb[e] * a.spec.l1_n_blocks;
-    const bool l2 = j >= l1n;
-    const int jj = l2 ? j - l1n : j;
-    int m = 0, col = 0;
-    grouped_tile(jj, mb[e], l2 ? a.spec.l2_n_blocks : a.spec.l1_n_blocks, a.spec.raster_group, &m, &col);
-    const int pos = tile_position(a.spec, waves, l2, wave[e], (l2 ? l2_off[e] : l1_off[e]) + jj, l1_size, l2_size,
-                                  l1_start, l2_start);
-    a.out.items[pos] = WorkItem{l2 ? TileKind::l2 : TileKind::l1, e, m, col};
+  // The tables for the order kernel (Tables below).
+  int* g = a.tables;
+  for (int el = threadIdx.x; el < a.epr; el += blockDim.x) {
+    g[el] = mb[el], g[a.epr + el] = wave[el], g[2 * a.epr + el] = l1_off[el], g[3 * a.epr + el] = l2_off[el];
+    g[4 * a.epr + el] = first_tile[el];
+    g[5 * a.epr + 1 + el] = l1_size[el], g[6 * a.epr + 1 + el] = l2_size[el];
+    g[7 * a.epr + 1 + el] = l1_start[el], g[8 * a.epr + 1 + el] = l2_start[el];
   }
+  if (threadIdx.x == 0) g[5 * a.epr] = first_tile[a.epr], g[9 * a.epr + 1] = waves;
+}
+
+// The per-expert and per-wave tables of the order, in global memory (route::plan_table_size).
+struct Tables {
+  const int *mb, *wave, *l1_off, *l2_off, *first_tile, *l1_size, *l2_size, *l1_start, *l2_start;
+  int waves;
+  __device__ Tables(const int* g, int epr)
+      : mb(g), wave(g + epr), l1_off(g + 2 * epr), l2_off(g + 3 * epr), first_tile(g + 4 * epr),
+        l1_size(g + 5 * epr + 1), l2_size(g + 6 * epr + 1), l1_start(g + 7 * epr + 1), l2_start(g + 8 * epr + 1),
+        waves(g[9 * epr + 1]) {}
+};
+
+// One thread per tile (grid over the item capacity; threads past n_items exit): the
+// tile's place in the order.
+__global__ void order_kernel(const OrderSpec spec, int epr, const int* tables, const int* n_items, WorkItem* items) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= *n_items) return;
+  const Tables T(tables, epr);
+  int lo = 0, hi = epr - 1;  // the expert whose tiles hold t: last first_tile <= t
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (T.first_tile[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  const int e = lo, j = t - T.first_tile[e], mb = T.mb[e], l1n = mb * spec.l1_n_blocks;
+  const bool l2 = j >= l1n;
+  const int jj = l2 ? j - l1n : j;
+  int m = 0, col = 0;
+  grouped_tile(jj, mb, l2 ? spec.l2_n_blocks : spec.l1_n_blocks, spec.raster_group, &m, &col);
+  const int pos = tile_position(spec, T.waves, l2, T.wave[e], (l2 ? T.l2_off[e] : T.l1_off[e]) + jj, T.l1_size,
+                                T.l2_size, T.l1_start, T.l2_start);
+  items[pos] = WorkItem{l2 ? TileKind::l2 : TileKind::l1, e, m, col};
 }
 
 // grid (chunks, P): each pair's row in its destination's recv buffer.
@@ -226,8 +252,13 @@ void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& sp
   const dim3 grid(chunks, p.ranks);
   count_kernel<<<grid, kChunk, p.experts * sizeof(int), s>>>(all_expert, tk, chunks, p.experts, scratch.chunk_count);
   XS_CHECK_LAUNCH();
-  ScanArgs a{spec, p.ranks, rank, p.experts, epr, chunks, max_rows, scratch.chunk_count, scratch.expert_start, out};
+  ScanArgs a{spec,  p.ranks, rank, p.experts, epr, chunks, max_rows, scratch.chunk_count, scratch.expert_start,
+             scratch.tables, out};
   scan_kernel<<<1, kPlanThreads, 0, s>>>(a);
+  XS_CHECK_LAUNCH();
+  const int cap = item_capacity(p, max_rows), per_block = 256;
+  order_kernel<<<(cap + per_block - 1) / per_block, per_block, 0, s>>>(spec, epr, scratch.tables, out.n_items,
+                                                                       out.items);
   XS_CHECK_LAUNCH();
   assign_kernel<<<grid, kChunk, 0, s>>>(all_expert, tk, chunks, p.experts, epr, rank, scratch.chunk_count,
                                         scratch.expert_start, out);

@@ -10,7 +10,8 @@
 //        count   one block per 512 (token, slot) pairs of a source: per-expert counts;
 //        scan    one block: per expert, exclusive prefix over (source, chunk); each
 //                destination's expert offsets; this rank's dispatch targets (+=) and
-//                m blocks; its tile order (xstage/moe_order.hpp, one thread per tile);
+//                m blocks; the tables of its tile order (xstage/moe_order.hpp);
+//        order   one thread per tile: its place in the order (tile_position);
 //        assign  one block per chunk: the row of each pair = its expert's offset on
 //                the destination + pairs of that expert in earlier (source, chunk) +
 //                earlier pairs of its chunk, i.e. build_layout's (expert, source, pair)
@@ -52,6 +53,7 @@ struct PlanOut {
 struct PlanScratch {
   int* chunk_count = nullptr;   // [chunk_count_size(p)]
   int* expert_start = nullptr;  // [E] first row of each global expert on its destination
+  int* tables = nullptr;        // [plan_table_size(p)] per-expert and per-wave tables of the order
 };
 // Rank `rank`'s layout and order from all_expert [P, T*k] (global expert ids in
 // [0, E), each token's distinct). spec: order_spec(config, p, raster_group).

@@ -140,6 +140,8 @@ std::size_t chunk_count_size(const Problem& p) {
   return std::size_t(p.ranks) * chunks_per_rank(p) * p.experts;
 }
 
+std::size_t plan_table_size(const Problem& p) { return 9 * std::size_t(p.experts_per_rank()) + 2; }
+
 int max_recv_rows(const Problem& p) {
   const long long rows = (long long)p.ranks * p.tokens_per_rank * std::min(p.topk, p.experts_per_rank());
   XS_ASSERT(rows <= (1LL << 30), "moe: {} can send {} rows to one rank (over 2^30)", describe(p), rows);

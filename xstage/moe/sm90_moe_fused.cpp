@@ -64,7 +64,7 @@ struct FusedMoe::Impl {
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
   DeviceBuffer<WorkItem> items;
   DeviceBuffer<int> n_items_dev{1};
-  DeviceBuffer<int> all_expert, chunk_count, expert_start;  // route_on_device only
+  DeviceBuffer<int> all_expert, chunk_count, expert_start, plan_tables;  // route_on_device only
   DeviceBuffer<unsigned> ticket, l1_done, gate, dispatch_expect;
   enum class Inputs { none, host, device } inputs = Inputs::none;
   int* nonfinite_host = nullptr;  // host-mapped: route_on_device saw a non-finite logit
@@ -212,6 +212,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     if (p.ranks > 1) m.all_expert = DeviceBuffer<int>(tk * p.ranks);
     m.chunk_count = DeviceBuffer<int>(route::chunk_count_size(p));
     m.expert_start = DeviceBuffer<int>(p.experts);
+    m.plan_tables = DeviceBuffer<int>(route::plan_table_size(p));
     m.max_m_blocks = route::max_m_blocks(p);
     m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * epr);
     m.dispatch_expect = DeviceBuffer<unsigned>(epr);
@@ -243,7 +244,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   out.items = m.items.get();
   out.n_items = m.n_items_dev.get();
   out.dispatch_expect = m.dispatch_expect.get();
-  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get()}, out, st);
+  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get(), m.plan_tables.get()}, out, st);
   m.have_inputs = true;
 }
 

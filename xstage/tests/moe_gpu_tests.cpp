@@ -235,7 +235,7 @@ TEST(MoeRouteGpu, PlanEqualsTheHostLayoutAndOrder) {
       const auto tiles = moe::build_tiles(p, L.ranks[r], pc.group);
       const auto want = moe::make_scheduler(pc.c)->order(tiles);
       xstage::DeviceBuffer<int> send_rank(tk), send_row(tk), off(epr + 1), src_rank(max_rows), src_slot(max_rows),
-          n_items(1), cc(moe::route::chunk_count_size(p)), start(p.experts);
+          n_items(1), cc(moe::route::chunk_count_size(p)), start(p.experts), tables(moe::route::plan_table_size(p));
       xstage::DeviceBuffer<moe::WorkItem> items(moe::route::item_capacity(p, max_rows));
       xstage::DeviceBuffer<unsigned> expect(epr);
       for (auto* b : {&send_rank, &send_row, &off, &src_rank, &src_slot, &n_items})
@@ -246,7 +246,7 @@ TEST(MoeRouteGpu, PlanEqualsTheHostLayoutAndOrder) {
                               items.get(), n_items.get(), expect.get()};
       const auto spec = moe::order_spec(pc.c, p, pc.group);
       for (int twice = 0; twice < 2; ++twice)
-        moe::route::plan(p, r, dall.get(), spec, max_rows, {cc.get(), start.get()}, out, nullptr);
+        moe::route::plan(p, r, dall.get(), spec, max_rows, {cc.get(), start.get(), tables.get()}, out, nullptr);
       XS_CHECK_CUDA(cudaDeviceSynchronize());
       const auto& R = L.ranks[r];
       const std::string where = fmt::format("{} rank {}", moe::describe(p), r);

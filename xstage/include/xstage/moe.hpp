@@ -133,6 +133,7 @@ inline constexpr int kTopkMax = 8;  // the top-k kernel keeps k <= 8 entries in 
 inline constexpr int kChunk = 512;  // (token, slot) pairs per block of its count and assign kernels
 int chunks_per_rank(const Problem& p);           // ceil(T*k / kChunk)
 std::size_t chunk_count_size(const Problem& p);  // P * chunks * E
+std::size_t plan_table_size(const Problem& p);   // 9 * E/P + 2 ints: the order's tables
 // The most rows one rank can receive (each token of every rank at most once per
 // local expert and at most k times), the most m blocks of one local expert
 // (ceil(P*T / kTileM)), and the most work items an order over max_rows rows has.
