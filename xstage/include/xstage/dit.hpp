@@ -165,8 +165,10 @@ std::vector<float> random_latent(const Config& c, int64_t tokens, uint64_t seed)
 // The block's MoE FFN runs through the fused expert-parallel MoE kernel
 // (xstage/moe): rank r of P holds its L = N/P tokens and experts
 // [r·E/P, (r+1)·E/P) of every block's moe.w1 / moe.w2 (the router is replicated).
-// Per block the router logits of all N tokens come to the host, where every rank
-// builds the same routing and layout, then its own Interleaved tile order.
+// By default routing, layout and order are built on the GPU (FusedMoe::route_on_device).
+// With host routing (Config::moe_device_routing = false) the router logits of all N
+// tokens come to the host per block, where every rank builds the same routing and
+// layout, then its own Interleaved tile order: the functions below.
 
 // The fused kernel's problem for this model and run: {P, N/P, E, k, C, I}.
 moe::Problem moe_problem(const Config& c, int64_t tokens, int ranks);

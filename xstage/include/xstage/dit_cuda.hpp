@@ -140,7 +140,8 @@ class RankModel {
   void forward(float t, AttnPath path);              // v = model(x, t), enqueued on the stream
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
-  // The MoE FFN's host round trips since the last reset (all zero without an MoE FFN).
+  // The MoE FFN's times (MoeTimes: host round trips with host routing, GPU planner and
+  // kernel in both modes) since the last reset; all zero without an MoE FFN.
   MoeTimes moe_host_times() const;
   void reset_moe_host_times();
 
