@@ -102,9 +102,21 @@ PY
 if [ -n "${ROUTE_MOE_TOKENS:-}" ]; then
   step route_moe_logits timeout "${ROUTE_MOE_LIMIT:-300}" env XSTAGE_SOURCE_DIR="$ROOT" "$RX" bench moe \
     --sweep "${ROUTE_MOE_SWEEP:-one}" --tokens "$ROUTE_MOE_TOKENS" --device-routing --warmup 1 --iters 5 \
-    --budget-s $(( ${ROUTE_MOE_LIMIT:-300} - 30 )) --json "$OUT/moe_from_logits.json" --png ""
-  [ -f "$OUT/moe_from_logits.json" ] && cp "$OUT/moe_from_logits.json" "$FINAL_OUT/"
+    --budget-s $(( ${ROUTE_MOE_LIMIT:-300} - 30 )) --json "$OUT/moe_from_logits.json" --png "$OUT/moe_from_logits.png"
+  for f in moe_from_logits.json moe_from_logits.png; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$FINAL_OUT/"; done
   echo "---- bench moe (us; logits = the forward from router logits, plan = its GPU planner, eq = bitwise) ----"
   grep -E "^ +T |^ +[0-9]+ +[0-9]+ |geometric|budget" "$OUT/route_moe_logits.log" | head -60
+  [ -f "$OUT/moe_from_logits.json" ] && python3 - "$OUT/moe_from_logits.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("---- planner phases (us per call): topk gather count scan order assign | sum, planner ----")
+for r in d["rows"]:
+    f = r.get("from_logits", {})
+    ph = f.get("planner_phase_us")
+    if not ph: continue
+    v = [ph[k] for k in ("topk", "allgather", "count", "scan", "order", "assign")]
+    print(f"{r['tokens_per_rank']:5d} {r['experts']:4d} {r['topk']} {r['hidden']:5d} {r['intermediate']:5d} {r['routing'][:4]} | "
+          + " ".join(f"{x:6.1f}" for x in v) + f" | {sum(v):6.1f} {f['planner_us']:6.1f}")
+PY
 fi
 note route_stage "$(( $(date +%s) - ROUTE_T0 )) s"

@@ -71,7 +71,7 @@ void run(const MoeCli& c) {
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups, raster_gains;
+  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -113,6 +113,10 @@ void run(const MoeCli& c) {
     xs.push_back(double(i));
     speedups.push_back(r.speedup);
     if (c.compare_raster > 0) raster_gains.push_back(r.interleaved_compare_raster_us / r.interleaved_us);
+    if (c.device_routing) {
+      from_logits.push_back(r.interleaved_us / r.from_logits_us);
+      planner_share.push_back(1.0 - r.planner_us / r.from_logits_us);
+    }
     rows.push_back({{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
                     {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing},
                     {"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
@@ -132,6 +136,10 @@ void run(const MoeCli& c) {
       rows.back()["from_logits"] = {{"us", r.from_logits_us},
                                     {"planner_us", r.planner_us},
                                     {"bitwise_equal_to_host_routed", r.from_logits_bitwise},
+                                    {"planner_phase_us",
+                                     {{"topk", r.planner_phase_us[0]}, {"allgather", r.planner_phase_us[1]},
+                                      {"count", r.planner_phase_us[2]}, {"scan", r.planner_phase_us[3]},
+                                      {"order", r.planner_phase_us[4]}, {"assign", r.planner_phase_us[5]}}},
                                     {"config",
                                      {{"wave_experts", r.from_logits_config.wave_experts},
                                       {"lag", r.from_logits_config.lag},
@@ -155,6 +163,12 @@ void run(const MoeCli& c) {
       chart.series.push_back({.label = fmt::format("Interleaved: raster group {} / {}", c.compare_raster,
                                                    moe::kMoeRasterGroup),
                               .x = xs, .y = raster_gains, .line = common::plot::LineStyle::none});
+    if (!from_logits.empty()) {
+      chart.series.push_back({.label = "host-routed Interleaved / forward from logits (GPU routing)", .x = xs,
+                              .y = from_logits, .line = common::plot::LineStyle::none});
+      chart.series.push_back({.label = "1 - planner / forward from logits", .x = xs, .y = planner_share,
+                              .line = common::plot::LineStyle::none});
+    }
     chart.series.push_back(common::plot::horizontal_line("1x", 1.0, xs.front(), xs.back()));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());

@@ -240,7 +240,10 @@ void topk_softmax(const float* logits, int tokens, int experts, int topk, int* e
 }
 
 void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& spec, int max_rows,
-          const PlanScratch& scratch, const PlanOut& out, cudaStream_t s) {
+          const PlanScratch& scratch, const PlanOut& out, cudaStream_t s, cudaEvent_t* marks) {
+  const auto mark = [&](int i) {
+    if (marks) XS_CHECK_CUDA(cudaEventRecord(marks[i], s));
+  };
   const int epr = p.experts_per_rank(), tk = p.tokens_per_rank * p.topk, chunks = chunks_per_rank(p);
   XS_CHECK_MSG(epr <= kPlanMaxLocal && p.experts <= kPlanMaxExperts,
                "moe routing kernel: at most 512 experts per rank and 4096 in all");
@@ -252,17 +255,21 @@ void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& sp
   const dim3 grid(chunks, p.ranks);
   count_kernel<<<grid, kChunk, p.experts * sizeof(int), s>>>(all_expert, tk, chunks, p.experts, scratch.chunk_count);
   XS_CHECK_LAUNCH();
+  mark(0);
   ScanArgs a{spec,  p.ranks, rank, p.experts, epr, chunks, max_rows, scratch.chunk_count, scratch.expert_start,
              scratch.tables, out};
   scan_kernel<<<1, kPlanThreads, 0, s>>>(a);
   XS_CHECK_LAUNCH();
+  mark(1);
   const int cap = item_capacity(p, max_rows), per_block = 256;
   order_kernel<<<(cap + per_block - 1) / per_block, per_block, 0, s>>>(spec, epr, scratch.tables, out.n_items,
                                                                        out.items);
   XS_CHECK_LAUNCH();
+  mark(2);
   assign_kernel<<<grid, kChunk, 0, s>>>(all_expert, tk, chunks, p.experts, epr, rank, scratch.chunk_count,
                                         scratch.expert_start, out);
   XS_CHECK_LAUNCH();
+  mark(3);
 }
 
 }  // namespace xstage::moe::route

@@ -57,7 +57,9 @@ struct PlanScratch {
 };
 // Rank `rank`'s layout and order from all_expert [P, T*k] (global expert ids in
 // [0, E), each token's distinct). spec: order_spec(config, p, raster_group).
+// marks (optional, for timing): four events, recorded after the count, scan, order and
+// assign kernels.
 void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& spec, int max_rows,
-          const PlanScratch& scratch, const PlanOut& out, cudaStream_t s);
+          const PlanScratch& scratch, const PlanOut& out, cudaStream_t s, cudaEvent_t* marks = nullptr);
 
 }  // namespace xstage::moe::route

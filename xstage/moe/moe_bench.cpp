@@ -3,6 +3,7 @@
 // two schedules are sampled in turns and reported as the median of their samples;
 // the unfused path as the mean of its forwards.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <mutex>
 
@@ -53,6 +54,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   std::vector<double> remote_bytes(p.ranks), from_logits(p.ranks), planner(p.ranks);
   std::vector<Routing> gathered(p.ranks);  // device routing: every rank's choice, for the host-routed check
   std::vector<int> bitwise(p.ranks, 1);
+  std::vector<std::array<double, 6>> phases(p.ranks, std::array<double, 6>{});
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank(), epr = p.experts_per_rank();
     cudaStream_t st = rank.stream();
@@ -167,6 +169,20 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
         plan_s.push_back(plan * 1e3 / per);
       }
       for (auto& e : mid) cudaEventDestroy(e);
+      // The planner's phases, in separate profiled forwards (the events between the
+      // kernels are not in the timed ones).
+      dev.profile_planner(true);
+      dev.planner_phases();  // resets
+      for (int i = 0; i < per; ++i) {
+        dev.route_on_device(x.get(), dl.get(), dcfg);
+        dev.launch();
+      }
+      dev.synchronize();
+      const FusedMoe::PlannerPhases ph = dev.planner_phases();
+      dev.profile_planner(false);
+      const double n_ph = std::max(1, ph.calls);
+      phases[r] = {ph.topk_us / n_ph, ph.gather_us / n_ph, ph.count_us / n_ph,
+                   ph.scan_us / n_ph, ph.order_us / n_ph, ph.assign_us / n_ph};
       std::sort(total_s.begin(), total_s.end());
       std::sort(plan_s.begin(), plan_s.end());
       const auto dev_out = copy_out(dev.out(), n_out);
@@ -216,6 +232,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.from_logits_us = *std::max_element(from_logits.begin(), from_logits.end());
   row.planner_us = *std::max_element(planner.begin(), planner.end());
   row.from_logits_bitwise = device_routing && std::all_of(bitwise.begin(), bitwise.end(), [](int b) { return b; });
+  for (int k = 0; k < 6; ++k)
+    for (const auto& ph : phases) row.planner_phase_us[k] = std::max(row.planner_phase_us[k], ph[k]);
   row.grouped_gemm_us = *std::max_element(gemm.begin(), gemm.end());
   row.max_rel_err = *std::max_element(err.begin(), err.end());
   row.correct = row.max_rel_err <= 2e-2;  // bf16 outputs of two different accumulation orders

@@ -4,6 +4,7 @@
 #include "sm90_moe_fused.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "device_route.hpp"
 
@@ -69,6 +70,9 @@ struct FusedMoe::Impl {
   enum class Inputs { none, host, device } inputs = Inputs::none;
   int* nonfinite_host = nullptr;  // host-mapped: route_on_device saw a non-finite logit
   int* nonfinite_dev = nullptr;
+  bool profile = false;
+  std::vector<std::array<cudaEvent_t, 7>> marks;  // per profiled call: start, topk, gather, count, scan, order, assign
+  std::size_t marks_used = 0;
   FusedMaps shapes;
   CUtensorMap map_recv{}, map_h{}, map_w1{}, map_w2{};
   FusedWaitReport* report_host = nullptr;
@@ -83,6 +87,8 @@ struct FusedMoe::Impl {
   ~Impl() {
     if (report_host) cudaFreeHost(report_host);
     if (nonfinite_host) cudaFreeHost(nonfinite_host);
+    for (auto& m : marks)
+      for (cudaEvent_t e : m) cudaEventDestroy(e);
   }
 
   void take_inputs(Inputs how) {
@@ -227,14 +233,26 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   }
   m.take_inputs(Impl::Inputs::device);
   cudaStream_t st = m.rank.stream();
+  cudaEvent_t* mk = nullptr;
+  if (m.profile) {
+    if (m.marks_used == m.marks.size()) {
+      std::array<cudaEvent_t, 7> e{};
+      for (auto& ev : e) XS_CHECK_CUDA(cudaEventCreate(&ev));
+      m.marks.push_back(e);
+    }
+    mk = m.marks[m.marks_used++].data();
+    XS_CHECK_CUDA(cudaEventRecord(mk[0], st));
+  }
   m.x = x;
   route::topk_softmax(logits, p.tokens_per_rank, p.experts, p.topk, m.expert.get(), m.weight.get(), m.nonfinite_dev,
                       st);
+  if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[1], st));
   const int* all = m.expert.get();
   if (p.ranks > 1) {
     XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.rank.comm(), st));
     all = m.all_expert.get();
   }
+  if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[2], st));
   route::PlanOut out;
   out.send_rank = m.send_rank.get();
   out.send_row = m.send_row.get();
@@ -244,8 +262,35 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   out.items = m.items.get();
   out.n_items = m.n_items_dev.get();
   out.dispatch_expect = m.dispatch_expect.get();
-  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get(), m.plan_tables.get()}, out, st);
+  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get(), m.plan_tables.get()},
+              out, st, mk ? mk + 3 : nullptr);
   m.have_inputs = true;
+}
+
+void FusedMoe::profile_planner(bool on) { impl_->profile = on; }
+
+FusedMoe::PlannerPhases FusedMoe::planner_phases() {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  XS_CHECK_CUDA(cudaStreamSynchronize(m.rank.stream()));
+  PlannerPhases ph;
+  const auto us = [](cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    XS_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    return 1e3 * double(ms);
+  };
+  for (std::size_t i = 0; i < m.marks_used; ++i) {
+    const auto& e = m.marks[i];
+    ph.topk_us += us(e[0], e[1]);
+    ph.gather_us += us(e[1], e[2]);
+    ph.count_us += us(e[2], e[3]);
+    ph.scan_us += us(e[3], e[4]);
+    ph.order_us += us(e[4], e[5]);
+    ph.assign_us += us(e[5], e[6]);
+  }
+  ph.calls = static_cast<int>(m.marks_used);
+  m.marks_used = 0;
+  return ph;
 }
 
 Routing FusedMoe::device_routing() const {

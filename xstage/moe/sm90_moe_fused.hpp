@@ -119,6 +119,14 @@ class FusedMoe {
   // This rank's routing of the last route_on_device (copied to the host; waits for
   // the stream): for tests and debugging.
   Routing device_routing() const;
+  // Planner phases of route_on_device (CUDA events), summed since the last reset:
+  // top-k, the experts' all-gather (P > 1), count, scan, order, assign; and calls.
+  struct PlannerPhases {
+    double topk_us = 0, gather_us = 0, count_us = 0, scan_us = 0, order_us = 0, assign_us = 0;
+    int calls = 0;
+  };
+  void profile_planner(bool on);    // records the events from the next call; off by default
+  PlannerPhases planner_phases();   // synchronises; then resets the sums
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a

@@ -43,6 +43,9 @@ struct BenchRow {
   bool device_routing = false;
   double from_logits_us = 0, planner_us = 0;
   bool from_logits_bitwise = false;
+  // Mean per call over `per` profiled calls (after the timing, slowest rank per phase):
+  // top-k, all-gather, count, scan, order, assign.
+  double planner_phase_us[6] = {0, 0, 0, 0, 0, 0};
   ScheduleConfig from_logits_config;  // chosen for the mean count per expert (expected_tiles)
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
