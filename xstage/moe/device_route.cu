@@ -1,6 +1,7 @@
 // Routing, layout and order of the fused MoE on the GPU (design in device_route.hpp).
 #include <cfloat>
 #include <climits>
+#include <cub/block/block_scan.cuh>
 
 #include "device_route.hpp"
 #include "xstage/check_cuda.hpp"
@@ -105,68 +106,112 @@ struct ScanArgs {
   PlanOut out;
 };
 
-// One block: prefixes, offsets, dispatch targets and the tables of the tile order
-// (one thread fills them: O(experts)); order_kernel then places the tiles.
+// One block: prefixes, offsets, dispatch targets and the tables of the tile order,
+// by block-wide scans (thread el holds local expert el, thread w wave w; epr <= 512
+// < 1024 threads); order_kernel then places the tiles. The tables are those of
+// order_waves() (moe_order.hpp), which the GPU test checks through the order.
 __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
+  using BlockScan = cub::BlockScan<int, kPlanThreads>;
+  __shared__ typename BlockScan::TempStorage scan_tmp;
   __shared__ int count[kPlanMaxLocal], mb[kPlanMaxLocal], wave[kPlanMaxLocal], l1_off[kPlanMaxLocal],
       l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
-      l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1];
-  __shared__ int waves;
+      l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1], pl1[kPlanMaxLocal + 1], pl2[kPlanMaxLocal + 1],
+      wave_first[kPlanMaxLocal];
   __shared__ int total[kPlanMaxExperts];  // rows of each global expert
-  const int sc_n = a.ranks * a.chunks;
+  const int i = threadIdx.x, epr = a.epr, sc_n = a.ranks * a.chunks;
+  const bool mine = i < epr;
+  // Exclusive sum of one value per thread over the block (all threads call it).
+  const auto excl = [&](int v, int& sum) {
+    int out = 0;
+    BlockScan(scan_tmp).ExclusiveSum(v, out, sum);
+    __syncthreads();  // scan_tmp is reused by the next call
+    return out;
+  };
   // Per global expert: exclusive prefix over (source, chunk), in place; the total.
   // Eight loads in flight at a time (a store between two loads would otherwise keep
   // them in order: the compiler cannot tell the addresses apart).
-  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
+  for (int e = i; e < a.experts; e += blockDim.x) {
     int run = 0;
     int* col = a.chunk_count + e;
     for (int sc0 = 0; sc0 < sc_n; sc0 += 8) {
       int v[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = sc0 + i < sc_n ? col[static_cast<std::size_t>(sc0 + i) * a.experts] : 0;
+      for (int k = 0; k < 8; ++k) v[k] = sc0 + k < sc_n ? col[static_cast<std::size_t>(sc0 + k) * a.experts] : 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        if (sc0 + i < sc_n) col[static_cast<std::size_t>(sc0 + i) * a.experts] = run, run += v[i];
+      for (int k = 0; k < 8; ++k)
+        if (sc0 + k < sc_n) col[static_cast<std::size_t>(sc0 + k) * a.experts] = run, run += v[k];
     }
     total[e] = run;
   }
   __syncthreads();
-  // Per destination: its experts' first rows (from shared memory: a global load after
-  // each store would wait out a full round trip, once per expert).
-  if (threadIdx.x < a.ranks) {
-    const int d = threadIdx.x;
-    int run = 0;
-    for (int el = 0; el < a.epr; ++el) {
-      const int t = total[d * a.epr + el];
-      a.expert_start[d * a.epr + el] = run;
-      if (d == a.rank) count[el] = t, a.out.expert_offset[el] = run;
-      run += t;
+  // Per destination: its experts' first rows.
+  for (int d = 0; d < a.ranks; ++d) {
+    const int v = mine ? total[d * epr + i] : 0;
+    int rows = 0;
+    const int off = excl(v, rows);
+    if (mine) a.expert_start[d * epr + i] = off;
+    if (d == a.rank) {
+      if (mine) count[i] = v, a.out.expert_offset[i] = off;
+      if (i == 0) a.out.expert_offset[epr] = rows;
     }
-    if (d == a.rank) a.out.expert_offset[a.epr] = run;
   }
   __syncthreads();
-  for (int el = threadIdx.x; el < a.epr; el += blockDim.x) {
-    a.out.dispatch_expect[el] += static_cast<unsigned>(count[el]);
-    mb[el] = (count[el] + kTileM - 1) / kTileM;
+  // m blocks, dispatch targets; waves over the experts with rows.
+  const int m_blocks = mine ? (count[i] + kTileM - 1) / kTileM : 0;
+  if (mine) a.out.dispatch_expect[i] += static_cast<unsigned>(count[i]), mb[i] = m_blocks;
+  const bool busy = m_blocks > 0;
+  int n_busy = 0;
+  const int rank_busy = excl(busy ? 1 : 0, n_busy);
+  const int we = a.spec.wave_experts, waves = (n_busy + we - 1) / we;
+  if (mine) wave[i] = busy ? rank_busy / we : -1;
+  if (busy && rank_busy % we == 0) wave_first[rank_busy / we] = i;
+  int t1 = 0, t2 = 0;
+  const int p1 = excl(m_blocks * a.spec.l1_n_blocks, t1), p2 = excl(m_blocks * a.spec.l2_n_blocks, t2);
+  if (mine) pl1[i] = p1, pl2[i] = p2;
+  if (i == 0) pl1[epr] = t1, pl2[epr] = t2;
+  __syncthreads();
+  if (mine) {
+    const int f = busy ? wave_first[wave[i]] : i;
+    l1_off[i] = busy ? p1 - pl1[f] : 0;
+    l2_off[i] = busy ? p2 - pl2[f] : 0;
+  }
+  if (i < waves) {
+    const int f = wave_first[i], next = i + 1 < waves ? wave_first[i + 1] : epr;
+    l1_size[i] = pl1[next] - pl1[f];
+    l2_size[i] = pl2[next] - pl2[f];
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    waves = order_waves(a.spec, a.epr, mb, wave, l1_off, l2_off, l1_size, l2_size, l1_start, l2_start);
-    int run = 0;
-    for (int el = 0; el < a.epr; ++el) first_tile[el] = run, run += mb[el] * (a.spec.l1_n_blocks + a.spec.l2_n_blocks);
-    first_tile[a.epr] = run;
-    *a.out.n_items = run;
+  // Where each wave's lists start.
+  if (!a.spec.interleaved) {
+    int all = 0;
+    const int start = excl(i < waves ? l1_size[i] + l2_size[i] : 0, all);
+    if (i < waves) l1_start[i] = start, l2_start[i] = start + l1_size[i];
+  } else {
+    const int lag = a.spec.lag;
+    int prologue = 0, all = 0;
+    const int pro = excl(i < waves && i < lag ? l1_size[i] : 0, prologue);
+    const int step = excl(i < waves ? l2_size[i] + (i + lag < waves ? l1_size[i + lag] : 0) : 0, all);
+    if (i < waves && i < lag) l1_start[i] = pro;
+    if (i < waves) {
+      l2_start[i] = prologue + step;
+      if (i + lag < waves) l1_start[i + lag] = prologue + step;
+    }
   }
+  // First tile of each expert in the expert-major tile numbering; the item count.
+  int n_tiles = 0;
+  const int ft = excl(m_blocks * (a.spec.l1_n_blocks + a.spec.l2_n_blocks), n_tiles);
+  if (mine) first_tile[i] = ft;
+  if (i == 0) first_tile[epr] = n_tiles, *a.out.n_items = n_tiles;
   __syncthreads();
   // The tables for the order kernel (Tables below).
   int* g = a.tables;
-  for (int el = threadIdx.x; el < a.epr; el += blockDim.x) {
-    g[el] = mb[el], g[a.epr + el] = wave[el], g[2 * a.epr + el] = l1_off[el], g[3 * a.epr + el] = l2_off[el];
-    g[4 * a.epr + el] = first_tile[el];
-    g[5 * a.epr + 1 + el] = l1_size[el], g[6 * a.epr + 1 + el] = l2_size[el];
-    g[7 * a.epr + 1 + el] = l1_start[el], g[8 * a.epr + 1 + el] = l2_start[el];
+  if (mine) {
+    g[i] = mb[i], g[epr + i] = wave[i], g[2 * epr + i] = l1_off[i], g[3 * epr + i] = l2_off[i];
+    g[4 * epr + i] = first_tile[i];
+    g[5 * epr + 1 + i] = l1_size[i], g[6 * epr + 1 + i] = l2_size[i];
+    g[7 * epr + 1 + i] = l1_start[i], g[8 * epr + 1 + i] = l2_start[i];
   }
-  if (threadIdx.x == 0) g[5 * a.epr] = first_tile[a.epr], g[9 * a.epr + 1] = waves;
+  if (i == 0) g[5 * epr] = first_tile[epr], g[9 * epr + 1] = waves;
 }
 
 // The per-expert and per-wave tables of the order, in global memory (route::plan_table_size).
