@@ -162,25 +162,19 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     return j;
   };
   const bool moe = c.ffn == dit::Ffn::moe;
-  auto host_json = [](const dit::MoeTimes& t) {
-    return nlohmann::json{{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
+  const bool round_trip = moe && !c.moe_device_routing;
+  std::vector<std::pair<std::string, dit::MoeTimes>> moe_lines;  // per path, printed after the table
+  // MoE presets: the path's GPU times per block (and the host round trip with host routing).
+  auto add_moe = [&](nlohmann::json& r, const std::string& path, const dit::MoeTimes& t) {
+    if (!moe) return;
+    r["moe_gpu_us_per_block"][path] = {{"plan", t.plan_gpu_us}, {"kernel", t.kernel_gpu_us}};
+    if (round_trip)
+      r["moe_host_us_per_block"][path] = {{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
+    moe_lines.push_back({path, t});
   };
-  auto gpu_json = [](const dit::MoeTimes& t) {
-    return nlohmann::json{{"plan", t.plan_gpu_us}, {"kernel", t.kernel_gpu_us}};
-  };
-  std::vector<std::pair<std::string, dit::MoeTimes>> gpu_lines;
-  std::vector<std::pair<std::string, dit::MoeTimes>> host_lines;  // printed after the table (host routing)
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json r1 = row(1);
-  const bool round_trip = moe && !c.moe_device_routing;
-  if (round_trip) {
-    r1["moe_host_us_per_block"] = {{"single", host_json(single.moe_host)}};
-    host_lines.push_back({"single", single.moe_host});
-  }
-  if (moe) {
-    r1["moe_gpu_us_per_block"] = {{"single", gpu_json(single.moe_host)}};
-    gpu_lines.push_back({"single", single.moe_host});
-  }
+  add_moe(r1, "single", single.moe_host);
   r1.update({{"serial_step_ms", nullptr}, {"fused_step_ms", nullptr}, {"speedup", nullptr},
              {"max_abs_diff_vs_single_gpu", 0.0}, {"latent_max_abs", max_abs(single.latent)}});
   rows.push_back(r1);
@@ -202,22 +196,8 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
               {"max_abs_diff_vs_single_gpu", o.serial_only ? ds : df},
               {"max_abs_diff_serial_vs_single_gpu", ds},
               {"latent_max_abs", max_abs(single.latent)}});
-    if (round_trip) {
-      r["moe_host_us_per_block"] = {{"serial", host_json(serial.moe_host)}};
-      host_lines.push_back({"serial", serial.moe_host});
-      if (!o.serial_only) {
-        r["moe_host_us_per_block"]["fused"] = host_json(fused.moe_host);
-        host_lines.push_back({"fused", fused.moe_host});
-      }
-    }
-    if (moe) {
-      r["moe_gpu_us_per_block"] = {{"serial", gpu_json(serial.moe_host)}};
-      gpu_lines.push_back({"serial", serial.moe_host});
-      if (!o.serial_only) {
-        r["moe_gpu_us_per_block"]["fused"] = gpu_json(fused.moe_host);
-        gpu_lines.push_back({"fused", fused.moe_host});
-      }
-    }
+    add_moe(r, "serial", serial.moe_host);
+    if (!o.serial_only) add_moe(r, "fused", fused.moe_host);
     rows.push_back(r);
     std::printf("%-10s %6ld %2d %6d | %9.3f %9.3f %9.3f | %7.3f | %10.3e %10.3e\n", c.name.c_str(), long(run.tokens),
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
@@ -228,13 +208,15 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
                 "the round trip)\n");
-  for (const auto& [path, t] : gpu_lines)
+  for (const auto& [path, t] : moe_lines) {
     std::printf("MoE FFN on the GPU per block (%s, timed steps, slowest rank): planner %.1f us, kernel %.1f us\n",
                 path.c_str(), t.plan_gpu_us, t.kernel_gpu_us);
-  for (const auto& [path, t] : host_lines)
-    std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
-                "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last two)\n",
-                path.c_str(), t.wait_us, t.route_us, t.upload_us);
+    if (round_trip)
+      std::printf("MoE FFN host round trip per block (%s, timed steps, slowest rank): wait for the router logits "
+                  "%.1f us, routing + layout + order %.1f us, upload + launch %.1f us (the GPU idles for the last "
+                  "two)\n",
+                  path.c_str(), t.wait_us, t.route_us, t.upload_us);
+  }
   if (!o.json.empty()) {
     write_rows(o.json,
                {{"card", prop.name}, {"gpus", gpus}, {"date", today_utc()}, {"command", command_line()},

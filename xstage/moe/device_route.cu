@@ -38,19 +38,7 @@ __global__ void topk_kernel(const float* logits, int tokens, int experts, int* e
       bad = true;
       x = x > 0.f ? FLT_MAX : -FLT_MAX;  // NaN compares false: -FLT_MAX
     }
-    int xi = e;
-    bool moving = false;
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      const bool up = moving || x > val[j];
-      moving = up;
-      const float v = val[j];
-      const int vi = idx[j];
-      val[j] = up ? x : v;
-      idx[j] = up ? xi : vi;
-      x = up ? v : x;
-      xi = up ? vi : xi;
-    }
+    topk_insert(x, e, K, val, idx);
   }
   float kept[K];
   int kept_id[K];
@@ -99,7 +87,7 @@ __global__ void count_kernel(const int* all_expert, int tk, int chunks, int expe
 
 struct ScanArgs {
   OrderSpec spec;
-  int ranks, rank, experts, epr, chunks, max_rows;
+  int ranks, rank, experts, epr, chunks;
   int* chunk_count;
   int* expert_start;
   int* tables;
@@ -301,7 +289,7 @@ void plan(const Problem& p, int rank, const int* all_expert, const OrderSpec& sp
   count_kernel<<<grid, kChunk, p.experts * sizeof(int), s>>>(all_expert, tk, chunks, p.experts, scratch.chunk_count);
   XS_CHECK_LAUNCH();
   mark(0);
-  ScanArgs a{spec,  p.ranks, rank, p.experts, epr, chunks, max_rows, scratch.chunk_count, scratch.expert_start,
+  ScanArgs a{spec,  p.ranks, rank, p.experts, epr, chunks, scratch.chunk_count, scratch.expert_start,
              scratch.tables, out};
   scan_kernel<<<1, kPlanThreads, 0, s>>>(a);
   XS_CHECK_LAUNCH();

@@ -205,8 +205,9 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
   const int epr = p.experts_per_rank();
-  if (m.inputs == Impl::Inputs::none) {  // first call: the worst-case buffers, targets from zero
-    m.take_inputs(Impl::Inputs::device);
+  const bool first = m.inputs == Impl::Inputs::none;
+  m.take_inputs(Impl::Inputs::device);
+  if (first) {  // the worst-case buffers, targets from zero
     m.weight = DeviceBuffer<float>(tk);
     m.expert = DeviceBuffer<int>(tk);
     m.send_rank = DeviceBuffer<int>(tk);
@@ -231,7 +232,6 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
     m.nonfinite_dev = static_cast<int*>(dp);
   }
-  m.take_inputs(Impl::Inputs::device);
   cudaStream_t st = m.rank.stream();
   cudaEvent_t* mk = nullptr;
   if (m.profile) {

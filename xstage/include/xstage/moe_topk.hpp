@@ -23,41 +23,36 @@ XS_HD void topk_weights(const float* val, int k, double* ex, float* weight) {
   for (int j = 0; j < k; ++j) weight[j] = static_cast<float>(ex[j] / sum);
 }
 
-// logit(e): the token's logit of expert e, e in [0, experts), each finite (then the k
-// experts chosen are distinct); val/idx/ex: scratch of k entries; writes expert[0..k)
-// and weight[0..k). 1 <= k <= experts.
-template <class Logit>
-XS_HD void topk_softmax_token_of(Logit logit, int experts, int k, float* val, int* idx, double* ex, int* expert,
-                                 float* weight) {
-  for (int j = 0; j < k; ++j) val[j] = -INFINITY, idx[j] = 0;
-  for (int e = 0; e < experts; ++e) {
-    float x = logit(e);
-    int xi = e;
-    bool moving = false;  // below the insertion point every entry moves down one place
+// Inserts logit x of expert xi into the kept k entries val/idx (largest first): before
+// the first strictly smaller one, the rest moving down one place (selects, no branches).
+XS_HD void topk_insert(float x, int xi, int k, float* val, int* idx) {
+  bool moving = false;  // below the insertion point every entry moves down one place
 #if defined(__CUDACC__)
 #pragma unroll
 #else
 #pragma GCC unroll 8
 #endif
-    for (int j = 0; j < k; ++j) {
-      const bool up = moving || x > val[j];
-      moving = up;
-      const float v = val[j];
-      const int vi = idx[j];
-      val[j] = up ? x : v;
-      idx[j] = up ? xi : vi;
-      x = up ? v : x;
-      xi = up ? vi : xi;
-    }
+  for (int j = 0; j < k; ++j) {
+    const bool up = moving || x > val[j];
+    moving = up;
+    const float v = val[j];
+    const int vi = idx[j];
+    val[j] = up ? x : v;
+    idx[j] = up ? xi : vi;
+    x = up ? v : x;
+    xi = up ? vi : xi;
   }
-  topk_weights(val, k, ex, weight);
-  for (int j = 0; j < k; ++j) expert[j] = idx[j];
 }
 
-// The same over an array of `experts` logits.
+// l: the token's `experts` logits, each finite (then the k experts chosen are
+// distinct); val/idx/ex: scratch of k entries; writes expert[0..k) and weight[0..k).
+// 1 <= k <= experts.
 XS_HD void topk_softmax_token(const float* l, int experts, int k, float* val, int* idx, double* ex, int* expert,
                               float* weight) {
-  topk_softmax_token_of([l](int e) { return l[e]; }, experts, k, val, idx, ex, expert, weight);
+  for (int j = 0; j < k; ++j) val[j] = -INFINITY, idx[j] = 0;
+  for (int e = 0; e < experts; ++e) topk_insert(l[e], e, k, val, idx);
+  topk_weights(val, k, ex, weight);
+  for (int j = 0; j < k; ++j) expert[j] = idx[j];
 }
 
 }  // namespace xstage::moe
