@@ -9,7 +9,7 @@
 #    rows into $OUT/dit.json: tiny and tiny-moe (correctness: diff vs one GPU),
 #    then the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4) and
 #    dit-moe (DIT_MOE_BLOCKS blocks, default 4; the fused MoE kernel as FFN) and
-#    wan-like at 75,264 tokens (DIT_WAN_BLOCKS blocks, default 2);
+#    wan-like at 75,600 tokens (DIT_WAN_BLOCKS blocks, default 2);
 #    a row that no longer fits the budget is skipped with a note;
 # 4. a short table of the rows.
 DIT_T0=$(date +%s)
@@ -42,9 +42,9 @@ dit_run dit_tiny 45 --preset tiny --tokens 512 --steps 4 --gpus "$DIT_P"
 dit_run dit_tiny_moe 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$DIT_P"
 dit_run dit_flux 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$DIT_P"
 dit_run dit_moe 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$DIT_P"
-# wan-like at 720p length: 75,264 = 21 frames x 56 x 64 tokens (0.4 % under the exact
-# 75,600, which Ulysses cannot split into 128-row tiles at P = 2 or 4 without padding).
-dit_run dit_wan 150 --preset wan-like --tokens 75264 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$DIT_P"
+# wan-like at the exact 720p length: 75,600 = 21 frames x 60 x 60 tokens (P = 2, 4, 8 pad
+# it to 75,776: whole 128-row tiles per rank, the padding masked as keys).
+dit_run dit_wan 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$DIT_P"
 [ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"
 if [ -f "$OUT/dit.json" ]; then
   echo "---- xstage dit (ms per Euler step; speedup = serial / fused; diff = max |x_P - x_1|) ----"

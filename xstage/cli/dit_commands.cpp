@@ -2,7 +2,8 @@
 // and fused post-attention All-to-All, per-step latency, speedup and the
 // difference to the single-GPU result; or the fp32 CPU reference (--cpu, tiny
 // presets). JSON rows in the docs/results/dit.json format (appended to an
-// existing file; a row with the same preset, tokens, P, blocks and steps is replaced).
+// existing file; a row with the same preset, tokens, padded tokens, P, blocks,
+// steps and MoE routing is replaced).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct DitCli {
   int steps = 4;
   int gpus = 1;
   int blocks = 0;
+  int64_t pad_multiple = 0;
   bool serial_only = false;
   bool cpu = false;
   uint64_t seed = 1;
@@ -79,8 +81,9 @@ void write_rows(const std::string& path, const nlohmann::json& head, const nlohm
     XS_ASSERT(old.is_object() && old.contains("rows") && old["rows"].is_array(),
               "dit: {} exists but has no \"rows\" array; remove it or pick another --json", path);
     auto key = [](const nlohmann::json& r) {
-      return fmt::format("{}/{}/{}/{}/{}/{}", r.value("preset", ""), r.value("tokens", 0), r.value("P", 0),
-                         r.value("blocks", 0), r.value("steps", 0), r.value("moe_routing", ""));
+      const int64_t tokens = r.value("tokens", int64_t{0});
+      return fmt::format("{}/{}/{}/{}/{}/{}/{}", r.value("preset", ""), tokens, r.value("padded_tokens", tokens),
+                         r.value("P", 0), r.value("blocks", 0), r.value("steps", 0), r.value("moe_routing", ""));
     };
     for (const auto& r : old["rows"]) {
       bool replaced = false;
@@ -107,6 +110,7 @@ void run_cpu(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   XS_ASSERT(c.name.rfind("tiny", 0) == 0, "dit: --cpu runs the naive fp32 reference, meant for the tiny presets "
             "(got {}; use a GPU for it)", c.name);
   XS_ASSERT(run.ranks == 1, "dit: --cpu runs one rank (got --gpus {})", run.ranks);
+  XS_ASSERT(run.pad_multiple == 0, "dit: --cpu runs the unpadded reference (got --pad-multiple {})", run.pad_multiple);
   dit::validate(c, run, false);
   const int blocks = dit::blocks_used(c, run);
   const dit::Weights w = host_weights(o, c, blocks);
@@ -151,13 +155,22 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   const dit::Grid g = dit::token_grid(c, run.tokens);
   std::printf("dit: %s, %ld tokens (%ldx%ldx%ld), %d of %d blocks, %d steps, P = %d on %s\n", c.name.c_str(),
               long(run.tokens), long(g.t), long(g.h), long(g.w), blocks, c.blocks, run.steps, run.ranks, prop.name);
+  const int64_t padded = dit::padded_tokens(c, run);
+  if (padded > run.tokens)
+    std::printf("dit: the ranks pad the sequence to %ld tokens (%ld per rank at P = %d%s); the %ld padding tokens are "
+                "masked as keys and dropped from the output\n",
+                long(padded), long(padded / run.ranks), run.ranks,
+                run.pad_multiple > 0 ? ", --pad-multiple" : ": whole 128-row attention tiles",
+                long(padded - run.tokens));
 
   dit::Run one = run;
   one.ranks = 1;
   const dit::GpuResult single = dit::run_gpu(c, one, dit::AttnPath::single, opt);
   auto row = [&](int P) {
-    nlohmann::json j{{"preset", c.name}, {"tokens", run.tokens}, {"P", P}, {"blocks", blocks},
-                     {"steps", run.steps}, {"single_step_ms", single.step_ms}};
+    dit::Run at = run;
+    at.ranks = P;
+    nlohmann::json j{{"preset", c.name}, {"tokens", run.tokens}, {"padded_tokens", dit::padded_tokens(c, at)},
+                     {"P", P}, {"blocks", blocks}, {"steps", run.steps}, {"single_step_ms", single.step_ms}};
     if (c.ffn == dit::Ffn::moe) j["moe_routing"] = c.moe_device_routing ? "device" : "host";
     return j;
   };
@@ -234,7 +247,7 @@ void run(const DitCli& o) {
   XS_ASSERT(o.moe_routing == "device" || o.moe_routing == "host", "dit: --moe-routing is device or host (got '{}')",
             o.moe_routing);
   c.moe_device_routing = o.moe_routing == "device";
-  const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks};
+  const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);
@@ -362,11 +375,17 @@ void add_dit_commands(CLI::App& app) {
   auto o = std::make_shared<DitCli>();
   cmd->add_option("--preset", o->preset, "tiny, tiny-video, tiny-moe, flux-like, wan-like, dit-moe")
       ->capture_default_str();
-  cmd->add_option("--tokens", o->tokens, "Latent tokens N (a multiple of the preset's frames)")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens,
+                  "Latent tokens N (a multiple of the preset's frames; with --gpus P > 1 the ranks pad it to a "
+                  "multiple of 128 P)")->capture_default_str();
   cmd->add_option("--steps", o->steps, "Euler steps of the sampler")->capture_default_str();
   cmd->add_option("--gpus", o->gpus, "Ranks P (one per GPU); P > 1 also runs P = 1 for the difference")
       ->capture_default_str();
   cmd->add_option("--blocks", o->blocks, "Blocks used (0: all of the preset)")->capture_default_str();
+  cmd->add_option("--pad-multiple", o->pad_multiple,
+                  "Also pad the tokens to a multiple of this, P = 1 included (0: only the padding P > 1 needs); "
+                  "the padding is masked as keys and dropped from the output")
+      ->capture_default_str();
   cmd->add_flag("--serial", o->serial_only, "Serial post-attention All-to-All only (no fused run, no speedup)");
   cmd->add_flag("--cpu", o->cpu, "The fp32 CPU reference instead (tiny presets, one rank)");
   cmd->add_option("--seed", o->seed, "Weights seed (the latent uses seed + 1)")->capture_default_str();

@@ -2,11 +2,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "common/check.hpp"
 #include "xstage/dit.hpp"
+#include "xstage/ulysses.hpp"  // kTileRows
 
 namespace xstage::dit {
 
@@ -94,6 +96,14 @@ void validate(const Config& c) {
 
 int blocks_used(const Config& c, const Run& r) { return r.blocks == 0 ? c.blocks : r.blocks; }
 
+int64_t padded_tokens(const Config&, const Run& r) {
+  XS_ASSERT(r.tokens >= 1 && r.ranks >= 1 && r.pad_multiple >= 0, "dit: no padding for {} tokens over P = {} ranks",
+            r.tokens, r.ranks);
+  int64_t m = r.ranks > 1 ? int64_t{ulysses::kTileRows} * r.ranks : 1;  // every rank: whole attention tiles
+  if (r.pad_multiple > 0) m = std::lcm(m, r.pad_multiple);
+  return (r.tokens + m - 1) / m * m;
+}
+
 void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   validate(c);
   XS_ASSERT(r.tokens >= 1, "dit: --tokens {} must be positive", r.tokens);
@@ -105,8 +115,7 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
             "dit: --gpus {} asks for more ranks than the {} visible GPU(s)", r.ranks, visible_gpus);
   XS_ASSERT(r.tokens % c.frames == 0, "dit: --tokens {} is not a multiple of {}'s {} frames", r.tokens, c.name,
             c.frames);
-  XS_ASSERT(r.tokens % r.ranks == 0, "dit: --tokens {} do not split over P = {} ranks (tokens % P = {})", r.tokens,
-            r.ranks, r.tokens % r.ranks);
+  XS_ASSERT(r.pad_multiple >= 0, "dit: pad multiple {} must be >= 0", r.pad_multiple);
   XS_ASSERT(c.heads % r.ranks == 0, "dit: {}'s {} heads do not split over P = {} ranks (heads % P = {})", c.name,
             c.heads, r.ranks, c.heads % r.ranks);
   XS_ASSERT(c.ffn != Ffn::moe || c.experts % r.ranks == 0,
@@ -115,13 +124,6 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   if (!gpu) return;
   XS_ASSERT(c.head_dim == 64 || c.head_dim == 128, "dit: {}: head_dim {} is not supported by the attention kernel (64, 128)",
             c.name, c.head_dim);
-  if (r.ranks > 1 && (r.tokens / r.ranks) % 128 != 0) {
-    // The nearest token counts that fit: multiples of both the frames and 128·P.
-    const int64_t step = std::lcm(int64_t{c.frames}, int64_t{128} * r.ranks), lo = r.tokens / step * step;
-    XS_FAIL("dit: tokens per rank {} (= {} / {}) must be a multiple of 128 for Ulysses attention (no attention tile "
-            "may straddle two ranks' slices); {} tokens that fit: {}{}",
-            r.tokens / r.ranks, r.tokens, r.ranks, c.name, lo > 0 ? fmt::format("{} or ", lo) : "", lo + step);
-  }
   if (c.ffn == Ffn::moe) {
     XS_ASSERT(c.hidden % moe::kHiddenQuantum == 0,
               "dit: {}: hidden {} is not a multiple of {} (the fused MoE kernel's L2 tile width)", c.name, c.hidden,
@@ -129,7 +131,7 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
     XS_ASSERT(c.moe_inter % moe::kInterQuantum == 0,
               "dit: {}: moe_inter {} is not a multiple of {} (the fused MoE kernel's L1 tile width)", c.name,
               c.moe_inter, moe::kInterQuantum);
-    moe::validate(moe_problem(c, r.tokens, r.ranks));
+    moe::validate(moe_problem(c, padded_tokens(c, r), r.ranks));
   }
 }
 
@@ -150,16 +152,18 @@ Pos position_of(const Grid& g, int64_t token) {
   return {token / (g.h * g.w), (token / g.w) % g.h, token % g.w};
 }
 
-Shard shard_of(const Grid& g, int ranks, int rank) {
-  const int64_t n = g.tokens();
+Shard shard_of(const Grid& g, int ranks, int rank, int64_t padded) {
+  const int64_t valid = g.tokens(), n = padded == 0 ? valid : padded;
   XS_ASSERT(ranks >= 1 && rank >= 0 && rank < ranks, "dit: rank {} is outside 0 .. {}", rank, ranks - 1);
+  XS_ASSERT(n >= valid, "dit: {} padded tokens are fewer than the grid's {}", n, valid);
   XS_ASSERT(n % ranks == 0, "dit: {} tokens do not split over P = {} ranks", n, ranks);
   Shard s;
   s.rank = rank;
   s.rows = n / ranks;
   s.row0 = rank * s.rows;
+  s.valid = std::clamp<int64_t>(valid - s.row0, 0, s.rows);
   s.pos.reserve(size_t(s.rows));
-  for (int64_t i = 0; i < s.rows; ++i) s.pos.push_back(position_of(g, s.row0 + i));
+  for (int64_t i = 0; i < s.rows; ++i) s.pos.push_back(i < s.valid ? position_of(g, s.row0 + i) : Pos{});
   return s;
 }
 

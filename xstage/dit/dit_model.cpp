@@ -75,7 +75,8 @@ struct RankModel::Impl {
   cudaStream_t stream;
   ulysses::Layer* layer;
   std::unique_ptr<MoeFfn> moe;  // c.ffn == moe
-  Shard shard;
+  Shard shard;    // rows = L, padding included
+  int64_t keys;   // the real tokens N: attention's keys (the rest is padding)
   int64_t L, C, H, D, F, in;
   cublasHandle_t blas = nullptr;
   std::vector<ParamSpec> specs;
@@ -86,15 +87,22 @@ struct RankModel::Impl {
   bool loaded = false;
 
   Impl(const Config& cfg, int nblocks, const Grid& grid, int P, int r, cudaStream_t s, ulysses::Layer* l,
-       comm::Rank* comm, const burstgap::ModelParams* moe_params)
-      : c(cfg), blocks(nblocks), ranks(P), rank(r), stream(s), layer(l), shard(shard_of(grid, P, r)) {
+       comm::Rank* comm, const burstgap::ModelParams* moe_params, int64_t padded)
+      : c(cfg),
+        blocks(nblocks),
+        ranks(P),
+        rank(r),
+        stream(s),
+        layer(l),
+        shard(shard_of(grid, P, r, padded)),
+        keys(grid.tokens()) {
     validate(c);
     XS_ASSERT((P > 1) == (layer != nullptr), "dit: P = {} needs {} Ulysses layer", P, P > 1 ? "a" : "no");
     if (c.ffn == Ffn::moe) {
       XS_ASSERT(comm && moe_params && comm->nranks() == P && comm->rank() == r && comm->stream() == s,
                 "dit: {}'s MoE FFN needs rank {}'s communicator (P = {}, the model's stream) and Burst-Gap parameters",
                 c.name, r, P);
-      moe = std::make_unique<MoeFfn>(*comm, c, grid.tokens(), *moe_params);  // collective
+      moe = std::make_unique<MoeFfn>(*comm, c, shard.rows * P, *moe_params);  // collective; padding included
     }
     L = shard.rows, C = c.hidden, H = c.heads, D = c.head_dim, F = c.ffn_hidden, in = c.in_dim();
     check_cublas(cublasCreate(&blas), "create");
@@ -139,8 +147,8 @@ struct RankModel::Impl {
       using namespace attention;
       FwdArgs a;
       a.q = Tensor4::bshd(q.get(), 1, L, H, D);
-      a.k = Tensor4::bshd(k.get(), 1, L, H, D);
-      a.v = Tensor4::bshd(v.get(), 1, L, H, D);
+      a.k = Tensor4::bshd(k.get(), 1, keys, H, D);  // padded tokens are not keys
+      a.v = Tensor4::bshd(v.get(), 1, keys, H, D);
       a.o = Tensor4::bshd(o.get(), 1, L, H, D);
       flash_fwd(a, stream);
       return o.get();
@@ -224,8 +232,9 @@ struct RankModel::Impl {
 };
 
 RankModel::RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
-                     ulysses::Layer* layer, comm::Rank* comm, const burstgap::ModelParams* moe_params)
-    : impl_(std::make_unique<Impl>(c, blocks, g, ranks, rank, stream, layer, comm, moe_params)) {}
+                     ulysses::Layer* layer, comm::Rank* comm, const burstgap::ModelParams* moe_params,
+                     int64_t padded)
+    : impl_(std::make_unique<Impl>(c, blocks, g, ranks, rank, stream, layer, comm, moe_params, padded)) {}
 RankModel::~RankModel() = default;
 
 void RankModel::load(const Weights& wts) {

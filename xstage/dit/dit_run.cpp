@@ -67,7 +67,8 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   if (P > 1 || c.ffn == Ffn::moe)  // the Ulysses layer's tile order; the MoE kernel's Interleaved schedule
     peer = burstgap::read_params(burstgap::params_path_or_default(opt.params)).find("peer", "st16");
 
-  const int64_t in = c.in_dim(), L = run.tokens / P;
+  // Rank r holds padded tokens [r·L, (r+1)·L); the real ones are [0, N).
+  const int64_t in = c.in_dim(), N = run.tokens, padded = padded_tokens(c, run), L = padded / P;
   GpuResult res;
   res.first_velocity.resize(latent.size());
   res.latent.resize(latent.size());
@@ -75,11 +76,16 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   comm::run_ranks(P, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank();
     std::unique_ptr<ulysses::Layer> layer;
-    if (P > 1) layer = std::make_unique<ulysses::Layer>(rank, ulysses::Problem{P, 1, run.tokens, c.heads, c.head_dim, false}, peer);
-    RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get(), &rank, &peer);
+    if (P > 1)
+      layer = std::make_unique<ulysses::Layer>(
+          rank, ulysses::Problem{P, 1, padded, c.heads, c.head_dim, false, padded > N ? N : 0}, peer);
+    RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get(), &rank, &peer, padded);
     if (opt.weights) m.load(*opt.weights);
     else m.randomize(opt.weight_seed);
-    m.set_latent({latent.begin() + r * L * in, latent.begin() + (r + 1) * L * in});
+    const int64_t valid = std::clamp<int64_t>(N - r * L, 0, L);  // this rank's real tokens
+    std::vector<float> mine(size_t(L * in), 0.f);                // padding rows: zero latent
+    if (valid > 0) std::copy(latent.begin() + r * L * in, latent.begin() + (r * L + valid) * in, mine.begin());
+    m.set_latent(mine);
     std::vector<float> v0;
     euler_loop(run.steps, "dit " + std::string(to_string(path)), opt.progress && r == 0, [&](int k, float t, float dt) {
       m.forward(t, path);
@@ -96,8 +102,10 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     res.moe_host.plan_gpu_us = std::max(res.moe_host.plan_gpu_us, host.plan_gpu_us);
     res.moe_host.kernel_gpu_us = std::max(res.moe_host.kernel_gpu_us, host.kernel_gpu_us);
     res.moe_host.forwards = std::max(res.moe_host.forwards, m.moe_host_times().forwards);
-    std::copy(v0.begin(), v0.end(), res.first_velocity.begin() + r * L * in);
-    std::copy(x.begin(), x.end(), res.latent.begin() + r * L * in);
+    if (valid > 0) {  // a rank may hold padding only
+      std::copy(v0.begin(), v0.begin() + valid * in, res.first_velocity.begin() + r * L * in);
+      std::copy(x.begin(), x.begin() + valid * in, res.latent.begin() + r * L * in);
+    }
     res.step_ms = std::max(res.step_ms, ms);
   });
   return res;

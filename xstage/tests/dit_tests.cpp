@@ -5,6 +5,8 @@
 // invariance of positions) and the Euler sampler on ODEs with closed forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -73,10 +75,10 @@ TEST(DitValidate, OneLineRulesNameTheField) {
   EXPECT_NO_THROW(validate(f, {4096, 4, 4, 2}, true, 4));
   EXPECT_TRUE(contains(error_of([&] { validate(f, {4000, 5, 1, 0}, false); }), "24 heads do not split over P = 5"));
   EXPECT_EQ(error_of([&] { validate(f, {4097, 1, 1, 0}, false); }), "");  // any count splits over P = 1
-  EXPECT_TRUE(contains(error_of([&] { validate(f, {4098, 4, 1, 0}, false); }),
-                       "--tokens 4098 do not split over P = 4 ranks (tokens % P = 2)"));
-  EXPECT_TRUE(contains(error_of([&] { validate(f, {4000, 2, 1, 0}, true); }), "multiple of 128 for Ulysses"));
-  EXPECT_EQ(error_of([&] { validate(f, {4000, 2, 1, 0}, false); }), "");  // the 128 rule is the GPU's
+  // Any count splits over P > 1 too: the ranks pad it (padded_tokens, below).
+  EXPECT_EQ(error_of([&] { validate(f, {4098, 4, 1, 0}, true, 4); }), "");
+  EXPECT_EQ(error_of([&] { validate(f, {4000, 2, 1, 0}, true, 2); }), "");
+  EXPECT_TRUE(contains(error_of([&] { validate(f, {4096, 2, 1, 0, -1}, false); }), "pad multiple -1 must be >= 0"));
   EXPECT_TRUE(contains(error_of([&] { validate(f, {4096, 4, 1, 0}, true, 2); }),
                        "--gpus 4 asks for more ranks than the 2 visible GPU(s)"));
   EXPECT_TRUE(contains(error_of([&] { validate(f, {4096, 1, 0, 0}, false); }), "--steps 0"));
@@ -84,12 +86,8 @@ TEST(DitValidate, OneLineRulesNameTheField) {
   const Config w = preset("wan-like");
   EXPECT_TRUE(contains(error_of([&] { validate(w, {4096, 1, 1, 0}, false); }), "not a multiple of wan-like's 21 frames"));
   EXPECT_NO_THROW(validate(w, {21 * 3600, 1, 1, 0}, true));
-  // The exact 720p length does not split into 128-row tiles over 2 or 4 ranks; the
-  // device stage's 75,264 (21 x 56 x 64) does.
-  EXPECT_TRUE(contains(error_of([&] { validate(w, {21 * 3600, 4, 1, 2}, true, 4); }), "must be a multiple of 128"));
-  // The message names the nearest counts that fit: multiples of 21 frames and 128 x 4.
-  EXPECT_TRUE(contains(error_of([&] { validate(w, {21 * 3600, 4, 1, 2}, true, 4); }), "fit: 75264 or 86016"));
-  EXPECT_TRUE(contains(error_of([&] { validate(f, {100, 2, 1, 0}, true); }), "fit: 256"));
+  // The exact 720p length runs on 1, 2, 4 and 8 ranks (padded), and so does 75,264 (21 x 56 x 64).
+  for (int P : {1, 2, 4, 8}) EXPECT_NO_THROW(validate(w, {21 * 3600, P, 1, 2}, true, 8)) << P;
   for (int P : {1, 2, 4}) EXPECT_NO_THROW(validate(w, {75264, P, 1, 2}, true, 4)) << P;
   EXPECT_EQ(token_grid(w, 75264).h, 56);
   EXPECT_EQ(token_grid(w, 75264).w, 64);
@@ -128,6 +126,48 @@ TEST(DitGrid, SquareAsPossibleAndRasterOrder) {
   EXPECT_EQ(position_of(s, 5 * 4 + 7), (Pos{1, 1, 2}));
   EXPECT_EQ(position_of(s, 59), (Pos{2, 3, 4}));
   EXPECT_TRUE(contains(error_of([&] { position_of(s, 60); }), "token 60 is outside the 3x4x5 grid"));
+}
+
+TEST(DitPadding, WholeTilesPerRankAndNoMoreThanOneTileRowOfPadding) {
+  const Config f = preset("flux-like"), w = preset("wan-like");
+  EXPECT_EQ(padded_tokens(f, {4096, 1}), 4096);
+  EXPECT_EQ(padded_tokens(f, {4097, 1}), 4097);  // one rank: attention takes any length
+  EXPECT_EQ(padded_tokens(f, {4096, 4}), 4096);  // 1024 per rank: no padding
+  EXPECT_EQ(padded_tokens(f, {4000, 2}), 4096);
+  EXPECT_EQ(padded_tokens(f, {100, 2}), 256);
+  // wan-like 720p: 75,600 = 21 x 60 x 60.
+  EXPECT_EQ(padded_tokens(w, {75600, 2}), 75776);  // 296 tiles of 128 per rank: 176 padding tokens
+  EXPECT_EQ(padded_tokens(w, {75600, 4}), 75776);  // 148 per rank
+  EXPECT_EQ(padded_tokens(w, {75600, 8}), 75776);  // 74 per rank
+  EXPECT_EQ(padded_tokens(w, {75264, 4}), 75264);
+  EXPECT_EQ(padded_tokens(f, {200, 1, 1, 0, 128}), 256);  // asked for: padding on one rank too
+  EXPECT_EQ(padded_tokens(f, {200, 2, 1, 0, 96}), 768);   // lcm(96, 256)
+  for (int P : {2, 4, 8})
+    for (int64_t n : {1, 127, 128, 129, 1000, 75600}) {
+      const int64_t m = padded_tokens(f, {n, P});
+      EXPECT_EQ(m % (128 * P), 0) << n << " " << P;
+      EXPECT_GE(m, n);
+      EXPECT_LT(m - n, 128 * P) << n << " " << P;
+    }
+}
+
+TEST(DitShard, PaddingTokensSitAtTheEndWithPositionZero) {
+  const Grid g = token_grid(preset("tiny"), 300);  // 15 x 20
+  const int64_t padded = padded_tokens(preset("tiny"), {300, 4});
+  ASSERT_EQ(padded, 512);
+  int64_t valid = 0;
+  for (int r = 0; r < 4; ++r) {
+    const Shard s = shard_of(g, 4, r, padded);
+    EXPECT_EQ(s.rows, 128);
+    EXPECT_EQ(s.row0, 128 * r);
+    EXPECT_EQ(s.valid, std::clamp<int64_t>(300 - 128 * r, 0, 128)) << r;  // 128, 128, 44, 0
+    for (int64_t i = 0; i < s.rows; ++i)
+      EXPECT_EQ(s.pos[size_t(i)], i < s.valid ? position_of(g, s.row0 + i) : Pos{}) << r << " " << i;
+    valid += s.valid;
+  }
+  EXPECT_EQ(valid, 300);
+  EXPECT_TRUE(contains(error_of([&] { shard_of(g, 4, 0, 256); }), "256 padded tokens are fewer than the grid's 300"));
+  EXPECT_EQ(shard_of(g, 1, 0).valid, 300);
 }
 
 TEST(DitShard, ContiguousSlicesWhosePositionsFollowTheTokens) {

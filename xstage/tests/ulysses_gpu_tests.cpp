@@ -58,6 +58,10 @@ Inputs make_inputs(const Problem& p, uint32_t seed) {
     f->resize(B * S * HD);
     for (auto& x : *f) x = attention::bf16_bits_to_float(attention::float_to_bf16_bits(nd(rng)));
   }
+  // Padded rows (Problem::valid) as keys are poison: NaN would reach every output that read one.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = p.keys(); s < S; ++s)
+      for (int64_t e = 0; e < HD; ++e) in.fk[(b * S + s) * HD + e] = in.fv[(b * S + s) * HD + e] = NAN;
   auto split = [&](const std::vector<float>& f, std::vector<std::vector<uint16_t>>& out) {
     out.assign(p.ranks, {});
     for (int r = 0; r < p.ranks; ++r)
@@ -149,10 +153,16 @@ void run_case(const Problem& p, int slow_rank = -1) {
   });
   for (const auto& f : failures) ADD_FAILURE() << f;
 
-  // Against the fp64 attention of the gathered sequence.
-  const auto ref = attention::reference_fwd(in.fq, in.fk, in.fv, p.batch, p.seq, p.seq, p.heads, p.head_dim,
-                                            p.causal, 1.0 / std::sqrt(double(p.head_dim)));
-  const int64_t S = p.seq, R = p.rows_per_rank(), HD = p.heads * p.head_dim;
+  // Against the fp64 attention of the gathered sequence: every query row, padded ones
+  // included, against the valid keys.
+  const int64_t S = p.seq, R = p.rows_per_rank(), HD = p.heads * p.head_dim, N = p.keys();
+  std::vector<float> keys_k, keys_v;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    keys_k.insert(keys_k.end(), in.fk.begin() + b * S * HD, in.fk.begin() + (b * S + N) * HD);
+    keys_v.insert(keys_v.end(), in.fv.begin() + b * S * HD, in.fv.begin() + (b * S + N) * HD);
+  }
+  const auto ref = attention::reference_fwd(in.fq, keys_k, keys_v, p.batch, S, N, p.heads, p.head_dim, p.causal,
+                                            1.0 / std::sqrt(double(p.head_dim)));
   double num = 0, den = 0, mx = 0;
   for (int r = 0; r < p.ranks; ++r)
     for (int64_t b = 0; b < p.batch; ++b)
@@ -343,9 +353,28 @@ TEST(UlyssesGpu, FusedEqualsSerialFourRanks) {
   run_case({4, 1, 1024, 4, 64, true});
 }
 
+// Padded sequences (Problem::valid): the padded rows' K and V are NaN and must never be
+// read; every path still equals the serial one bitwise and the fp64 attention over the
+// valid keys. (One GPU: dit's PaddingChangesNoRealToken runs flash_fwd over padded rows.)
+TEST(UlyssesGpu, PaddedRowsAreNotKeys) {
+  if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  run_case(Problem{2, 1, 512, 6, 128, false, 400});  // rank 1 holds 144 real rows of 256
+  run_case(Problem{2, 1, 1024, 4, 64, false, 300});  // rank 1 holds padding only
+  run_case(Problem{2, 2, 512, 4, 64, false, 385});   // two batches, one valid row in the last key tile
+}
+
 TEST(UlyssesGpu, SlowPeerOnlyDelaysTheReceiver) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   run_case({2, 1, 1024, 4, 64}, 1);
+}
+
+TEST(UlyssesGpu, OneRankNeedsNoLayer) {
+  try {
+    comm::run_ranks(1, comm::Launch::threads, [](comm::Rank& rank) { Layer layer(rank, {1, 1, 4096, 24, 128}, params()); });
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("P = 1 needs no Ulysses layer"), std::string::npos) << e.what();
+  }
 }
 
 TEST(UlyssesGpu, TooManyRanksIsAClearError) {

@@ -93,6 +93,13 @@ TEST(UlyssesValidate, RefusesWithClearMessages) {
   EXPECT_NE(error_of([&] { validate({16, 1, 4096, 32, 128}); }).find("P = 16 ranks is not supported"),
             std::string::npos);
   EXPECT_NE(error_of([&] { validate({2, 0, 4096, 24, 128}); }).find("empty shape"), std::string::npos);
+  EXPECT_EQ(error_of([&] { validate({2, 1, 4096, 24, 128, false, 4000}); }), "");
+  EXPECT_NE(error_of([&] { validate({2, 1, 4096, 24, 128, false, 4097}); }).find("4097 valid rows is outside 0 .. S = 4096"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { validate({2, 1, 4096, 24, 128, true, 4000}); }).find("causal attention over a padded"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { validate({2, 1, 4096, 24, 128, true, 4096}); }), "");  // all valid: no padding
+  EXPECT_EQ(describe({2, 1, 4096, 24, 128, false, 4000}), "P=2 B=1 S=4096 (4000 valid) H=24 D=128");
 }
 
 TEST(UlyssesLayout, RanksOwnSlicesAndHeadRanges) {
@@ -230,6 +237,52 @@ TEST(UlyssesReference, LayerEqualsAttentionOnTheGatheredSequence) {
         for (int64_t s = 0; s < R; ++s)
           for (int64_t e = 0; e < H * D; ++e)
             max_diff = std::max(max_diff, std::abs(out[r][(b * R + s) * H * D + e] - full.o[(b * S + r * R + s) * H * D + e]));
+    EXPECT_LT(max_diff, 1e-12);
+  }
+}
+
+// Padding: the layer over S rows of which the first `valid` are tokens gives
+// those tokens exactly the attention of the unpadded sequence, whatever the
+// padded rows hold (NaN here: a padded key that was read would show).
+TEST(UlyssesReference, PaddedRowsAreNotKeys) {
+  for (const Problem p : {Problem{2, 1, 256, 4, 64, false, 200}, Problem{4, 2, 512, 4, 64, false, 300},
+                          Problem{4, 1, 512, 4, 64, false, 129}, Problem{8, 1, 1024, 8, 64, false, 1000}}) {
+    SCOPED_TRACE(describe(p));
+    const int P = p.ranks;
+    const int64_t R = p.rows_per_rank(), HD = p.heads * p.head_dim, S = p.seq, B = p.batch, N = p.keys();
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> fq(B * N * HD), fk(fq.size()), fv(fq.size());  // the real tokens only
+    for (auto* t : {&fq, &fk, &fv})
+      for (auto& x : *t) x = nd(rng);
+    std::vector<std::vector<float>> q(P), k(P), v(P);
+    for (int r = 0; r < P; ++r)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = r * R; s < (r + 1) * R; ++s)
+          for (int64_t e = 0; e < HD; ++e) {
+            const bool real = s < N;
+            q[r].push_back(real ? fq[(b * N + s) * HD + e] : 1.f);  // padded queries: computed, then ignored
+            k[r].push_back(real ? fk[(b * N + s) * HD + e] : NAN);
+            v[r].push_back(real ? fv[(b * N + s) * HD + e] : NAN);
+          }
+    const auto out = reference_layer(p, q, k, v);
+    const auto want = attention::reference_fwd(fq, fk, fv, B, N, N, p.heads, p.head_dim, false,
+                                               1.0 / std::sqrt(double(p.head_dim)));
+    double max_diff = 0;
+    int64_t compared = 0;
+    for (int r = 0; r < P; ++r)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = r * R; s < (r + 1) * R; ++s)
+          for (int64_t e = 0; e < HD; ++e) {
+            const double got = out[r][(b * R + s - r * R) * HD + e];
+            if (s >= N) {
+              EXPECT_TRUE(std::isfinite(got)) << "padded row " << s << " attends a padded key";
+              continue;
+            }
+            max_diff = std::max(max_diff, std::isfinite(got) ? std::abs(got - want.o[(b * N + s) * HD + e]) : INFINITY);
+            ++compared;
+          }
+    EXPECT_EQ(compared, B * N * HD);
     EXPECT_LT(max_diff, 1e-12);
   }
 }

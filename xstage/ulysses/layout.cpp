@@ -30,10 +30,14 @@ void validate(const Problem& p, int visible_gpus) {
   XS_ASSERT(p.batch * p.seq * p.heads * p.head_dim < (int64_t{1} << 31) * 8,
             "ulysses: B*S*H*D = {} elements is too large", p.batch * p.seq * p.heads * p.head_dim);
   XS_ASSERT(p.seq < (int64_t{1} << 30), "ulysses: S = {} is too large", p.seq);
+  XS_ASSERT(p.valid >= 0 && p.valid <= p.seq, "ulysses: {} valid rows is outside 0 .. S = {}", p.valid, p.seq);
+  XS_ASSERT(!p.causal || p.keys() == p.seq,
+            "ulysses: causal attention over a padded sequence ({} of {} rows valid) is not supported", p.valid, p.seq);
 }
 
 std::string describe(const Problem& p) {
-  return fmt::format("P={} B={} S={} H={} D={}{}", p.ranks, p.batch, p.seq, p.heads, p.head_dim,
+  return fmt::format("P={} B={} S={}{} H={} D={}{}", p.ranks, p.batch, p.seq,
+                     p.keys() < p.seq ? fmt::format(" ({} valid)", p.keys()) : "", p.heads, p.head_dim,
                      p.causal ? " causal" : "");
 }
 

@@ -32,6 +32,18 @@ std::vector<std::vector<double>> gather_heads(const Problem& p, const std::vecto
 }
 
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// The rows [0, keys()) of each batch of a gathered [B, S, H/P, D] tensor: what attention reads as keys.
+std::vector<float> keys_of(const Problem& p, const std::vector<double>& v) {
+  const int64_t row = p.heads_per_rank() * p.head_dim;
+  std::vector<float> out;
+  out.reserve(size_t(p.batch * p.keys() * row));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const auto first = v.begin() + b * p.seq * row;
+    out.insert(out.end(), first, first + p.keys() * row);
+  }
+  return out;
+}
 }  // namespace
 
 std::vector<std::vector<double>> reference_layer(const Problem& p, const std::vector<std::vector<float>>& q,
@@ -47,8 +59,8 @@ std::vector<std::vector<double>> reference_layer(const Problem& p, const std::ve
   const double scale = 1.0 / std::sqrt(double(p.head_dim));
   for (int r = 0; r < P; ++r) {
     plans.push_back(post_attention_plan(p, r));
-    auto ref = attention::reference_fwd(to_float(qa[r]), to_float(ka[r]), to_float(va[r]), p.batch, p.seq, p.seq,
-                                        p.heads_per_rank(), p.head_dim, p.causal, scale);
+    auto ref = attention::reference_fwd(to_float(qa[r]), keys_of(p, ka[r]), keys_of(p, va[r]), p.batch, p.seq,
+                                        p.keys(), p.heads_per_rank(), p.head_dim, p.causal, scale);
     bufs[r][size_t(Buf::attn)] = std::move(ref.o);
     bufs[r][size_t(Buf::send)].assign(plans[r].send_elems, NAN);
     bufs[r][size_t(Buf::recv)].assign(plans[r].recv_elems, NAN);

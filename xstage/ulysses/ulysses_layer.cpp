@@ -166,7 +166,8 @@ struct Layer::Impl {
   }
 
   // Attention over the gathered heads: rows [row0, row0 + rows) of the queries
-  // against keys [0, kv_rows), into attn_out at the same rows.
+  // against keys [0, kv), into attn_out at the same rows; kv stops at the padding
+  // (Problem::valid): the K and V maps end there, so TMA never reads a padded row.
   attention::FwdArgs args(std::uint16_t* o, int64_t row0 = 0, int64_t rows = -1) const {
     const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
     if (rows < 0) rows = S;
@@ -176,7 +177,7 @@ struct Layer::Impl {
       return t;
     };
     attention::FwdArgs a;
-    const int64_t kv = p.causal ? row0 + rows : S;  // bottom-right aligned causal = rows see keys <= their index
+    const int64_t kv = p.causal ? row0 + rows : p.keys();  // bottom-right aligned causal = rows see keys <= their index
     a.q = view(attn_q, row0, rows);
     a.k = view(attn_k, 0, kv);
     a.v = view(attn_v, 0, kv);
@@ -202,6 +203,8 @@ struct Layer::Impl {
 
 Layer::Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params) {
   validate(p, comm::visible_gpus());
+  // One rank has nothing to exchange, and its one-member window has no peer view to build.
+  XS_ASSERT(p.ranks >= 2, "ulysses: P = 1 needs no Ulysses layer; run the attention itself (attention::flash_fwd)");
   XS_ASSERT(p.ranks == rank.nranks(), "ulysses: the problem has P = {} ranks, the communicator {}", p.ranks,
             rank.nranks());
   impl_ = std::make_unique<Impl>(rank, p, params);

@@ -74,19 +74,28 @@ std::vector<std::string> preset_names();
 void validate(const Config& c);
 
 // A run: tokens, ranks, steps. Rules (one line each): tokens % frames == 0,
-// tokens % P == 0, heads % P == 0, experts % P == 0 (MoE), 1 <= blocks_used <=
-// blocks, steps >= 1. gpu adds what the kernels need: head_dim in {64, 128}, and
-// for P > 1 the Ulysses rule (tokens/P) % 128 == 0, P <= visible_gpus (when > 0);
-// for an MoE FFN the fused MoE kernel's tiles: hidden % 256 == 0 (L2 tile width),
-// moe_inter % 128 == 0 (L1 tile width), then moe::validate of moe_problem().
+// heads % P == 0, experts % P == 0 (MoE), 1 <= blocks_used <= blocks, steps >= 1,
+// pad_multiple >= 0. gpu adds what the kernels need: head_dim in {64, 128},
+// P <= visible_gpus (when > 0); for an MoE FFN the fused MoE kernel's tiles:
+// hidden % 256 == 0 (L2 tile width), moe_inter % 128 == 0 (L1 tile width), then
+// moe::validate of moe_problem() at the padded token count.
 struct Run {
   int64_t tokens = 256;
   int ranks = 1;
   int steps = 1;
-  int blocks = 0;  // blocks used (0: all of the preset)
+  int blocks = 0;        // blocks used (0: all of the preset)
+  int64_t pad_multiple = 0;  // also pad the tokens to a multiple of this (0: only what P needs)
 };
 void validate(const Config& c, const Run& r, bool gpu, int visible_gpus = 0);
 int blocks_used(const Config& c, const Run& r);
+
+// The tokens the ranks hold, N_pad >= N = tokens: N rounded up to a multiple of
+// 128·P when P > 1 (Ulysses: every rank's N_pad/P rows split into whole 128-row
+// attention tiles) and of pad_multiple when it is set. Tokens [N, N_pad) are
+// padding: a zero latent, RoPE position (0, 0, 0), masked as attention keys
+// (ulysses::Problem::valid), so no real token depends on them; they go through
+// every per-token layer (MoE included) and are dropped from the output.
+int64_t padded_tokens(const Config& c, const Run& r);
 
 // ---- token grid, SP sharding, rotary embedding --------------------------------
 struct Grid {
@@ -103,14 +112,17 @@ struct Pos {
 };
 Pos position_of(const Grid& g, int64_t token);  // raster order: token = (t * H + h) * W + w
 
-// Rank r holds tokens row0 .. row0 + rows - 1 (contiguous, as the Ulysses layer
-// expects) and its RoPE positions are those of these global tokens.
+// Rank r holds tokens row0 .. row0 + rows - 1 of the padded sequence (contiguous,
+// as the Ulysses layer expects, rows = padded / P) and its RoPE positions are
+// those of these global tokens; a padding token (>= g.tokens()) gets (0, 0, 0).
+// padded: N_pad (0: g.tokens(), no padding).
 struct Shard {
   int rank = 0;
   int64_t row0 = 0, rows = 0;
+  int64_t valid = 0;     // of its rows, the first `valid` are tokens, the rest padding
   std::vector<Pos> pos;  // [rows]
 };
-Shard shard_of(const Grid& g, int ranks, int rank);
+Shard shard_of(const Grid& g, int ranks, int rank, int64_t padded = 0);
 
 // Rotary split of the D/2 pairs of a head (documented in docs/xstage-dit.md):
 //   2D: h gets the first floor(D/4) pairs, w the rest;

@@ -112,8 +112,10 @@ struct MoeTimes {
 };
 
 // One rank's denoiser: weights, activations and the cuBLAS handle on the current
-// device. `layer` (P > 1) is the Ulysses layer of this rank, built by the caller
-// for Problem{P, 1, tokens, heads, head_dim}; with P = 1 it is null. An MoE FFN
+// device. The ranks hold `padded` tokens (dit::padded_tokens; 0: g.tokens(), no
+// padding), L = padded / P each (shard_of). `layer` (P > 1) is the Ulysses layer
+// of this rank, built by the caller for Problem{P, 1, padded, heads, head_dim,
+// false, g.tokens()}; with P = 1 it is null. An MoE FFN
 // (c.ffn == moe) also needs `comm`, this rank's communicator (whose stream must
 // be `stream`), and `moe_params`, the Burst-Gap parameters of its schedule; the
 // constructor is then collective (the fused MoE kernel's window), and this rank
@@ -121,7 +123,8 @@ struct MoeTimes {
 class RankModel {
  public:
   RankModel(const Config& c, int blocks, const Grid& g, int ranks, int rank, cudaStream_t stream,
-            ulysses::Layer* layer, comm::Rank* comm = nullptr, const burstgap::ModelParams* moe_params = nullptr);
+            ulysses::Layer* layer, comm::Rank* comm = nullptr, const burstgap::ModelParams* moe_params = nullptr,
+            int64_t padded = 0);
   ~RankModel();
   RankModel(const RankModel&) = delete;
   RankModel& operator=(const RankModel&) = delete;
@@ -130,7 +133,7 @@ class RankModel {
   // Matrices drawn on the device (expert tensors per expert, so an expert's values
   // do not depend on P), the rest on the host: the same model on every rank.
   void randomize(uint64_t seed);
-  void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim]
+  void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim], padding rows included
   // Waits for the stream; throws one line naming a timed-out wait of the MoE kernel
   // or non-finite router logits (MoE FFN), or the CUDA error.
   void synchronize() const;

@@ -33,14 +33,22 @@ struct Problem {
   int64_t heads = 24;             // H
   int64_t head_dim = 128;         // D
   bool causal = false;
+  // Padding: sequence rows [valid, S) are not tokens (0: every row is). Attention
+  // masks them as keys, so no valid row depends on them; as queries they are
+  // computed (over the valid keys) and delivered like any row, and the caller
+  // ignores them. A sequence whose length does not split into 128-row tiles per
+  // rank is padded to one that does (dit::padded_tokens). Not with causal.
+  int64_t valid = 0;
 
   int64_t rows_per_rank() const { return seq / ranks; }    // S/P
   int64_t heads_per_rank() const { return heads / ranks; } // H/P
+  int64_t keys() const { return valid > 0 ? valid : seq; } // the rows attention reads as keys
 };
 
 // Throws common::Error naming the rule: 1 <= P <= kMaxRanks, P <= visible_gpus
 // (when visible_gpus > 0), H % P == 0, S % P == 0, (S/P) % 128 == 0 (an
-// attention tile must not straddle two owners' slices), D in {64, 128}, B >= 1.
+// attention tile must not straddle two owners' slices), D in {64, 128}, B >= 1,
+// 0 <= valid <= S, no padding with causal.
 void validate(const Problem& p, int visible_gpus = 0);
 std::string describe(const Problem& p);
 
@@ -164,8 +172,8 @@ FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstg
 
 // ---- CPU reference -----------------------------------------------------------
 // The whole layer on the host: each rank's Q, K, V ([B, S/P, H, D] floats) go
-// through the pre-attention plan, the fp64 attention reference per rank, and
-// the post-attention plan. Returns each rank's output [B, S/P, H, D].
+// through the pre-attention plan, the fp64 attention reference per rank (keys
+// [0, keys()) only), and the post-attention plan. Returns each rank's output [B, S/P, H, D].
 std::vector<std::vector<double>> reference_layer(const Problem& p, const std::vector<std::vector<float>>& q,
                                                  const std::vector<std::vector<float>>& k,
                                                  const std::vector<std::vector<float>>& v);

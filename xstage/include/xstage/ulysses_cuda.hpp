@@ -41,7 +41,9 @@ const char* to_string(Completion c);
 
 class Layer {
  public:
-  Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params);  // collective
+  // Collective. P >= 2 (P = 1 is refused: it needs no exchange; the attention kernel
+  // runs alone). A padded problem (Problem::valid) masks the padded keys on every path.
+  Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params);
   ~Layer();
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
