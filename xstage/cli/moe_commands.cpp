@@ -41,6 +41,7 @@ struct MoeCli {
   double budget_s = 0;                 // 0: no limit
   int compare_raster = 0;              // 0: none
   bool device_routing = false;
+  bool compare_dispatch = false;
 };
 
 bool keep(const std::vector<int>& allowed, int v) {
@@ -68,10 +69,11 @@ void run(const MoeCli& c) {
   std::string cmp_head =
       c.compare_raster > 0 ? fmt::format(" | {:>9} {:>6}", fmt::format("IL g{}", c.compare_raster), "gain") : "";
   if (c.device_routing) cmp_head += fmt::format(" | {:>9} {:>7} {:>3}", "logits us", "plan us", "eq");
+  if (c.compare_dispatch) cmp_head += fmt::format(" | {:>9} {:>6} {:>9} {:>6}", "IL before", "gain", "IL block", "gain");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share;
+  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, dispatch_gains, block_gains;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -96,12 +98,17 @@ void run(const MoeCli& c) {
       break;
     }
     const auto r =
-        moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster, c.device_routing);
+        moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster, c.device_routing,
+                       c.compare_dispatch);
     std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
                                                         r.interleaved_compare_raster_us / r.interleaved_us)
                                            : "";
     if (c.device_routing)
       cmp += fmt::format(" | {:9.1f} {:7.1f} {:>3}", r.from_logits_us, r.planner_us, r.from_logits_bitwise ? "yes" : "NO");
+    if (c.compare_dispatch)
+      cmp += fmt::format(" | {:9.1f} {:6.3f} {:9.1f} {:6.3f}", r.interleaved_serial_dispatch_us,
+                         r.interleaved_serial_dispatch_us / r.interleaved_us, r.interleaved_block_dispatch_us,
+                         r.interleaved_block_dispatch_us / r.interleaved_us);
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
@@ -113,6 +120,10 @@ void run(const MoeCli& c) {
     xs.push_back(double(i));
     speedups.push_back(r.speedup);
     if (c.compare_raster > 0) raster_gains.push_back(r.interleaved_compare_raster_us / r.interleaved_us);
+    if (c.compare_dispatch) {
+      dispatch_gains.push_back(r.interleaved_serial_dispatch_us / r.interleaved_us);
+      block_gains.push_back(r.interleaved_block_dispatch_us / r.interleaved_us);
+    }
     if (c.device_routing) {
       from_logits.push_back(r.interleaved_us / r.from_logits_us);
       planner_share.push_back(1.0 - r.planner_us / r.from_logits_us);
@@ -132,6 +143,11 @@ void run(const MoeCli& c) {
     if (c.compare_raster > 0)
       rows.back()["compare_raster"] = {{"raster_group", c.compare_raster},
                                        {"interleaved_us", r.interleaved_compare_raster_us}};
+    if (c.compare_dispatch)
+      rows.back()["compare_dispatch"] = {{"before_tiles_us", r.interleaved_serial_dispatch_us},
+                                         {"by_block_us", r.interleaved_block_dispatch_us},
+                                         {"gain_over_before_tiles", r.interleaved_serial_dispatch_us / r.interleaved_us},
+                                         {"gain_over_by_block", r.interleaved_block_dispatch_us / r.interleaved_us}};
     if (c.device_routing)
       rows.back()["from_logits"] = {{"us", r.from_logits_us},
                                     {"planner_us", r.planner_us},
@@ -150,6 +166,16 @@ void run(const MoeCli& c) {
   const double geomean = std::exp(log_sum / std::max<std::size_t>(1, done));
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n", geomean,
               max_speedup, done, all_ok ? "" : " (SOME OUTPUTS WRONG)");
+  auto summary = [](const char* what, const std::vector<double>& g) {
+    if (g.empty()) return;
+    double lg = 0;
+    for (double v : g) lg += std::log(v);
+    std::printf("dispatch overlapped with the tiles: Interleaved %s / overlapped geomean %.3fx (min %.3f, max %.3f)\n",
+                what, std::exp(lg / double(g.size())), *std::min_element(g.begin(), g.end()),
+                *std::max_element(g.begin(), g.end()));
+  };
+  summary("dispatch before the tiles, a warp per row,", dispatch_gains);
+  summary("dispatch by whole CTAs (until session 8)", block_gains);
   write_json(true);
   if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
   if (!c.png.empty() && !xs.empty()) {
@@ -163,6 +189,12 @@ void run(const MoeCli& c) {
       chart.series.push_back({.label = fmt::format("Interleaved: raster group {} / {}", c.compare_raster,
                                                    moe::kMoeRasterGroup),
                               .x = xs, .y = raster_gains, .line = common::plot::LineStyle::none});
+    if (!dispatch_gains.empty()) {
+      chart.series.push_back({.label = "Interleaved: dispatch before the tiles / overlapped", .x = xs,
+                              .y = dispatch_gains, .line = common::plot::LineStyle::none});
+      chart.series.push_back({.label = "Interleaved: dispatch by whole CTAs / overlapped", .x = xs,
+                              .y = block_gains, .line = common::plot::LineStyle::none});
+    }
     if (!from_logits.empty()) {
       chart.series.push_back({.label = "host-routed Interleaved / forward from logits (GPU routing)", .x = xs,
                               .y = from_logits, .line = common::plot::LineStyle::none});
@@ -195,6 +227,9 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--compare-raster", c->compare_raster,
                   "Also time the interleaved schedule over tiles in this raster group (1: m-major; 0: no)")
       ->capture_default_str();
+  cmd->add_flag("--compare-dispatch", c->compare_dispatch,
+               "Also time the interleaved schedule with all of the dispatch before the tiles, a warp per row and "
+               "the whole CTA per row (the other columns overlap it with the tiles)");
   cmd->add_flag("--device-routing", c->device_routing,
                "Also time the forward from router logits with routing, layout and order on the GPU "
                "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");

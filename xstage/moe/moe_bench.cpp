@@ -39,7 +39,7 @@ std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
 }  // namespace
 
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster, bool device_routing) {
+                   int compare_raster, bool device_routing, bool compare_dispatch) {
   XS_ASSERT(compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", compare_raster);
   const Problem p = c.problem();
   validate(p, comm::visible_gpus());
@@ -50,7 +50,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
+  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_serial(p.ranks), il_block(p.ranks), un(p.ranks),
+      gemm(p.ranks), err(p.ranks);
   std::vector<double> remote_bytes(p.ranks), from_logits(p.ranks), planner(p.ranks);
   std::vector<Routing> gathered(p.ranks);  // device routing: every rank's choice, for the host-routed check
   std::vector<int> bitwise(p.ranks, 1);
@@ -87,7 +88,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
-    double us[3] = {0, 0, 0}, e_max = 0;
+    double us[5] = {0, 0, 0, 0, 0}, e_max = 0;
     ScheduleConfig chosen;
     std::vector<std::vector<WorkItem>> orders(2);
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
@@ -99,16 +100,27 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     // group (the same items, so the same dependencies and outputs).
     if (compare_raster > 0)
       orders.push_back(make_scheduler(chosen)->order(build_tiles(p, layout.ranks[r], compare_raster)));
+    // Optional last two: the interleaved order with all of the dispatch before the tiles,
+    // a warp per row, then by the whole CTA per row (the kernel's dispatch until session 8).
+    using Dispatch = FusedMoe::DispatchMode;
+    std::vector<Dispatch> dispatch(orders.size(), Dispatch::overlapped);
+    if (compare_dispatch)
+      for (Dispatch d : {Dispatch::before_tiles, Dispatch::by_block}) {
+        orders.push_back(orders[1]);
+        dispatch.push_back(d);
+      }
     const int n_orders = static_cast<int>(orders.size());
+    const int serial_k = compare_dispatch ? n_orders - 2 : -1;
     // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
     // so that a drift of the card's clocks over the row moves all alike; each sample is
     // `per` back-to-back launches, the median of `rounds` samples is the schedule's time.
     const int rounds = std::min(iters, 5), per = (iters + rounds - 1) / rounds;
-    std::vector<double> samples[3];
+    std::vector<double> samples[5];
     for (int round = -1; round < rounds; ++round)  // round -1: warm-up
       for (int k = 0; k < n_orders; ++k) {
         fused.synchronize();  // the previous launches no longer read the old order
         fused.set_inputs(x.get(), routing[r], layout, orders[k]);
+        fused.set_dispatch(dispatch[k]);
         if (round < 0) {
           for (int i = 0; i < warmup; ++i) fused.launch();
           continue;
@@ -199,6 +211,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
       const Layout L = build_layout(p, gathered);
       fused.synchronize();
       fused.set_inputs(x.get(), mine, L, make_scheduler(dcfg)->order(build_tiles(p, L.ranks[r])));
+      fused.set_dispatch(FusedMoe::DispatchMode::overlapped);  // as the device-routed forward
       fused.launch();
       fused.synchronize();
       bitwise[r] = copy_out(fused.out(), n_out) == dev_out;
@@ -212,7 +225,9 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     std::lock_guard lock(mu);
     ew[r] = us[0];
     il[r] = us[1];
-    il_cmp[r] = us[2];
+    il_cmp[r] = compare_raster > 0 ? us[2] : 0;
+    il_serial[r] = serial_k >= 0 ? us[serial_k] : 0;
+    il_block[r] = serial_k >= 0 ? us[serial_k + 1] : 0;
     un[r] = un_us;
     gemm[r] = gemm_us;
     err[r] = e_max;
@@ -227,6 +242,9 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.interleaved_us = *std::max_element(il.begin(), il.end());
   row.compare_raster = compare_raster;
   row.interleaved_compare_raster_us = *std::max_element(il_cmp.begin(), il_cmp.end());
+  row.compare_dispatch = compare_dispatch;
+  row.interleaved_serial_dispatch_us = *std::max_element(il_serial.begin(), il_serial.end());
+  row.interleaved_block_dispatch_us = *std::max_element(il_block.begin(), il_block.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
   row.device_routing = device_routing;
   row.from_logits_us = *std::max_element(from_logits.begin(), from_logits.end());

@@ -183,6 +183,37 @@ OrderSpec spec_of(const ScheduleConfig& c, int l1_n_blocks, int l2_n_blocks, int
 }
 }  // namespace
 
+namespace {
+DispatchPlan plan_with_first(int first, int experts_local) {
+  XS_ASSERT(experts_local >= 1, "moe: dispatch plan for {} local experts", experts_local);
+  DispatchPlan d;
+  d.first = std::clamp(first, 1, experts_local);
+  const int rest = experts_local - d.first;
+  d.step = std::max({1, d.first, (rest + kDispatchPasses - 1) / kDispatchPasses});
+  return d;
+}
+}  // namespace
+
+DispatchPlan dispatch_plan(const std::vector<WorkItem>& order, int experts_local) {
+  int first = 0;
+  bool l2 = false;
+  for (const WorkItem& it : order) {
+    if (it.kind == TileKind::l2) {
+      l2 = true;
+      break;
+    }
+    first = std::max(first, it.expert + 1);
+  }
+  return plan_with_first(l2 ? first : experts_local, experts_local);
+}
+
+DispatchPlan dispatch_plan(const OrderSpec& spec, int experts_local) {
+  const long long first = static_cast<long long>(spec.wave_experts) * (spec.interleaved ? spec.lag : 1);
+  return plan_with_first(static_cast<int>(std::min<long long>(first, experts_local)), experts_local);
+}
+
+DispatchPlan serial_dispatch(int experts_local) { return plan_with_first(experts_local, experts_local); }
+
 OrderSpec order_spec(const ScheduleConfig& c, const Problem& p, int raster_group) {
   return spec_of(c, p.intermediate / kL1TileN, p.hidden / kL2TileN, raster_group);
 }

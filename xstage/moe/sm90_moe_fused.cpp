@@ -80,6 +80,8 @@ struct FusedMoe::Impl {
   std::vector<unsigned> dispatch_total;  // cumulative per local expert
   std::vector<unsigned> next_dispatch;   // this forward's counts
   int n_items = 0, max_m_blocks = 1;
+  DispatchPlan dispatch;      // of the current inputs
+  DispatchMode dispatch_mode = DispatchMode::overlapped;
   unsigned epoch = 0;
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
@@ -179,6 +181,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload(m.recv_src_slot, R.recv_src_slot);
   upload(m.items, order);
   m.n_items = static_cast<int>(order.size());
+  m.dispatch = dispatch_plan(order, m.p.experts_per_rank());
   XS_CHECK_CUDA(cudaMemcpy(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
@@ -203,6 +206,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
             route::max_recv_rows(p), m.max_rows);
   const OrderSpec spec = order_spec(config, p, raster_group);
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  m.dispatch = dispatch_plan(spec, p.experts_per_rank());
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
   const int epr = p.experts_per_rank();
   const bool first = m.inputs == Impl::Inputs::none;
@@ -302,6 +306,8 @@ Routing FusedMoe::device_routing() const {
   return {m.p.tokens_per_rank, m.p.topk, m.expert.to_host(tk), m.weight.to_host(tk)};
 }
 
+void FusedMoe::set_dispatch(DispatchMode mode) { impl_->dispatch_mode = mode; }
+
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
@@ -361,6 +367,11 @@ void FusedMoe::launch() {
   // Every (token, slot) of this rank comes back once per L2 n-block.
   a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
   a.epoch = m.epoch;
+  const DispatchPlan d =
+      m.dispatch_mode == DispatchMode::overlapped ? m.dispatch : serial_dispatch(m.p.experts_per_rank());
+  a.dispatch_first = d.first;
+  a.dispatch_step = d.step;
+  a.dispatch_by_block = m.dispatch_mode == DispatchMode::by_block;
   a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
   launch_fused(a, blocks_, st);
 }

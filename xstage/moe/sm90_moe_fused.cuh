@@ -4,10 +4,13 @@
 //   0. start   block 0: LSA barrier over all ranks (everyone has finished the
 //              previous launch, so recv/comb may be overwritten), then releases
 //              `gate` = epoch; the other blocks acquire it.
-//   1. dispatch all threads copy the block's (token, slot) rows to the destination's
-//              recv (remote st.global.v4 through LSA pointers), then one thread:
-//              fence.acq_rel.sys; red.relaxed.sys.add dispatch_cnt[expert] on the
-//              destination, one per row (release pattern: fence + relaxed atomics).
+//   1. dispatch the block's (token, slot) rows go to the destination's recv (remote
+//              st.global.v4 through LSA pointers) in passes over local expert ids
+//              (moe::DispatchPlan): the first pass by every warp before the roles
+//              start, the others by the producer warpgroup's warps 1-3 while the
+//              tiles run. Per warp and 32 pairs, lane 0: fence.acq_rel.sys, then
+//              red.relaxed.sys.add dispatch_cnt[expert] on the destination, one per
+//              row (release pattern: fence + relaxed atomics).
 //   2. tiles   the producer thread takes items of the schedule's order by ticket.
 //              Dependencies always precede an item in the order and all blocks are
 //              resident, so its waits always end:
@@ -28,7 +31,8 @@
 //   warpgroup 0  producer: setmaxnreg 40; thread 0 takes tickets, waits for the
 //                item's dependency, writes it to an item slot, then issues the
 //                item's TMA loads into a kStages-deep ring of 48 KiB stages
-//                (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle).
+//                (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle); warps 1-3
+//                run the dispatch passes after the first.
 //   warpgroups 1-2  consumers: setmaxnreg 232; each owns 64 rows of the 128-row
 //                tile and two 64x128 fp32 accumulators (L1: gate, up; L2: the two
 //                128-column halves of the 256-wide tile). Per stage 8 wgmma
@@ -160,24 +164,76 @@ using Ring = hopper::RingPos;
 
 // ---------------------------------------------------------------- phase 1: dispatch
 
-__device__ void dispatch(const FusedArgs& a) {
-  const int pairs = a.tokens * a.topk, vec = a.hidden / 8;
-  const int epr = a.experts_local;
+// Warp `w` of `nw` copies this CTA's (token, slot) rows whose local expert id is in
+// [lo, hi) to their destinations' recv and releases them. The CTA's pairs are
+// i = blockIdx.x + j * gridDim.x; the warp takes j = w + nw * (32 c + lane), 32 at a
+// time (one expert id per lane, a ballot of the pass's; spread over the warps, so a
+// CTA with few pairs copies them side by side), copies the hits one row after
+// another (16 B per lane and step, kDepth steps in flight), then: every lane's
+// fence.proxy.async.global (TMA reads the rows), __syncwarp, and lane 0's
+// fence.acq_rel.sys before one red.relaxed.sys.add per row on the destination's
+// counter of the row's expert (the release pattern of the tiles' counters).
+// kDepth: 4 before the roles start, 2 in the producer warpgroup (40 registers).
+template <int kDepth>
+__device__ void dispatch_pass(const FusedArgs& a, int lo, int hi, int w, int nw) {
+  const int pairs = a.tokens * a.topk, epr = a.experts_local, lane = threadIdx.x % 32, vec = a.hidden / 8;
+  const int b = static_cast<int>(blockIdx.x), grid = static_cast<int>(gridDim.x);
+  const int mine = b < pairs ? (pairs - 1 - b) / grid + 1 : 0;  // this CTA's pairs
+  auto pair_of = [&](int c, int l) { return b + (w + nw * (32 * c + l)) * grid; };
+#pragma unroll 1
+  for (int c = 0; w + nw * 32 * c < mine; ++c) {
+    const int j = w + nw * (32 * c + lane);
+    const int le = j < mine ? a.expert[b + j * grid] % epr : -1;
+    const unsigned hit = __ballot_sync(0xffffffffu, le >= lo && le < hi);
+    if (hit == 0) continue;
+#pragma unroll 1
+    for (unsigned todo = hit; todo != 0; todo &= todo - 1) {
+      const int i = pair_of(c, __ffs(static_cast<int>(todo)) - 1);
+      auto* dst = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(window_at(a, a.recv_off, a.send_rank[i])) +
+                                           static_cast<std::size_t>(a.send_row[i]) * a.hidden);
+      const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(i / a.topk) * a.hidden);
+#pragma unroll 1
+      for (int v = lane; v < vec; v += 32 * kDepth) {
+        uint4 r[kDepth];
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d)
+          if (v + 32 * d < vec) r[d] = src[v + 32 * d];
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d)
+          if (v + 32 * d < vec) dst[v + 32 * d] = r[d];
+      }
+    }
+    hopper::fence_proxy_async_global();  // the rows are read by TMA on the destination
+    __syncwarp();
+    if (lane == 0) {
+      fence_acq_rel_sys();
+#pragma unroll 1
+      for (unsigned todo = hit; todo != 0; todo &= todo - 1) {
+        const int i = pair_of(c, __ffs(static_cast<int>(todo)) - 1);
+        red_add_relaxed_sys(static_cast<unsigned*>(window_at(a, 0, a.send_rank[i])) + a.expert[i] % epr, 1u);
+      }
+    }
+    __syncwarp();
+  }
+}
+
+// DispatchMode::by_block, for A/B runs: the whole CTA copies one row at a time (its
+// pairs i = blockIdx.x + j * gridDim.x), then __syncthreads and thread 0 releases
+// every row (fence.acq_rel.sys, one red.add per row).
+__device__ void dispatch_by_block(const FusedArgs& a) {
+  const int pairs = a.tokens * a.topk, vec = a.hidden / 8, epr = a.experts_local;
   for (int i = blockIdx.x; i < pairs; i += gridDim.x) {
-    const int t = i / a.topk;
     auto* dst = static_cast<std::uint16_t*>(window_at(a, a.recv_off, a.send_rank[i])) +
                 static_cast<std::size_t>(a.send_row[i]) * a.hidden;
-    const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(t) * a.hidden);
+    const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(i / a.topk) * a.hidden);
     for (int v = threadIdx.x; v < vec; v += blockDim.x) reinterpret_cast<uint4*>(dst)[v] = src[v];
   }
-  hopper::fence_proxy_async_global();  // the rows are read by TMA on the destination
+  hopper::fence_proxy_async_global();
   __syncthreads();
   if (threadIdx.x == 0) {
     fence_acq_rel_sys();
-    for (int i = blockIdx.x; i < pairs; i += gridDim.x) {
-      auto* cnt = static_cast<unsigned*>(window_at(a, 0, a.send_rank[i]));
-      red_add_relaxed_sys(cnt + a.expert[i] % epr, 1u);
-    }
+    for (int i = blockIdx.x; i < pairs; i += gridDim.x)
+      red_add_relaxed_sys(static_cast<unsigned*>(window_at(a, 0, a.send_rank[i])) + a.expert[i] % epr, 1u);
   }
 }
 
@@ -413,13 +469,21 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
   }
   if (threadIdx.x == 0) wait_counter(a, a.gate, a.epoch, FusedWaitSite::start_gate, -1);
   __syncthreads();
-  // 1. dispatch (all threads)
-  dispatch(a);
+  // 1. dispatch, first pass: every warp (the experts the schedule's first tiles need)
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if (a.dispatch_by_block) dispatch_by_block(a);  // A/B only; then no other pass
+  else dispatch_pass<4>(a, 0, a.dispatch_first, warp, Shape::kThreads / 32);
   // 2. tiles (roles), 3. combine (consumers)
-  const int wg = threadIdx.x / 128;
+  const int wg = warp / 4;
   if (wg == 0) {
     hopper::regs_dealloc<Shape::kProducerRegs>();
-    if (threadIdx.x == 0) producer(a, smem, bar);
+    if (threadIdx.x == 0) {
+      producer(a, smem, bar);
+    } else if (warp > 0 && !a.dispatch_by_block) {  // 1. the other dispatch passes, while the tiles run
+#pragma unroll 1
+      for (int lo = a.dispatch_first; lo < a.experts_local; lo += a.dispatch_step)
+        dispatch_pass<2>(a, lo, min(lo + a.dispatch_step, a.experts_local), warp - 1, 3);
+    }
   } else {
     hopper::regs_alloc<Shape::kConsumerRegs>();
     consumer(a, smem, bar, wg - 1, threadIdx.x - 128 * wg);

@@ -86,6 +86,8 @@ struct FusedArgs {
   const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
   unsigned combine_expect;         // cumulative combine count to wait for
   unsigned epoch;                  // launch number, from 1
+  int dispatch_first, dispatch_step;  // dispatch passes over local expert ids (moe::DispatchPlan)
+  int dispatch_by_block;           // 1: DispatchMode::by_block (the passes are ignored)
   comm::WaitBudget wait;
 };
 
@@ -127,6 +129,15 @@ class FusedMoe {
   };
   void profile_planner(bool on);    // records the events from the next call; off by default
   PlannerPhases planner_phases();   // synchronises; then resets the sums
+  // How the kernel dispatches (takes effect at the next launch):
+  //   overlapped    (default) in passes of moe::DispatchPlan of the inputs' order or
+  //                 config, all but the first while the tiles run, a warp per row;
+  //   before_tiles  one pass of every expert before the tiles start, a warp per row;
+  //   by_block      before the tiles, the whole CTA on one row at a time, one release
+  //                 per CTA (the kernel's dispatch until 2026-12-01, session 8).
+  // The last two are for A/B runs (xstage bench moe --compare-dispatch).
+  enum class DispatchMode { overlapped, before_tiles, by_block };
+  void set_dispatch(DispatchMode mode);
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a

@@ -272,6 +272,58 @@ TEST(MoeSchedule, ClosedFormOrderEqualsTheSchedulers) {
   EXPECT_TRUE(moe::order_by_position(moe::build_tiles(p, R, 6), c).empty());
 }
 
+// The kernel's dispatch passes: the first covers every expert whose L1 tiles come
+// before the order's first L2 tile (what the tiles start with), the passes cover all
+// local experts in at most kDispatchPasses more, and the plan from the config (used
+// before the routing is known) equals the plan from the order when no expert is empty.
+TEST(MoeSchedule, FirstDispatchPassCoversWhatTheFirstTilesNeed) {
+  int cases = 0;
+  for (double zipf : {0.0, 1.3})
+    for (int empty : {0, 9}) {
+      const auto c = tiles_case(zipf, empty);
+      const int epr = c.p.experts_per_rank();
+      for (int wave : {1, 2, 3, 16, 64})
+        for (int lag : {1, 2, 3})
+          for (moe::ScheduleKind kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved}) {
+            moe::ScheduleConfig cfg;
+            cfg.kind = kind, cfg.wave_experts = wave, cfg.lag = lag, cfg.burst_split = 2;
+            const auto order = moe::make_scheduler(cfg)->order(c.t);
+            const moe::DispatchPlan d = moe::dispatch_plan(order, epr);
+            SCOPED_TRACE(fmt::format("zipf {} empty {} wave {} lag {} {}", zipf, empty, wave, lag,
+                                     kind == moe::ScheduleKind::interleaved ? "IL" : "EW"));
+            ASSERT_GE(d.first, 1);
+            ASSERT_LE(d.first, epr);
+            ASSERT_GE(d.step, 1);
+            for (const auto& it : order) {
+              if (it.kind == moe::TileKind::l2) break;
+              EXPECT_LT(it.expert, d.first);
+            }
+            const int passes = (epr - d.first + d.step - 1) / d.step;
+            EXPECT_LE(passes, moe::kDispatchPasses);
+            EXPECT_GE(d.first + passes * d.step, epr);
+            if (empty == 0) {
+              const auto spec = moe::order_spec(cfg, c.p, moe::kMoeRasterGroup);
+              const moe::DispatchPlan ds = moe::dispatch_plan(spec, epr);
+              EXPECT_EQ(ds.first, d.first);
+              EXPECT_EQ(ds.step, d.step);
+            }
+            ++cases;
+          }
+    }
+  EXPECT_EQ(cases, 2 * 2 * 5 * 3 * 2);
+  // No overlap: one pass of every expert.
+  EXPECT_EQ(moe::serial_dispatch(16).first, 16);
+  EXPECT_EQ(moe::dispatch_plan(std::vector<moe::WorkItem>{}, 16).first, 16);
+  EXPECT_EQ(moe::dispatch_plan(std::vector<moe::WorkItem>{{moe::TileKind::l1, 3, 0, 0}}, 16).first, 16);
+  // 256 local experts, first wave of 4: 252 left in 8 passes of 32.
+  moe::OrderSpec s;
+  s.wave_experts = 4;
+  EXPECT_EQ(moe::dispatch_plan(s, 256).first, 4);
+  EXPECT_EQ(moe::dispatch_plan(s, 256).step, 32);
+  s.interleaved = true, s.lag = 3;
+  EXPECT_EQ(moe::dispatch_plan(s, 256).first, 12);
+}
+
 TEST(MoeSchedule, PiecesAndGroupedTilesInClosedForm) {
   for (int n : {0, 1, 7, 64})
     for (int split : {1, 3, 8, 100}) {

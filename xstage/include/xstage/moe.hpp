@@ -318,6 +318,31 @@ std::vector<WorkItem> order_by_position(const TileLists& tiles, const ScheduleCo
 // The OrderSpec of a config for tiles of `p` (column tiles per row block from p).
 OrderSpec order_spec(const ScheduleConfig& c, const Problem& p, int raster_group);
 
+// ---- dispatch passes of the fused kernel ------------------------------------
+// The kernel dispatches this rank's (token, slot) rows in passes over local expert
+// ids (every destination's experts with local id in the pass's range): the first
+// pass, [0, first), by all the CTA's warps before the tiles start; the rest,
+// [first, first + step), [first + step, ...), by the producer warpgroup's three
+// spare warps while the tiles run, each pass releasing its rows' dispatch counters.
+// The schedulers take experts in id order, so `first` covers every expert whose L1
+// tiles come before the order's first L2 tile, and later passes arrive in the order
+// the waves need them. At most kDispatchPasses passes after the first (each pass
+// re-reads this CTA's expert ids). first >= experts_local: one pass, all before
+// the tiles (no overlap: the kernel's dispatch before 2026-12-01, session 9).
+inline constexpr int kDispatchPasses = 8;
+struct DispatchPlan {
+  int first = 0, step = 1;
+};
+// From an order: `first` = 1 + the largest local expert of an L1 tile before the
+// first L2 tile (all experts when the order has no L2 tile).
+DispatchPlan dispatch_plan(const std::vector<WorkItem>& order, int experts_local);
+// From a config before the routing is known (the GPU planner's forwards): the
+// experts of the first wave (Expert-Wave) or of the first `lag` waves (Interleaved),
+// counting every expert as one with rows.
+DispatchPlan dispatch_plan(const OrderSpec& spec, int experts_local);
+// The same for all experts at once: first = experts_local (no overlap).
+DispatchPlan serial_dispatch(int experts_local);
+
 // Tile lists of a layout that gives every local expert the mean count
 // P*T*k/E rows (rounded): what a forward whose routing is only known on the GPU
 // plans its schedule config with.

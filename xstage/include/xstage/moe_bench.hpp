@@ -36,6 +36,11 @@ struct BenchRow {
   ScheduleConfig interleaved;  // the advisor's choice
   int compare_raster = 0;                   // raster group of the comparison order (0: none)
   double interleaved_compare_raster_us = 0; // the advisor's interleaved schedule over tiles in that group
+  // With compare_dispatch: the interleaved schedule with all of the dispatch before the
+  // tiles, a warp per row (FusedMoe::DispatchMode::before_tiles) and the whole CTA per
+  // row (by_block, the kernel's dispatch until session 8); the other columns overlap it.
+  bool compare_dispatch = false;
+  double interleaved_serial_dispatch_us = 0, interleaved_block_dispatch_us = 0;
   // With device_routing: the forward from router logits (FusedMoe::route_on_device, then
   // the kernel; logits that make the top-k choose the configuration's experts), its
   // planner part (top-k, P > 1: the experts' all-gather, layout and order on the GPU),
@@ -54,8 +59,9 @@ struct BenchRow {
 // unfused path, checks the fused outputs against the unfused ones. Both schedules
 // order tiles in raster group kMoeRasterGroup; compare_raster > 0 also times the
 // interleaved schedule over tiles in that group (1: m-major), in the same turns;
-// device_routing also times the forward from router logits (see BenchRow).
+// device_routing also times the forward from router logits (see BenchRow);
+// compare_dispatch also times the interleaved order with the dispatch not overlapped.
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster = 0, bool device_routing = false);
+                   int compare_raster = 0, bool device_routing = false, bool compare_dispatch = false);
 
 }  // namespace xstage::moe
