@@ -5,7 +5,8 @@
 # 1. own build (build-dispatch): the xstage CLI, the MoE tests and the DiT GPU tests;
 # 2. CPU tests, then the MoE and DiT GPU tests (every case the visible GPUs allow);
 # 3. `xstage bench moe --compare-dispatch` (DISPATCH_SWEEP, default "one" on one GPU,
-#    "standard" otherwise; DISPATCH_TOKENS, default 128,512,2048,8192; DISPATCH_EP; within
+#    "standard" otherwise; DISPATCH_TOKENS, default 128,512,2048,8192; DISPATCH_EP, default
+#    4 or 2 on a multi-GPU machine (the most that fits); within
 #    DISPATCH_LIMIT seconds, default 330) -> moe_dispatch.json and its PNG;
 # 4. a short table: the bench's summary lines.
 DB2=${DISPATCH_BUILD_DIR:-$ROOT/build-dispatch}
@@ -21,6 +22,8 @@ step dispatch_dit_gpu_tests timeout 200 env XSTAGE_SOURCE_DIR="$ROOT" "$DT2/xsta
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$OUT/dispatch_dit_gpu_tests.log" 2>/dev/null | head -12
 DISPATCH_LIMIT=${DISPATCH_LIMIT:-330}
 DSW=${DISPATCH_SWEEP:-$([ "${NGPU:-1}" -ge 2 ] && echo standard || echo one)}
+# Multi-GPU: one EP, the most of 4 and 2 that fits (the standard sweep holds both).
+[ -z "${DISPATCH_EP:-}" ] && [ "${NGPU:-1}" -ge 2 ] && DISPATCH_EP=$([ "${NGPU:-1}" -ge 4 ] && echo 4 || echo 2)
 step dispatch_bench timeout "$DISPATCH_LIMIT" env XSTAGE_SOURCE_DIR="$ROOT" "$DB2/xstage/cli/xstage" bench moe \
   --sweep "$DSW" --tokens "${DISPATCH_TOKENS:-128,512,2048,8192}" ${DISPATCH_EP:+--ep "$DISPATCH_EP"} \
   --compare-dispatch --warmup 1 --iters 5 --budget-s $((DISPATCH_LIMIT - 25)) \

@@ -371,19 +371,29 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
         red_add_relaxed_sys(a.l1_done + it.expert * a.max_m_blocks + it.m_block, 1u);
       }
     } else {
+      // Thread tid stores rows tid/8 + 16 j (j < 4) at columns 8 (tid % 8) of every
+      // 64-column chunk: each row's place in its owner's comb[token*k + slot], looked
+      // up once per tile (not once per chunk).
+      std::uint16_t* dst[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = tid / 8 + 16 * j, row = row0 + r;
+        dst[j] = r < rows ? static_cast<std::uint16_t*>(window_at(a, a.comb_off, a.recv_src_rank[row])) +
+                                static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden + it.n_block * kL2TileN +
+                                (tid % 8) * 8
+                          : nullptr;
+      }
 #pragma unroll
       for (int c = 0; c < kL2TileN / 64; ++c) {
         hopper::named_sync(epi_bar, 128);
         stage_chunk<false>(acc0, acc1, c, staged, warp, g, t);
         hopper::named_sync(epi_bar, 128);
         // REMOTE STORE (remote_store_combine): each row to its owner's comb[token*k + slot].
-        for (int i = tid; i < rows * 8; i += 128) {
-          const int r = i / 8, q = i % 8, row = row0 + r;
-          auto* comb = static_cast<std::uint16_t*>(window_at(a, a.comb_off, a.recv_src_rank[row]));
-          *reinterpret_cast<uint4*>(comb + static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden +
-                                    it.n_block * kL2TileN + c * 64 + q * 8) =
-              *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + q * 8);
-        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (dst[j] != nullptr)
+            *reinterpret_cast<uint4*>(dst[j] + c * 64) =
+                *reinterpret_cast<const uint4*>(staged + (tid / 8 + 16 * j) * Shape::kStagePitch + (tid % 8) * 8);
       }
       hopper::named_sync(epi_bar, 128);
       if (warp == 0 && rows > 0) {
