@@ -61,14 +61,22 @@ __global__ void topk_kernel(const float* logits, int tokens, int experts, int* e
     }
   }
   if (bad) *nonfinite = 1;
-  if (lane != 0) return;
-  double ex[K];
-  float w[K];
-  topk_weights(kept, K, ex, w);
+  // The weights as topk_weights computes them (ex[0] = 1, ex[j] = exp(kept[j] - kept[0])
+  // in double, summed in slot order, each ex[j] / sum rounded to float), with slot j's
+  // double exp and division on lane j: one of each per lane instead of K - 1 exps and K
+  // divisions on lane 0 while the other lanes idle (double math is slow on one lane).
+  double arg = 0.0;
+  int mine_id = 0;
 #pragma unroll
-  for (int j = 0; j < K; ++j) {
-    expert[static_cast<std::size_t>(token) * K + j] = kept_id[j];
-    weight[static_cast<std::size_t>(token) * K + j] = w[j];
+  for (int j = 0; j < K; ++j)
+    if (lane == j) arg = double(kept[j]) - double(kept[0]), mine_id = kept_id[j];
+  const double ex = lane == 0 ? 1.0 : ::exp(arg);
+  double sum = 1.0;
+#pragma unroll
+  for (int j = 1; j < K; ++j) sum += __shfl_sync(0xffffffffu, ex, j);
+  if (lane < K) {
+    expert[static_cast<std::size_t>(token) * K + lane] = mine_id;
+    weight[static_cast<std::size_t>(token) * K + lane] = static_cast<float>(ex / sum);
   }
 }
 
