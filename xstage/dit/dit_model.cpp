@@ -98,6 +98,9 @@ struct RankModel::Impl {
         keys(grid.tokens()) {
     validate(c);
     XS_ASSERT((P > 1) == (layer != nullptr), "dit: P = {} needs {} Ulysses layer", P, P > 1 ? "a" : "no");
+    XS_ASSERT(!layer || (layer->problem().seq == shard.rows * P && layer->problem().keys() == keys),
+              "dit: the Ulysses layer is for {} rows with {} valid, the model holds {} with {} real tokens",
+              layer ? layer->problem().seq : 0, layer ? layer->problem().keys() : 0, shard.rows * P, keys);
     if (c.ffn == Ffn::moe) {
       XS_ASSERT(comm && moe_params && comm->nranks() == P && comm->rank() == r && comm->stream() == s,
                 "dit: {}'s MoE FFN needs rank {}'s communicator (P = {}, the model's stream) and Burst-Gap parameters",

@@ -212,6 +212,8 @@ Layer::Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& pa
 
 Layer::~Layer() = default;
 
+const Problem& Layer::problem() const { return impl_->p; }
+
 void Layer::set_inputs(const void* q, const void* k, const void* v) {
   XS_ASSERT(q && k && v, "ulysses: set_inputs needs Q, K and V");
   impl_->q = static_cast<const std::uint16_t*>(q);

@@ -45,6 +45,7 @@ class Layer {
   // runs alone). A padded problem (Problem::valid) masks the padded keys on every path.
   Layer(comm::Rank& rank, const Problem& p, const burstgap::ModelParams& params);
   ~Layer();
+  const Problem& problem() const;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
 
