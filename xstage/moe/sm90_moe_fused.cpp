@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <array>
 
+#include <fmt/format.h>
+
 #include "device_route.hpp"
 
 #include "common/check.hpp"
+#include "common/config_print.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
@@ -29,6 +32,17 @@ CUtensorMap map_of(const MapShape& m, const void* base) {
   s.box[1] = kBoxRows;
   s.swizzle_128b = true;
   return hopper::make_tiled_map_bf16(s);
+}
+
+// XSTAGE_PRINT_CONFIG=1: the dispatch passes, once per problem and plan.
+DispatchPlan print_dispatch_once(const Problem& p, const DispatchPlan& d, const char* from) {
+  if (!common::print_config_enabled()) return d;  // no key formatting per forward
+  common::print_config_once(fmt::format("moe-dispatch/{}/{}/{}/{}", describe(p), d.first, d.step, from), [&] {
+    return fmt::format("xstage: moe dispatch [{}]: local experts [0, {}) by every warp before the tiles, the rest "
+                       "in passes of {} while they run (plan from the {})",
+                       describe(p), d.first, d.step, from);
+  });
+  return d;
 }
 
 template <typename T>
@@ -181,7 +195,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload(m.recv_src_slot, R.recv_src_slot);
   upload(m.items, order);
   m.n_items = static_cast<int>(order.size());
-  m.dispatch = dispatch_plan(order, m.p.experts_per_rank());
+  m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
   XS_CHECK_CUDA(cudaMemcpy(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
@@ -206,7 +220,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
             route::max_recv_rows(p), m.max_rows);
   const OrderSpec spec = order_spec(config, p, raster_group);
   XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
-  m.dispatch = dispatch_plan(spec, p.experts_per_rank());
+  m.dispatch = print_dispatch_once(p, dispatch_plan(spec, p.experts_per_rank()), "config");
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
   const int epr = p.experts_per_rank();
   const bool first = m.inputs == Impl::Inputs::none;
