@@ -73,7 +73,7 @@ void run(const MoeCli& c) {
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, dispatch_gains, block_gains;
+  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, before_gains, by_block_gains;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -106,9 +106,9 @@ void run(const MoeCli& c) {
     if (c.device_routing)
       cmp += fmt::format(" | {:9.1f} {:7.1f} {:>3}", r.from_logits_us, r.planner_us, r.from_logits_bitwise ? "yes" : "NO");
     if (c.compare_dispatch)
-      cmp += fmt::format(" | {:9.1f} {:6.3f} {:9.1f} {:6.3f}", r.interleaved_serial_dispatch_us,
-                         r.interleaved_serial_dispatch_us / r.interleaved_us, r.interleaved_block_dispatch_us,
-                         r.interleaved_block_dispatch_us / r.interleaved_us);
+      cmp += fmt::format(" | {:9.1f} {:6.3f} {:9.1f} {:6.3f}", r.interleaved_before_tiles_us,
+                         r.interleaved_before_tiles_us / r.interleaved_us, r.interleaved_by_block_us,
+                         r.interleaved_by_block_us / r.interleaved_us);
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
@@ -121,8 +121,8 @@ void run(const MoeCli& c) {
     speedups.push_back(r.speedup);
     if (c.compare_raster > 0) raster_gains.push_back(r.interleaved_compare_raster_us / r.interleaved_us);
     if (c.compare_dispatch) {
-      dispatch_gains.push_back(r.interleaved_serial_dispatch_us / r.interleaved_us);
-      block_gains.push_back(r.interleaved_block_dispatch_us / r.interleaved_us);
+      before_gains.push_back(r.interleaved_before_tiles_us / r.interleaved_us);
+      by_block_gains.push_back(r.interleaved_by_block_us / r.interleaved_us);
     }
     if (c.device_routing) {
       from_logits.push_back(r.interleaved_us / r.from_logits_us);
@@ -144,10 +144,10 @@ void run(const MoeCli& c) {
       rows.back()["compare_raster"] = {{"raster_group", c.compare_raster},
                                        {"interleaved_us", r.interleaved_compare_raster_us}};
     if (c.compare_dispatch)
-      rows.back()["compare_dispatch"] = {{"before_tiles_us", r.interleaved_serial_dispatch_us},
-                                         {"by_block_us", r.interleaved_block_dispatch_us},
-                                         {"gain_over_before_tiles", r.interleaved_serial_dispatch_us / r.interleaved_us},
-                                         {"gain_over_by_block", r.interleaved_block_dispatch_us / r.interleaved_us}};
+      rows.back()["compare_dispatch"] = {{"before_tiles_us", r.interleaved_before_tiles_us},
+                                         {"by_block_us", r.interleaved_by_block_us},
+                                         {"gain_over_before_tiles", r.interleaved_before_tiles_us / r.interleaved_us},
+                                         {"gain_over_by_block", r.interleaved_by_block_us / r.interleaved_us}};
     if (c.device_routing)
       rows.back()["from_logits"] = {{"us", r.from_logits_us},
                                     {"planner_us", r.planner_us},
@@ -174,8 +174,8 @@ void run(const MoeCli& c) {
                 what, std::exp(lg / double(g.size())), *std::min_element(g.begin(), g.end()),
                 *std::max_element(g.begin(), g.end()));
   };
-  summary("dispatch before the tiles, a warp per row,", dispatch_gains);
-  summary("dispatch by whole CTAs (until session 8)", block_gains);
+  summary("dispatch before the tiles, a warp per row,", before_gains);
+  summary("dispatch by whole CTAs (until session 8)", by_block_gains);
   write_json(true);
   if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
   if (!c.png.empty() && !xs.empty()) {
@@ -189,11 +189,11 @@ void run(const MoeCli& c) {
       chart.series.push_back({.label = fmt::format("Interleaved: raster group {} / {}", c.compare_raster,
                                                    moe::kMoeRasterGroup),
                               .x = xs, .y = raster_gains, .line = common::plot::LineStyle::none});
-    if (!dispatch_gains.empty()) {
+    if (!before_gains.empty()) {
       chart.series.push_back({.label = "Interleaved: dispatch before the tiles / overlapped", .x = xs,
-                              .y = dispatch_gains, .line = common::plot::LineStyle::none});
+                              .y = before_gains, .line = common::plot::LineStyle::none});
       chart.series.push_back({.label = "Interleaved: dispatch by whole CTAs / overlapped", .x = xs,
-                              .y = block_gains, .line = common::plot::LineStyle::none});
+                              .y = by_block_gains, .line = common::plot::LineStyle::none});
     }
     if (!from_logits.empty()) {
       chart.series.push_back({.label = "host-routed Interleaved / forward from logits (GPU routing)", .x = xs,

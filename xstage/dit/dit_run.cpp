@@ -82,7 +82,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get(), &rank, &peer, padded);
     if (opt.weights) m.load(*opt.weights);
     else m.randomize(opt.weight_seed);
-    const int64_t valid = std::clamp<int64_t>(N - r * L, 0, L);  // this rank's real tokens
+    const int64_t valid = shard_of(grid, P, r, padded).valid;  // this rank's real tokens
     std::vector<float> mine(size_t(L * in), 0.f);                // padding rows: zero latent
     if (valid > 0) std::copy(latent.begin() + r * L * in, latent.begin() + (r * L + valid) * in, mine.begin());
     m.set_latent(mine);

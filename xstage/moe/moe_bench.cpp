@@ -50,7 +50,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_serial(p.ranks), il_block(p.ranks), un(p.ranks),
+  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_before(p.ranks), il_by_block(p.ranks), un(p.ranks),
       gemm(p.ranks), err(p.ranks);
   std::vector<double> remote_bytes(p.ranks), from_logits(p.ranks), planner(p.ranks);
   std::vector<Routing> gathered(p.ranks);  // device routing: every rank's choice, for the host-routed check
@@ -110,7 +110,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
         dispatch.push_back(d);
       }
     const int n_orders = static_cast<int>(orders.size());
-    const int serial_k = compare_dispatch ? n_orders - 2 : -1;
+    const int before_k = compare_dispatch ? n_orders - 2 : -1;
     // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
     // so that a drift of the card's clocks over the row moves all alike; each sample is
     // `per` back-to-back launches after an untimed lead-in launch (so no sample holds the
@@ -238,8 +238,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     ew[r] = us[0];
     il[r] = us[1];
     il_cmp[r] = compare_raster > 0 ? us[2] : 0;
-    il_serial[r] = serial_k >= 0 ? us[serial_k] : 0;
-    il_block[r] = serial_k >= 0 ? us[serial_k + 1] : 0;
+    il_before[r] = before_k >= 0 ? us[before_k] : 0;
+    il_by_block[r] = before_k >= 0 ? us[before_k + 1] : 0;
     un[r] = un_us;
     gemm[r] = gemm_us;
     err[r] = e_max;
@@ -255,8 +255,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.compare_raster = compare_raster;
   row.interleaved_compare_raster_us = *std::max_element(il_cmp.begin(), il_cmp.end());
   row.compare_dispatch = compare_dispatch;
-  row.interleaved_serial_dispatch_us = *std::max_element(il_serial.begin(), il_serial.end());
-  row.interleaved_block_dispatch_us = *std::max_element(il_block.begin(), il_block.end());
+  row.interleaved_before_tiles_us = *std::max_element(il_before.begin(), il_before.end());
+  row.interleaved_by_block_us = *std::max_element(il_by_block.begin(), il_by_block.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
   row.device_routing = device_routing;
   row.from_logits_us = *std::max_element(from_logits.begin(), from_logits.end());

@@ -40,7 +40,7 @@ struct BenchRow {
   // tiles, a warp per row (FusedMoe::DispatchMode::before_tiles) and the whole CTA per
   // row (by_block, the kernel's dispatch until session 8); the other columns overlap it.
   bool compare_dispatch = false;
-  double interleaved_serial_dispatch_us = 0, interleaved_block_dispatch_us = 0;
+  double interleaved_before_tiles_us = 0, interleaved_by_block_us = 0;
   // With device_routing: the forward from router logits (FusedMoe::route_on_device, then
   // the kernel; logits that make the top-k choose the configuration's experts), its
   // planner part (top-k, P > 1: the experts' all-gather, layout and order on the GPU),
