@@ -78,7 +78,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     std::unique_ptr<ulysses::Layer> layer;
     if (P > 1)
       layer = std::make_unique<ulysses::Layer>(
-          rank, ulysses::Problem{P, 1, padded, c.heads, c.head_dim, false, padded > N ? N : 0}, peer);
+          rank, ulysses::Problem{P, 1, padded, c.heads, c.head_dim, false, N}, peer);
     RankModel m(c, blocks, grid, P, r, rank.stream(), layer.get(), &rank, &peer, padded);
     if (opt.weights) m.load(*opt.weights);
     else m.randomize(opt.weight_seed);

@@ -181,9 +181,7 @@ OrderSpec spec_of(const ScheduleConfig& c, int l1_n_blocks, int l2_n_blocks, int
             s.wave_experts, s.lag, s.split, s.l1_n_blocks, s.l2_n_blocks, raster_group);
   return s;
 }
-}  // namespace
 
-namespace {
 DispatchPlan plan_with_first(int first, int experts_local) {
   XS_ASSERT(experts_local >= 1, "moe: dispatch plan for {} local experts", experts_local);
   DispatchPlan d;
@@ -196,15 +194,11 @@ DispatchPlan plan_with_first(int first, int experts_local) {
 
 DispatchPlan dispatch_plan(const std::vector<WorkItem>& order, int experts_local) {
   int first = 0;
-  bool l2 = false;
   for (const WorkItem& it : order) {
-    if (it.kind == TileKind::l2) {
-      l2 = true;
-      break;
-    }
+    if (it.kind == TileKind::l2) return plan_with_first(first, experts_local);
     first = std::max(first, it.expert + 1);
   }
-  return plan_with_first(l2 ? first : experts_local, experts_local);
+  return plan_with_first(experts_local, experts_local);  // no L2 tile: one pass
 }
 
 DispatchPlan dispatch_plan(const OrderSpec& spec, int experts_local) {
