@@ -42,6 +42,7 @@ struct MoeCli {
   int compare_raster = 0;              // 0: none
   bool device_routing = false;
   bool compare_dispatch = false;
+  bool compare_release = false;
 };
 
 bool keep(const std::vector<int>& allowed, int v) {
@@ -70,10 +71,12 @@ void run(const MoeCli& c) {
       c.compare_raster > 0 ? fmt::format(" | {:>9} {:>6}", fmt::format("IL g{}", c.compare_raster), "gain") : "";
   if (c.device_routing) cmp_head += fmt::format(" | {:>9} {:>7} {:>3}", "logits us", "plan us", "eq");
   if (c.compare_dispatch) cmp_head += fmt::format(" | {:>9} {:>6} {:>9} {:>6}", "IL before", "gain", "IL block", "gain");
+  if (c.compare_release) cmp_head += fmt::format(" | {:>9} {:>6}", "IL cons.", "gain");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, before_gains, by_block_gains;
+  std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, before_gains, by_block_gains,
+      release_gains;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -97,9 +100,10 @@ void run(const MoeCli& c) {
                   configs.size());
       break;
     }
-    const auto r =
-        moe::run_bench(b, params.find("peer", "st16"), c.warmup, c.iters, c.compare_raster, c.device_routing,
-                       c.compare_dispatch);
+    const auto r = moe::run_bench(b, params.find("peer", "st16"),
+                                  {.warmup = c.warmup, .iters = c.iters, .compare_raster = c.compare_raster,
+                                   .device_routing = c.device_routing, .compare_dispatch = c.compare_dispatch,
+                                   .compare_release = c.compare_release});
     std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
                                                         r.interleaved_compare_raster_us / r.interleaved_us)
                                            : "";
@@ -109,6 +113,9 @@ void run(const MoeCli& c) {
       cmp += fmt::format(" | {:9.1f} {:6.3f} {:9.1f} {:6.3f}", r.interleaved_before_tiles_us,
                          r.interleaved_before_tiles_us / r.interleaved_us, r.interleaved_by_block_us,
                          r.interleaved_by_block_us / r.interleaved_us);
+    if (c.compare_release)
+      cmp += fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_release_by_consumer_us,
+                         r.interleaved_release_by_consumer_us / r.interleaved_us);
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
@@ -124,6 +131,7 @@ void run(const MoeCli& c) {
       before_gains.push_back(r.interleaved_before_tiles_us / r.interleaved_us);
       by_block_gains.push_back(r.interleaved_by_block_us / r.interleaved_us);
     }
+    if (c.compare_release) release_gains.push_back(r.interleaved_release_by_consumer_us / r.interleaved_us);
     if (c.device_routing) {
       from_logits.push_back(r.interleaved_us / r.from_logits_us);
       planner_share.push_back(1.0 - r.planner_us / r.from_logits_us);
@@ -148,6 +156,10 @@ void run(const MoeCli& c) {
                                          {"by_block_us", r.interleaved_by_block_us},
                                          {"gain_over_before_tiles", r.interleaved_before_tiles_us / r.interleaved_us},
                                          {"gain_over_by_block", r.interleaved_by_block_us / r.interleaved_us}};
+    if (c.compare_release)
+      rows.back()["compare_release"] = {
+          {"by_consumer_us", r.interleaved_release_by_consumer_us},
+          {"gain_over_by_consumer", r.interleaved_release_by_consumer_us / r.interleaved_us}};
     if (c.device_routing)
       rows.back()["from_logits"] = {{"us", r.from_logits_us},
                                     {"planner_us", r.planner_us},
@@ -170,12 +182,15 @@ void run(const MoeCli& c) {
     if (g.empty()) return;
     double lg = 0;
     for (double v : g) lg += std::log(v);
-    std::printf("dispatch overlapped with the tiles: Interleaved %s / overlapped geomean %.3fx (min %.3f, max %.3f)\n",
-                what, std::exp(lg / double(g.size())), *std::min_element(g.begin(), g.end()),
-                *std::max_element(g.begin(), g.end()));
+    std::printf("%s geomean %.3fx (min %.3f, max %.3f)\n", what, std::exp(lg / double(g.size())),
+                *std::min_element(g.begin(), g.end()), *std::max_element(g.begin(), g.end()));
   };
-  summary("dispatch before the tiles, a warp per row,", before_gains);
-  summary("dispatch by whole CTAs (until session 8)", by_block_gains);
+  summary("dispatch overlapped with the tiles: Interleaved dispatch before the tiles, a warp per row, / overlapped",
+          before_gains);
+  summary("dispatch overlapped with the tiles: Interleaved dispatch by whole CTAs (until session 8) / overlapped",
+          by_block_gains);
+  summary("release by the agent: Interleaved released by the consumers (until session 9) / by the agent",
+          release_gains);
   write_json(true);
   if (!c.json.empty()) std::printf("wrote %s\n", c.json.c_str());
   if (!c.png.empty() && !xs.empty()) {
@@ -195,6 +210,9 @@ void run(const MoeCli& c) {
       chart.series.push_back({.label = "Interleaved: dispatch by whole CTAs / overlapped", .x = xs,
                               .y = by_block_gains, .line = common::plot::LineStyle::none});
     }
+    if (!release_gains.empty())
+      chart.series.push_back({.label = "Interleaved: released by the consumers / by the agent", .x = xs,
+                              .y = release_gains, .line = common::plot::LineStyle::none});
     if (!from_logits.empty()) {
       chart.series.push_back({.label = "host-routed Interleaved / forward from logits (GPU routing)", .x = xs,
                               .y = from_logits, .line = common::plot::LineStyle::none});
@@ -230,6 +248,9 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_flag("--compare-dispatch", c->compare_dispatch,
                "Also time the interleaved schedule with all of the dispatch before the tiles, a warp per row and "
                "the whole CTA per row (the other columns overlap it with the tiles)");
+  cmd->add_flag("--compare-release", c->compare_release,
+               "Also time the interleaved schedule with each tile released by its consumer warpgroup (the "
+               "other columns release through the producer warpgroup's release agent)");
   cmd->add_flag("--device-routing", c->device_routing,
                "Also time the forward from router logits with routing, layout and order on the GPU "
                "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");

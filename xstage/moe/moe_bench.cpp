@@ -38,8 +38,9 @@ std::vector<std::uint16_t> copy_out(const std::uint16_t* d, std::size_t n) {
 
 }  // namespace
 
-BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster, bool device_routing, bool compare_dispatch) {
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o) {
+  const int warmup = o.warmup, iters = o.iters, compare_raster = o.compare_raster;
+  const bool device_routing = o.device_routing, compare_dispatch = o.compare_dispatch;
   XS_ASSERT(compare_raster >= 0, "bench moe: --compare-raster must be >= 0 (got {})", compare_raster);
   const Problem p = c.problem();
   validate(p, comm::visible_gpus());
@@ -50,8 +51,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_before(p.ranks), il_by_block(p.ranks), un(p.ranks),
-      gemm(p.ranks), err(p.ranks);
+  std::vector<double> ew(p.ranks), il(p.ranks), il_cmp(p.ranks), il_before(p.ranks), il_by_block(p.ranks),
+      il_by_consumer(p.ranks), un(p.ranks), gemm(p.ranks), err(p.ranks);
   std::vector<double> remote_bytes(p.ranks), from_logits(p.ranks), planner(p.ranks);
   std::vector<Routing> gathered(p.ranks);  // device routing: every rank's choice, for the host-routed check
   std::vector<int> bitwise(p.ranks, 1);
@@ -88,7 +89,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
-    double us[5] = {0, 0, 0, 0, 0}, e_max = 0;
+    double e_max = 0;
     ScheduleConfig chosen;
     std::vector<std::vector<WorkItem>> orders(2);
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
@@ -103,26 +104,38 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     // Optional last two: the interleaved order with all of the dispatch before the tiles,
     // a warp per row, then by the whole CTA per row (the kernel's dispatch until session 8).
     using Dispatch = FusedMoe::DispatchMode;
+    using Release = FusedMoe::ReleaseMode;
     std::vector<Dispatch> dispatch(orders.size(), Dispatch::overlapped);
+    std::vector<Release> release(orders.size(), Release::by_agent);
+    const int before_k = compare_dispatch ? static_cast<int>(orders.size()) : -1;
     if (compare_dispatch)
       for (Dispatch d : {Dispatch::before_tiles, Dispatch::by_block}) {
         orders.push_back(orders[1]);
         dispatch.push_back(d);
+        release.push_back(Release::by_agent);
       }
+    // Optional last: the interleaved order with the consumers releasing their own tiles.
+    const int by_consumer_k = o.compare_release ? static_cast<int>(orders.size()) : -1;
+    if (o.compare_release) {
+      orders.push_back(orders[1]);
+      dispatch.push_back(Dispatch::overlapped);
+      release.push_back(Release::by_consumer);
+    }
     const int n_orders = static_cast<int>(orders.size());
-    const int before_k = compare_dispatch ? n_orders - 2 : -1;
+    std::vector<double> us(n_orders, 0.0);
     // The schedules are sampled in turns (Expert-Wave, Interleaved, Expert-Wave, ...),
     // so that a drift of the card's clocks over the row moves all alike; each sample is
     // `per` back-to-back launches after an untimed lead-in launch (so no sample holds the
     // host's first launch onto an idle GPU), the median of `rounds` samples is the
     // schedule's time.
     const int rounds = std::min(iters, 5), per = (iters + rounds - 1) / rounds;
-    std::vector<double> samples[5];
+    std::vector<std::vector<double>> samples(n_orders);
     for (int round = -1; round < rounds; ++round)  // round -1: warm-up
       for (int k = 0; k < n_orders; ++k) {
         fused.synchronize();  // the previous launches no longer read the old order
         fused.set_inputs(x.get(), routing[r], layout, orders[k]);
         fused.set_dispatch(dispatch[k]);
+        fused.set_release(release[k]);
         if (round < 0) {
           for (int i = 0; i < warmup; ++i) fused.launch();
           continue;
@@ -224,6 +237,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
       fused.synchronize();
       fused.set_inputs(x.get(), mine, L, make_scheduler(dcfg)->order(build_tiles(p, L.ranks[r])));
       fused.set_dispatch(FusedMoe::DispatchMode::overlapped);  // as the device-routed forward
+      fused.set_release(FusedMoe::ReleaseMode::by_agent);
       fused.launch();
       fused.synchronize();
       bitwise[r] = copy_out(fused.out(), n_out) == dev_out;
@@ -240,6 +254,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
     il_cmp[r] = compare_raster > 0 ? us[2] : 0;
     il_before[r] = before_k >= 0 ? us[before_k] : 0;
     il_by_block[r] = before_k >= 0 ? us[before_k + 1] : 0;
+    il_by_consumer[r] = by_consumer_k >= 0 ? us[by_consumer_k] : 0;
     un[r] = un_us;
     gemm[r] = gemm_us;
     err[r] = e_max;
@@ -257,6 +272,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, in
   row.compare_dispatch = compare_dispatch;
   row.interleaved_before_tiles_us = *std::max_element(il_before.begin(), il_before.end());
   row.interleaved_by_block_us = *std::max_element(il_by_block.begin(), il_by_block.end());
+  row.compare_release = o.compare_release;
+  row.interleaved_release_by_consumer_us = *std::max_element(il_by_consumer.begin(), il_by_consumer.end());
   row.unfused_us = *std::max_element(un.begin(), un.end());
   row.device_routing = device_routing;
   row.from_logits_us = *std::max_element(from_logits.begin(), from_logits.end());

@@ -63,6 +63,11 @@ const char* to_string(FusedWaitSite s) {
     case FusedWaitSite::item_empty: return "mbarrier item_empty (producer waits for a free item slot)";
     case FusedWaitSite::stage_full: return "mbarrier full (consumer waits for TMA bytes of a stage)";
     case FusedWaitSite::stage_empty: return "mbarrier empty (producer waits for consumers to free a stage)";
+    case FusedWaitSite::release_full:
+      return "release agent waits for a finished tile (index = bit mask of the consumer warpgroups still running; no tile "
+             "for twice the budget)";
+    case FusedWaitSite::release_empty:
+      return "mbarrier release_empty (consumer waits for the release agent; index = warpgroup * slots + slot)";
   }
   return "unknown wait";
 }
@@ -96,6 +101,7 @@ struct FusedMoe::Impl {
   int n_items = 0, max_m_blocks = 1;
   DispatchPlan dispatch;      // of the current inputs
   DispatchMode dispatch_mode = DispatchMode::overlapped;
+  ReleaseMode release_mode = ReleaseMode::by_agent;
   unsigned epoch = 0;
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
@@ -321,6 +327,7 @@ Routing FusedMoe::device_routing() const {
 }
 
 void FusedMoe::set_dispatch(DispatchMode mode) { impl_->dispatch_mode = mode; }
+void FusedMoe::set_release(ReleaseMode mode) { impl_->release_mode = mode; }
 
 void FusedMoe::launch() {
   Impl& m = *impl_;
@@ -386,6 +393,7 @@ void FusedMoe::launch() {
   a.dispatch_first = d.first;
   a.dispatch_step = d.step;
   a.dispatch_by_block = m.dispatch_mode == DispatchMode::by_block;
+  a.release_by_agent = m.release_mode == ReleaseMode::by_agent;
   a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
   launch_fused(a, blocks_, st);
 }

@@ -22,8 +22,15 @@
 //              Consumers: L1 = gate/up GEMM over hidden, SwiGLU, bf16 H rows
 //              (local), fence.proxy.async.global, release l1_done[e, m] += 1.
 //              L2 = GEMM over I, REMOTE STORE of each output row to its owner's
-//              comb[token*k+slot] (16 B stores through LSA pointers), then
-//              fence.acq_rel.sys and one red.add per owner of its rows' count.
+//              comb[token*k+slot] (16 B stores through LSA pointers), then a
+//              release of one red.add per owner of its rows' count.
+//              Release (ReleaseMode::by_agent): after a warpgroup barrier, thread 0
+//              queues the tile's release in shared memory (mbarrier rel_full,
+//              release.cta) and the warpgroup starts its next tile; lane 0 of the
+//              producer warpgroup's warp 3 (the agent) takes it (acquire.cta), runs
+//              fence.acq_rel.sys, which waits for the tile's stores to drain
+//              (cumulative through the two CTA-scope synchronisations), and the
+//              red.adds. by_consumer: thread 0 fences and adds itself.
 //   3. combine consumers acquire combine_cnt >= combine_expect; out[t] =
 //              sum_k w[t,k] * comb[t,k] (fp32, slot order, one bf16 rounding).
 //
@@ -31,8 +38,9 @@
 //   warpgroup 0  producer: setmaxnreg 40; thread 0 takes tickets, waits for the
 //                item's dependency, writes it to an item slot, then issues the
 //                item's TMA loads into a kStages-deep ring of 48 KiB stages
-//                (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle); warps 1-3
-//                run the dispatch passes after the first.
+//                (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle); warps 1-2
+//                run the dispatch passes after the first, warp 3's lane 0 is the
+//                release agent (by_consumer: warps 1-3 dispatch, no agent).
 //   warpgroups 1-2  consumers: setmaxnreg 232; each owns 64 rows of the 128-row
 //                tile and two 64x128 fp32 accumulators (L1: gate, up; L2: the two
 //                128-column halves of the 256-wide tile). Per stage 8 wgmma
@@ -44,7 +52,8 @@
 //                count were loaded (neighbouring rows or TMA zero fill) but are
 //                never stored: each output row depends on its own A row only.
 // Barriers: item_full[slot] (producer arrive) / item_empty[slot] (8 consumer
-// warps), full[stage] (expect_tx + TMA bytes) / empty[stage] (8 consumer warps).
+// warps), full[stage] (expect_tx + TMA bytes) / empty[stage] (8 consumer warps),
+// rel_full[wg][slot] (the warpgroup's thread 0) / rel_empty[wg][slot] (the agent).
 // Timeouts: each wait records site, rank, block, thread, index, expected/seen in
 // the host-mapped FusedWaitReport, then traps; no printf anywhere (a call in the
 // kernel would make ptxas serialise the wgmmas).
@@ -63,10 +72,20 @@ namespace xstage::moe::device {
 
 using Shape = FusedKernelShape;
 
+// A finished tile's release, from a consumer warpgroup's thread 0 to the agent.
+enum ReleaseKind : int { kReleaseStop = -1, kReleaseL1 = 0, kReleaseL2 = 1 };
+struct ReleaseReq {
+  int kind;                                  // ReleaseKind
+  int index;                                 // L1: l1_done index (expert * max_m_blocks + m)
+  unsigned long long counts;                 // L2: byte o = rows stored to owner o (<= 64)
+};
+
 struct Barriers {
   uint64_t full[Shape::kStages], empty[Shape::kStages];
   uint64_t item_full[Shape::kItemSlots], item_empty[Shape::kItemSlots];
+  uint64_t rel_full[Shape::kConsumerWGs][Shape::kReleaseSlots], rel_empty[Shape::kConsumerWGs][Shape::kReleaseSlots];
   WorkItem item[Shape::kItemSlots];  // expert < 0: no more items
+  ReleaseReq rel[Shape::kConsumerWGs][Shape::kReleaseSlots];
 };
 static_assert(sizeof(Barriers) <= Shape::kBarBytes, "barrier area");
 
@@ -311,13 +330,24 @@ __device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float
   }
 }
 
+// Queues a release for the agent (consumer warpgroup wg's thread 0; `rel` is its ring).
+__device__ __forceinline__ void post_release(const FusedArgs& a, Barriers& bar, int wg, Ring& rel,
+                                             const ReleaseReq& req) {
+  wait_phase(a, &bar.rel_empty[wg][rel.index], rel.phase ^ 1, FusedWaitSite::release_empty,
+             wg * Shape::kReleaseSlots + static_cast<int>(rel.index));
+  bar.rel[wg][rel.index] = req;
+  hopper::mbar_arrive(&bar.rel_full[wg][rel.index]);  // release.cta: the request and the tile's stores
+  rel.advance<Shape::kReleaseSlots>();
+}
+
 __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int wg, int tid) {
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint32_t stages_addr = hopper::smem_addr(smem + Shape::kOffStages);
   std::uint16_t* staged =
       reinterpret_cast<std::uint16_t*>(smem + Shape::kOffStaging + wg * Shape::kStagingBytesPerWG);
   const int epi_bar = kEpilogueBar0 + wg;
-  Ring stage, slot;
+  const bool agent = a.release_by_agent != 0;
+  Ring stage, slot, rel;  // rel: thread 0 only
   float acc0[64], acc1[64];
 #pragma unroll 1
   while (true) {
@@ -325,7 +355,10 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
     const WorkItem it = bar.item[slot.index];
     mbar_warp_arrive(&bar.item_empty[slot.index], lane);
     slot.advance<Shape::kItemSlots>();
-    if (it.expert < 0) break;
+    if (it.expert < 0) {
+      if (agent && tid == 0) post_release(a, bar, wg, rel, {kReleaseStop, 0, 0});
+      break;
+    }
     const int first = a.expert_offset[it.expert];
     const TileLoads ld = tile_loads(it, first, a.hidden, a.inter);
 
@@ -367,8 +400,13 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
       hopper::fence_proxy_async_global();  // H is read by TMA (L2 tiles)
       hopper::named_sync(epi_bar, 128);
       if (tid == 0) {
-        fence_acq_rel_sys();
-        red_add_relaxed_sys(a.l1_done + it.expert * a.max_m_blocks + it.m_block, 1u);
+        const int done = it.expert * a.max_m_blocks + it.m_block;
+        if (agent) {
+          post_release(a, bar, wg, rel, {kReleaseL1, done, 0});
+        } else {
+          fence_acq_rel_sys();
+          red_add_relaxed_sys(a.l1_done + done, 1u);
+        }
       }
     } else {
       // Thread tid stores rows tid/8 + 16 j (j < 4) at columns 8 (tid % 8) of every
@@ -398,21 +436,83 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
       hopper::named_sync(epi_bar, 128);
       if (warp == 0 && rows > 0) {
         // Rows per owner by ballot (lane l looks at rows l and l + 32), then lane 0
-        // releases each owner's combine counter by its count.
+        // releases each owner's combine counter by its count (or queues the counts).
         const int own0 = lane < rows ? a.recv_src_rank[row0 + lane] : -1;
         const int own1 = lane + 32 < rows ? a.recv_src_rank[row0 + lane + 32] : -1;
-        if (lane == 0) fence_acq_rel_sys();
+        if (lane == 0 && !agent) fence_acq_rel_sys();
         __syncwarp();
+        unsigned long long counts = 0;
 #pragma unroll
         for (int o = 0; o < kMaxRanks; ++o) {
           const unsigned n = __popc(__ballot_sync(0xffffffffu, own0 == o)) + __popc(__ballot_sync(0xffffffffu, own1 == o));
-          if (lane == 0 && n > 0) {
+          counts |= static_cast<unsigned long long>(n) << (8 * o);
+          if (lane == 0 && n > 0 && !agent) {
             auto* cnt = static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts;
             red_add_relaxed_sys(cnt, n);
           }
         }
+        if (lane == 0 && agent) post_release(a, bar, wg, rel, {kReleaseL2, 0, counts});
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------- phase 2: release agent
+
+// ReleaseMode::by_agent, one thread: takes the consumer warpgroups' queued releases
+// in order (polling both queues), then one fence.acq_rel.sys for all it took and their
+// red.adds. Ends when both warpgroups queued their stop. A tile's queue entry follows
+// its warpgroup barrier, so the fence orders all of the warpgroup's stores of the tile
+// (cumulativity) before the counts. Waits at most twice the budget for the next entry
+// (a consumer's own waits have the budget, plus one tile).
+__device__ void release_agent(const FusedArgs& a, Barriers& bar) {
+  Ring pos[Shape::kConsumerWGs];
+  bool live[Shape::kConsumerWGs];
+#pragma unroll
+  for (int w = 0; w < Shape::kConsumerWGs; ++w) live[w] = true;
+  int running = Shape::kConsumerWGs;
+  unsigned long long idle_since = comm::global_ns();
+#pragma unroll 1
+  while (running > 0) {
+    ReleaseReq req[Shape::kConsumerWGs];
+    bool got[Shape::kConsumerWGs], fence = false, any = false;
+#pragma unroll
+    for (int w = 0; w < Shape::kConsumerWGs; ++w) {
+      got[w] = live[w] && hopper::mbar_test_wait(&bar.rel_full[w][pos[w].index], pos[w].phase);
+      if (!got[w]) continue;
+      req[w] = bar.rel[w][pos[w].index];
+      hopper::mbar_arrive(&bar.rel_empty[w][pos[w].index]);
+      pos[w].advance<Shape::kReleaseSlots>();
+      any = true;
+      fence |= req[w].kind != kReleaseStop;
+    }
+    if (!any) {
+      if (comm::global_ns() - idle_since > 2 * a.wait.timeout_ns) {
+        unsigned waiting = 0;  // bit w: warpgroup w has not stopped
+#pragma unroll
+        for (int w = 0; w < Shape::kConsumerWGs; ++w) waiting |= live[w] ? 1u << w : 0u;
+        report_and_trap(a, FusedWaitSite::release_full, static_cast<int>(waiting), 0, 0);
+      }
+      continue;
+    }
+    if (fence) fence_acq_rel_sys();
+#pragma unroll
+    for (int w = 0; w < Shape::kConsumerWGs; ++w) {
+      if (!got[w]) continue;
+      if (req[w].kind == kReleaseStop) {
+        live[w] = false;
+        --running;
+      } else if (req[w].kind == kReleaseL1) {
+        red_add_relaxed_sys(a.l1_done + req[w].index, 1u);
+      } else {
+#pragma unroll 1
+        for (int o = 0; o < a.ranks; ++o) {
+          const unsigned n = static_cast<unsigned>(req[w].counts >> (8 * o)) & 0xffu;
+          if (n != 0) red_add_relaxed_sys(static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts, n);
+        }
+      }
+    }
+    idle_since = comm::global_ns();
   }
 }
 
@@ -470,6 +570,13 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
       hopper::mbar_init(&bar.item_full[s], 1);
       hopper::mbar_init(&bar.item_empty[s], Shape::kConsumerWarps);
     }
+#pragma unroll
+    for (int w = 0; w < Shape::kConsumerWGs; ++w)
+#pragma unroll
+      for (int s = 0; s < Shape::kReleaseSlots; ++s) {
+        hopper::mbar_init(&bar.rel_full[w][s], 1);   // the warpgroup's thread 0
+        hopper::mbar_init(&bar.rel_empty[w][s], 1);  // the agent
+      }
     hopper::mbar_init_fence();
   }
   // 0. start: everyone finished the previous launch.
@@ -487,12 +594,16 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
   const int wg = warp / 4;
   if (wg == 0) {
     hopper::regs_dealloc<Shape::kProducerRegs>();
+    const bool agent = a.release_by_agent != 0;
     if (threadIdx.x == 0) {
       producer(a, smem, bar);
+    } else if (agent && warp == Shape::kReleaseWarp) {
+      if (threadIdx.x % 32 == 0) release_agent(a, bar);
     } else if (warp > 0 && !a.dispatch_by_block) {  // 1. the other dispatch passes, while the tiles run
+      const int nw = agent ? 2 : 3;                  // warps 1-2 (with the agent) or 1-3
 #pragma unroll 1
       for (int lo = a.dispatch_first; lo < a.experts_local; lo += a.dispatch_step)
-        dispatch_pass<2>(a, lo, min(lo + a.dispatch_step, a.experts_local), warp - 1, 3);
+        dispatch_pass<2>(a, lo, min(lo + a.dispatch_step, a.experts_local), warp - 1, nw);
     }
   } else {
     hopper::regs_alloc<Shape::kConsumerRegs>();

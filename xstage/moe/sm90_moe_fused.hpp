@@ -48,7 +48,8 @@ struct FusedWaitReport {
 };
 enum class FusedWaitSite : int {
   start_gate = 1, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters (ns budget)
-  item_full, item_empty, stage_full, stage_empty                            // mbarriers (same budget)
+  item_full, item_empty, stage_full, stage_empty,                           // mbarriers (same budget)
+  release_full, release_empty                                               // the release agent's queue
 };
 const char* to_string(FusedWaitSite s);
 
@@ -88,6 +89,7 @@ struct FusedArgs {
   unsigned epoch;                  // launch number, from 1
   int dispatch_first, dispatch_step;  // dispatch passes over local expert ids (moe::DispatchPlan)
   int dispatch_by_block;           // 1: DispatchMode::by_block (the passes are ignored)
+  int release_by_agent;            // 1: ReleaseMode::by_agent (the default), 0: by_consumer
   comm::WaitBudget wait;
 };
 
@@ -138,6 +140,16 @@ class FusedMoe {
   // The last two are for A/B runs (xstage bench moe --compare-dispatch).
   enum class DispatchMode { overlapped, before_tiles, by_block };
   void set_dispatch(DispatchMode mode);
+  // Who releases a finished tile (its system-scope fence, then the red.add of the
+  // counters that the L2 tiles or the combine wait for):
+  //   by_agent     (default) one lane of the producer warpgroup, from a queue in
+  //                shared memory: the fence waits for the tile's stores to drain
+  //                while the consumer warpgroup computes its next tile;
+  //   by_consumer  the consumer warpgroup's thread 0 at the tile's end: the warpgroup
+  //                waits for the drain (the kernel until 2026-12-01, session 10).
+  // The second is for A/B runs (xstage bench moe --compare-release).
+  enum class ReleaseMode { by_agent, by_consumer };
+  void set_release(ReleaseMode mode);
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a

@@ -26,7 +26,24 @@ struct Case {
   moe::SyntheticRouting routing;
   moe::ScheduleKind kind;
   int launches = 2;  // the second launch checks the cumulative counters
+  // Every dispatch mode with each release mode, one after another on the same FusedMoe
+  // (each launch checked against the reference, and bitwise against the first).
+  bool all_modes = false;
 };
+
+struct Modes {
+  moe::FusedMoe::DispatchMode dispatch;
+  moe::FusedMoe::ReleaseMode release;
+};
+std::vector<Modes> modes_of(const Case& c) {
+  using D = moe::FusedMoe::DispatchMode;
+  using R = moe::FusedMoe::ReleaseMode;
+  if (!c.all_modes) return {{D::overlapped, R::by_agent}};
+  std::vector<Modes> m;
+  for (D d : {D::overlapped, D::before_tiles, D::by_block})
+    for (R r : {R::by_agent, R::by_consumer}) m.push_back({d, r});
+  return m;
+}
 
 template <typename T>
 xstage::DeviceBuffer<T> to_device(const std::vector<T>& v) {
@@ -54,7 +71,12 @@ void run_case(const Case& c) {
     const auto order = moe::make_scheduler(cfg)->order(tiles);
     moe::check_order(tiles, order);
     fused.set_inputs(xd.get(), routing[r], layout, order);
-    for (int l = 0; l < c.launches; ++l) {
+    const auto modes = modes_of(c);
+    std::vector<std::uint16_t> first_out;
+    for (int l = 0; l < c.launches * static_cast<int>(modes.size()); ++l) {
+      const Modes md = modes[l / c.launches];
+      fused.set_dispatch(md.dispatch);
+      fused.set_release(md.release);
       // Poison: 0xFFFF is a bf16 NaN, so any output the kernel skips fails.
       XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
       fused.launch();
@@ -75,7 +97,15 @@ void run_case(const Case& c) {
       }
       if (bad) {
         std::lock_guard lock(mu);
-        failures.push_back(fmt::format("{} ({} bad of {})", first, bad, out.size()));
+        failures.push_back(fmt::format("{} ({} bad of {}; dispatch mode {}, release mode {})", first, bad, out.size(),
+                                       static_cast<int>(md.dispatch), static_cast<int>(md.release)));
+      }
+      if (l == 0) first_out = out;
+      else if (out != first_out) {
+        std::lock_guard lock(mu);
+        failures.push_back(fmt::format("rank {} launch {}: dispatch mode {}, release mode {} differ bitwise from the "
+                                       "first launch",
+                                       r, l, static_cast<int>(md.dispatch), static_cast<int>(md.release)));
       }
     }
   });
@@ -97,7 +127,8 @@ TEST(MoeFusedGpu, UniformManyRowBlocks) {
 }
 TEST(MoeFusedGpu, SkewedEmptyExpertsSameRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
-    run_case({{2, 300, 16, 4, 512, 256}, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3}, kind});
+    run_case({{2, 300, 16, 4, 512, 256}, {.zipf = 1.5, .empty_experts = 5, .same_rank = 0.7, .seed = 3}, kind, 2,
+              true});
 }
 // Every token's top-k experts live on one rank (slot 0's rank).
 TEST(MoeFusedGpu, AllTopKOnOneRank) {
@@ -109,10 +140,11 @@ TEST(MoeFusedGpu, FourRanks) {
     run_case({{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind});
 }
 // EP = 1 (every expert local; the DiT MoE FFN at P = 1): the whole kernel on one GPU,
-// dispatch and combine through the rank's own window, skewed routing with empty experts.
+// dispatch and combine through the rank's own window, skewed routing with empty experts;
+// every dispatch and release mode (bitwise the same output).
 TEST(MoeFusedGpu, SingleRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
-    run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind});
+    run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind, 2, true});
 }
 // The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs, then the same with
 // one cuBLAS GEMM per expert) against the host reference, with empty experts (groups left out) and same-rank top-k: it is what the

@@ -216,12 +216,14 @@ struct FusedKernelShape {
   static constexpr int kStageBytes = 3 * kBoxBytes;         // A + B0 + B1
   static constexpr int kStages = 4;                         // K steps in flight
   static constexpr int kItemSlots = 2;                      // work items handed producer -> consumers
+  static constexpr int kReleaseSlots = 4;                   // tile releases per consumer warpgroup -> the agent
+  static constexpr int kReleaseWarp = 3;                    // producer warpgroup's warp whose lane 0 releases
   static constexpr int kStagePitch = 64 + 8;                // epilogue staging row (elements): 144 B
   static constexpr int kStagingBytesPerWG = 64 * kStagePitch * 2;  // 64 rows x 64 columns per chunk
   static constexpr int kOffStages = 0;
   static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
   static constexpr int kOffBar = kOffStaging + kConsumerWGs * kStagingBytesPerWG;
-  static constexpr int kBarBytes = 256;
+  static constexpr int kBarBytes = 512;
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + slack to align the base to 1024
   static_assert(kBoxBytes % 1024 == 0, "boxes keep the 1024-byte swizzle alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");

@@ -41,6 +41,11 @@ struct BenchRow {
   // row (by_block, the kernel's dispatch until session 8); the other columns overlap it.
   bool compare_dispatch = false;
   double interleaved_before_tiles_us = 0, interleaved_by_block_us = 0;
+  // With compare_release: the interleaved schedule with each tile released by its
+  // consumer warpgroup (FusedMoe::ReleaseMode::by_consumer, the kernel until session 9);
+  // the other columns release by the agent.
+  bool compare_release = false;
+  double interleaved_release_by_consumer_us = 0;
   // With device_routing: the forward from router logits (FusedMoe::route_on_device, then
   // the kernel; logits that make the top-k choose the configuration's experts), its
   // planner part (top-k, P > 1: the experts' all-gather, layout and order on the GPU),
@@ -55,13 +60,19 @@ struct BenchRow {
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
 };
 
+// What run_bench times besides the two schedules and the unfused path.
+struct BenchOptions {
+  int warmup = 2, iters = 10;
+  int compare_raster = 0;         // > 0: the interleaved schedule over tiles in that raster group (1: m-major)
+  bool device_routing = false;    // the forward from router logits (see BenchRow)
+  bool compare_dispatch = false;  // the interleaved order with the dispatch not overlapped (two modes)
+  bool compare_release = false;   // the interleaved order with the consumers' own releases
+};
+
 // Runs one configuration on ep GPUs (threads); times both schedules and the
 // unfused path, checks the fused outputs against the unfused ones. Both schedules
-// order tiles in raster group kMoeRasterGroup; compare_raster > 0 also times the
-// interleaved schedule over tiles in that group (1: m-major), in the same turns;
-// device_routing also times the forward from router logits (see BenchRow);
-// compare_dispatch also times the interleaved order with the dispatch not overlapped.
-BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, int warmup, int iters,
-                   int compare_raster = 0, bool device_routing = false, bool compare_dispatch = false);
+// order tiles in raster group kMoeRasterGroup; the comparisons of `o` are timed in
+// the same turns.
+BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 
 }  // namespace xstage::moe

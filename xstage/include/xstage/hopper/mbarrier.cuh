@@ -43,17 +43,20 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                : "memory");
 }
 
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
+// One poll of a phase: try_wait may suspend the thread for a while (the hardware's
+// time limit), test_wait returns at once (for a thread that polls several barriers).
+#define XS_MBAR_POLL(op)                                                             \
+  uint32_t done;                                                                     \
+  asm volatile("{\n.reg .pred p;\nmbarrier." op ".parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n" \
+               "selp.u32 %0, 1, 0, p;\n}\n"                                          \
+               : "=r"(done)                                                          \
+               : "r"(smem_addr(bar)), "r"(parity)                                    \
+               : "memory");                                                          \
+  return done != 0
+
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) { XS_MBAR_POLL("try_wait"); }
+__device__ __forceinline__ bool mbar_test_wait(uint64_t* bar, uint32_t parity) { XS_MBAR_POLL("test_wait"); }
+#undef XS_MBAR_POLL
 
 __device__ __forceinline__ void report_timeout_and_trap(WaitTimeoutReport* r, const uint64_t* bar, uint32_t parity,
                                                         int site, int stage) {
