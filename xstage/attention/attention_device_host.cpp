@@ -15,6 +15,7 @@ const char* wait_site_name(int site) {
     case 5: return "V full (consumer waits for a V block)";
     case 6: return "V empty (producer waits for a V slot)";
     case 7: return "MMA turn (pingpong: consumer waits for its turn to issue)";
+    case 8: return "release agent (no new finished slice for twice the budget; parity = tiles released)";
     default: return "unknown";
   }
 }

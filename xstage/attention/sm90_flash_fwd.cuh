@@ -18,6 +18,11 @@
 //   epilogue     each consumer stages its normalised 64 x D slice in shared
 //                memory and hands it to the Epilogue policy
 //                (sm90_flash_fwd_epilogue.cuh): local store now, remote later.
+//   agent        (Signal::by_agent policies only) lane 0 of the producer
+//                warpgroup's warp 1 walks the CTA's tiles and, once every consumer
+//                counted its slice of a tile (slices_done, CTA-scope release /
+//                acquire), fences at system scope and calls the policy's tile_done:
+//                the wait for the stores to drain is off the consumers' path.
 //
 // Who waits for whom (mbarriers; "empty" counts one arrival per consumer warp):
 //   q_full      producer's expect_tx + TMA bytes      -> consumers may read Q
@@ -107,7 +112,7 @@ struct FlashFwdParams {
 };
 
 // Which wait timed out (recorded in the timeout report; names in wait_site_name()).
-enum class WaitSite : int { q_full = 1, q_empty, k_full, k_empty, v_full, v_empty, mma_turn };
+enum class WaitSite : int { q_full = 1, q_empty, k_full, k_empty, v_full, v_empty, mma_turn, agent };
 
 // Barriers in shared memory.
 template <class T>
@@ -116,6 +121,7 @@ struct PipelineBarriers {
   uint64_t k_full[T::kStages], k_empty[T::kStages];
   uint64_t v_full[T::kStages], v_empty[T::kStages];
   uint64_t mma_turn[T::kConsumerWGs];  // pingpong: warpgroup w may issue when its phase completes
+  uint32_t slices_done[T::kConsumerWGs];  // Signal::by_agent: slices warpgroup w has stored
 };
 
 // Named CTA barriers (id 0 is __syncthreads).
@@ -180,6 +186,47 @@ __device__ __forceinline__ void producer_loop(const FlashFwdParams<Epilogue>& p,
                     n * T::kBlockN, w.head, w.batch);
       st.template advance<T::kStages>();
     }
+  }
+}
+
+// ---- agent (Signal::by_agent) ---------------------------------------------------
+// One thread. Walks the CTA's tiles in the consumers' order; whenever every consumer
+// warpgroup has stored more slices than it has released (slices_done, each
+// warpgroup's thread 0 adds 1 with release at CTA scope after its warpgroup barrier),
+// one fence.acq_rel.sys, then tile_done for each of those tiles. The consumers' stores
+// precede their barrier and the add that the acquire load here observes, so the fence
+// orders them before tile_done's signal (cumulativity). No consumer waits for the
+// agent: the consumers' code is one shared-memory add per slice (a version with a
+// ring of mbarriers, where a consumer could wait for a free slot, ran 10-29 % over
+// attention alone on one H200; docs/xstage-ulysses.md). The agent polls with a
+// backoff (__nanosleep from 128 ns, doubling to 2 us while nothing changes) so that
+// its loop takes few issue slots from the consumer warps beside it, and reports after
+// twice the wait budget without progress.
+template <class T, class Epilogue>
+__device__ __forceinline__ void agent_loop(const FlashFwdParams<Epilogue>& p, PipelineBarriers<T>& bar) {
+  using namespace hopper;
+  uint32_t released = 0, sleep_ns = 128;
+  long long idle_since = clock64();
+  WorkTile w = p.scheduler.initial_work(blockIdx.x, gridDim.x);
+#pragma unroll 1
+  while (w.valid) {
+    uint32_t done = smem_load_acquire(&bar.slices_done[0]);
+#pragma unroll
+    for (int c = 1; c < T::kConsumerWGs; ++c) done = min(done, smem_load_acquire(&bar.slices_done[c]));
+    if (done == released) {
+      if (clock64() - idle_since > 2 * kWaitBudgetCycles)
+        report_timeout_and_trap(p.timeout_report, reinterpret_cast<const uint64_t*>(bar.slices_done), released,
+                                int(WaitSite::agent), -1);
+      __nanosleep(sleep_ns);
+      sleep_ns = min(2 * sleep_ns, 2048u);
+      continue;
+    }
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#pragma unroll 1
+    for (; released < done && w.valid; ++released, w = p.scheduler.next_work(w, gridDim.x))
+      Epilogue::tile_done(p.epilogue, w, T::kBlockM, T::kConsumerWGs);
+    idle_since = clock64();
+    sleep_ns = 128;
   }
 }
 
@@ -346,6 +393,9 @@ __device__ __forceinline__ void consumer_loop(const FlashFwdParams<Epilogue>& p,
     if constexpr (Epilogue::kSignal == Signal::per_slice) {
       named_sync(epi_bar, 128);
       Epilogue::slice_done(p.epilogue, slice, tid);
+    } else if constexpr (Epilogue::kSignal == Signal::by_agent) {
+      named_sync(epi_bar, 128);  // every thread's stores of the slice are issued
+      if (tid == 0) smem_add_release(&bar.slices_done[wg], 1);
     } else if constexpr (Epilogue::kSignal == Signal::at_exit) {
       // After this warpgroup's last slice, inside the loop: the same code after
       // the loop made ptxas spill the D = 128 consumer (440 bytes), even when
@@ -368,6 +418,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const __grid_
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   auto& bar = *reinterpret_cast<PipelineBarriers<T>*>(smem + T::kOffBar);
+  static_assert(sizeof(PipelineBarriers<T>) <= T::kBarBytes, "barrier area");
 
   // Barriers.
   if (threadIdx.x == 0) {
@@ -385,6 +436,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const __grid_
 #pragma unroll
       for (int w = 0; w < T::kConsumerWGs; ++w) hopper::mbar_init(&bar.mma_turn[w], 4);
     }
+#pragma unroll
+    for (int w = 0; w < T::kConsumerWGs; ++w) bar.slices_done[w] = 0;
     hopper::mbar_init_fence();
   }
   __syncthreads();
@@ -392,8 +445,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) flash_fwd_kernel(const __grid_
   // Roles. Each warpgroup's role is one branch, so setmaxnreg applies.
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    hopper::regs_dealloc<T::kProducerRegs>();
+    // The agent's tile walk and signal spill at 32 registers; 40 still fit the register
+    // file beside the consumers' 232 (128 x 40 + 256 x 232 = 64512).
+    constexpr int kProducerRegs = Epilogue::kSignal == Signal::by_agent ? 40 : T::kProducerRegs;
+    static_assert(128 * kProducerRegs + 128 * T::kConsumerWGs * T::kConsumerRegs <= 65536, "register file");
+    hopper::regs_dealloc<kProducerRegs>();
     if (threadIdx.x == 0) producer_loop<T>(p, smem, bar);
+    if constexpr (Epilogue::kSignal == Signal::by_agent) {
+      if (threadIdx.x == 32) agent_loop<T>(p, bar);
+    }
   } else {
     hopper::regs_alloc<T::kConsumerRegs>();
     consumer_loop<T>(p, smem, bar, wg - 1, threadIdx.x - 128 * wg);

@@ -17,6 +17,11 @@
 //   static void worker_done(const Params&, int tid);
 //       Signal::at_exit: all 128 threads of a consumer warpgroup, once, after its
 //       last slice (StaticPersistentScheduler::is_last) and a warpgroup barrier
+//   static void tile_done(const Params&, const WorkTile&, int block_m, int slices);
+//       Signal::by_agent: one thread of the producer warpgroup (the agent), once per
+//       tile in the CTA's order, after every consumer warpgroup stored its slice of
+//       it and after the agent's own fence.acq_rel.sys; the consumers only count
+//       their finished slices in shared memory (release, CTA scope) and go on
 //
 // LocalStoreEpilogue writes into this GPU's O. The Ulysses remote store
 // (issue 6) is the same copy with a peer's base pointer from target() and a
@@ -30,7 +35,7 @@
 namespace xstage::attention::sm90 {
 
 // When an epilogue policy signals completion (see the interface above).
-enum class Signal { none, per_slice, at_exit };
+enum class Signal { none, per_slice, at_exit, by_agent };
 
 // One consumer warpgroup's share of a finished CTA tile.
 struct OutputSlice {

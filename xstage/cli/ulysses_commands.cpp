@@ -96,8 +96,9 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("kernel only: rank %d's share on one GPU (%s), no NCCL; loopback = the fused kernel with every target "
               "local; ratios to attention alone\n", c.rank, prop.name);
-  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s | %7s %7s %7s %7s | %s\n", "S", "P", "H", "D", "attn", "attn-ord",
-              "loop-cta", "loop-sl", "loop-hm", "ord", "cta", "slice", "hm", "order bitwise, signal counts");
+  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s | %7s %7s %7s %7s %7s | %s\n", "S", "P", "H", "D", "attn",
+              "attn-ord", "loop-cta", "loop-sl", "loop-ag", "loop-hm", "ord", "cta", "slice", "agent", "hm",
+              "order bitwise, signal counts");
   nlohmann::json rows = nlohmann::json::array();
   bool all_equal = true, counts_ok = true;
   common::ProgressBar progress("bench ulysses --kernel-only", configs.size());
@@ -105,11 +106,11 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
     const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3));
     progress.tick();
     const double a = r.attention_ms;
-    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f | %s, %s (%s)\n",
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %s, %s (%s)\n",
                 long(b.seq), b.ranks, long(b.heads), long(b.head_dim), a, r.attention_fused_order_ms,
-                r.loopback_per_cta_ms, r.loopback_per_slice_ms, r.loopback_head_major_ms,
+                r.loopback_per_cta_ms, r.loopback_per_slice_ms, r.loopback_by_agent_ms, r.loopback_head_major_ms,
                 r.attention_fused_order_ms / a, r.loopback_per_cta_ms / a, r.loopback_per_slice_ms / a,
-                r.loopback_head_major_ms / a, r.fused_order_equal ? "yes" : "NO", r.signal_counts_ok ? "ok" : "WRONG",
+                r.loopback_by_agent_ms / a, r.loopback_head_major_ms / a, r.fused_order_equal ? "yes" : "NO", r.signal_counts_ok ? "ok" : "WRONG",
                 r.signal_counts.c_str());
     std::fflush(stdout);
     all_equal = all_equal && r.fused_order_equal;
@@ -123,6 +124,7 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
                     {"attention_fused_order_ms", r.attention_fused_order_ms},
                     {"loopback_per_cta_ms", r.loopback_per_cta_ms},
                     {"loopback_per_slice_ms", r.loopback_per_slice_ms},
+                    {"loopback_by_agent_ms", r.loopback_by_agent_ms},
                     {"loopback_head_major_ms", r.loopback_head_major_ms},
                     {"fused_order_bitwise_equal", r.fused_order_equal},
                     {"signal_counts_ok", r.signal_counts_ok},
@@ -165,9 +167,9 @@ void run(const UlyssesCli& c) {
   cudaDeviceProp prop{};
   XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
 
-  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s | %6s | %8s %8s | %7s | %s\n", "S", "P", "H", "D",
-              "attn", "serial", "torch", "coarse", "fusedS", "fusedR", "cta-sig", "slice-sig", "loopback", "attn-ord", "speedup", "pred us",
-              "meas us", "GB/s", "bitwise");
+  std::printf("%6s %2s %3s %4s | %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s | %6s | %8s %8s | %7s | %s\n", "S", "P",
+              "H", "D", "attn", "serial", "torch", "coarse", "fusedS", "fusedR", "cta-sig", "slice-sig", "agent-sig",
+              "loopback", "attn-ord", "speedup", "pred us", "meas us", "GB/s", "bitwise");
   nlohmann::json rows = nlohmann::json::array();
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> curves;
   double max_speedup = 0;
@@ -195,10 +197,11 @@ void run(const UlyssesCli& c) {
     const double sdpa = sdpa_best_ms(p, c.torch);
     const double torch_ms = sdpa > 0 ? sdpa + (r.serial_ms - r.attention_ms) : NAN;
     progress.tick();
-    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.3f | %8.1f %8.1f | %7.1f | %s\n",
+    std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %6.3f | %8.1f "
+                "%8.1f | %7.1f | %s\n",
                 long(b.seq), b.ranks, long(b.heads), long(b.head_dim), r.attention_ms, r.serial_ms, torch_ms,
                 r.coarse_ms, r.fused_sender_ms, r.fused_receiver_ms, r.fused_per_cta_ms, r.fused_per_slice_ms,
-                r.fused_loopback_ms,
+                r.fused_by_agent_ms, r.fused_loopback_ms,
                 r.attention_fused_order_ms, r.speedup_vs_serial,
                 r.predicted_stall_us,
                 r.measured_stall_us, r.nvlink_GBps,
@@ -224,6 +227,7 @@ void run(const UlyssesCli& c) {
                         {"signal", r.signal},
                         {"fused_per_cta_signal_ms", r.fused_per_cta_ms},
                         {"fused_per_slice_signal_ms", r.fused_per_slice_ms},
+                        {"fused_by_agent_signal_ms", r.fused_by_agent_ms},
                         {"fused_loopback_ms", r.fused_loopback_ms},
                         {"attention_fused_order_ms", r.attention_fused_order_ms},
                         {"speedup_vs_serial", r.speedup_vs_serial},

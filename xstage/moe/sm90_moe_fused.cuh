@@ -460,11 +460,12 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
 // ---------------------------------------------------------------- phase 2: release agent
 
 // ReleaseMode::by_agent, one thread: takes the consumer warpgroups' queued releases
-// in order (polling both queues), then one fence.acq_rel.sys for all it took and their
+// in order (both queues in turn, each with a suspending try_wait), then one fence.acq_rel.sys for all it took and their
 // red.adds. Ends when both warpgroups queued their stop. A tile's queue entry follows
 // its warpgroup barrier, so the fence orders all of the warpgroup's stores of the tile
 // (cumulativity) before the counts. Waits at most twice the budget for the next entry
 // (a consumer's own waits have the budget, plus one tile).
+constexpr uint32_t kAgentPollNs = 200;
 __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
   Ring pos[Shape::kConsumerWGs];
   bool live[Shape::kConsumerWGs];
@@ -478,7 +479,10 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
     bool got[Shape::kConsumerWGs], fence = false, any = false;
 #pragma unroll
     for (int w = 0; w < Shape::kConsumerWGs; ++w) {
-      got[w] = live[w] && hopper::mbar_test_wait(&bar.rel_full[w][pos[w].index], pos[w].phase);
+      // try_wait with a short suspend-time hint: the thread sleeps in the barrier
+      // instead of polling (issue slots are the consumers'), and both queues are
+      // looked at within a few hundred ns.
+      got[w] = live[w] && hopper::mbar_try_wait_for(&bar.rel_full[w][pos[w].index], pos[w].phase, kAgentPollNs);
       if (!got[w]) continue;
       req[w] = bar.rel[w][pos[w].index];
       hopper::mbar_arrive(&bar.rel_empty[w][pos[w].index]);

@@ -111,13 +111,14 @@ void run_case(const Problem& p, int slow_rank = -1) {
     sync_or_throw(st, r);
     const auto want = download(layer.serial_out(), n);
     std::vector<std::string> bad;
-    // Both signal modes, each twice receiver-complete: a miscount in one forward would
+    // Every signal mode, each twice receiver-complete: a miscount in one forward would
     // let the next one's wait pass before its slices are in (caught by the poison).
     const std::pair<Completion, FusedSignal> runs[] = {
         {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::receiver_complete, FusedSignal::per_slice},
-        {Completion::receiver_complete, FusedSignal::per_cta},   {Completion::sender_visible, FusedSignal::per_cta},
-        {Completion::receiver_complete, FusedSignal::per_slice}, {Completion::sender_visible, FusedSignal::per_slice},
-        {Completion::receiver_complete, FusedSignal::automatic}};
+        {Completion::receiver_complete, FusedSignal::by_agent},  {Completion::receiver_complete, FusedSignal::per_cta},
+        {Completion::sender_visible, FusedSignal::per_cta},      {Completion::receiver_complete, FusedSignal::per_slice},
+        {Completion::sender_visible, FusedSignal::per_slice},    {Completion::receiver_complete, FusedSignal::by_agent},
+        {Completion::sender_visible, FusedSignal::by_agent},     {Completion::receiver_complete, FusedSignal::automatic}};
     for (const auto& [c, sig] : runs) {
       const std::string what = std::string(to_string(c)) + ", " + to_string(sig);
       XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.fused_out()), 0xFF, n * 2));

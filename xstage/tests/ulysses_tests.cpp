@@ -312,7 +312,7 @@ TEST(UlyssesSchedule, AdvisorChoosesInterleavedLocalLast) {
 // The completion counts (FusedSignal): walking every CTA's static schedule the way the
 // kernel does, what a source adds to each owner's counter in one forward must be
 // what the owner's receiver-complete wait expects from it
-// (fused_signals_per_forward): per_slice one per slice sent there; per_cta one per
+// (fused_signals_per_forward): per_slice and by_agent one per slice sent there; per_cta one per
 // consumer warpgroup that had a tile (it signals every owner once, after its last
 // tile, StaticPersistentScheduler::is_last). For every order the advisor may choose,
 // grids that do and do not divide the tile count and grids larger than it, P up to 8.
@@ -342,6 +342,8 @@ TEST(UlyssesSchedule, SignalCountsAreWhatTheReceiverWaitsFor) {
           const std::string where = fmt::format("rank {} grid {} order {}", r, grid, attention::tile_order_name(tiles.order));
           for (int owner = 0; owner < p.ranks; ++owner) {
             EXPECT_EQ(slices[owner], fused_signals_per_forward(p, FusedSignal::per_slice, grid, kWgs)) << where;
+            // The agent adds each tile's slices to their owner: the per-slice counts.
+            EXPECT_EQ(slices[owner], fused_signals_per_forward(p, FusedSignal::by_agent, grid, kWgs)) << where;
             EXPECT_EQ(warpgroups[owner], fused_signals_per_forward(p, FusedSignal::per_cta, grid, kWgs)) << where;
           }
         }

@@ -126,7 +126,7 @@ uint32_t fused_signals_per_forward(const Problem& p, FusedSignal s, int grid, in
   XS_ASSERT(s != FusedSignal::automatic, "ulysses: resolve FusedSignal::automatic (default_signal) first");
   XS_ASSERT(grid >= 1 && consumer_wgs >= 1, "ulysses: grid and consumer_wgs must be >= 1 (got {}, {})", grid,
             consumer_wgs);
-  if (s == FusedSignal::per_slice) return static_cast<uint32_t>(p.batch * (p.rows_per_rank() / 64) * p.heads_per_rank());
+  if (s == FusedSignal::per_slice || s == FusedSignal::by_agent) return static_cast<uint32_t>(p.batch * (p.rows_per_rank() / 64) * p.heads_per_rank());
   const int64_t tiles = p.batch * (p.seq / kTileRows) * p.heads_per_rank();
   return static_cast<uint32_t>(consumer_wgs * std::min<int64_t>(grid, tiles));
 }

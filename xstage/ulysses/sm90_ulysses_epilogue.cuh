@@ -21,6 +21,12 @@
 //              fence.acq_rel.sys, red.relaxed.sys.add of 1 to counter[owner]. The
 //              fence stalls the warpgroup until the slice's remote stores drain
 //              (measured: 4-19% over attention alone at D = 128, S >= 16K on x2).
+//            by_agent: after each slice: warpgroup barrier, thread 0 adds 1 to the
+//              warpgroup's slice count in shared memory (release, CTA scope) and
+//              the warpgroup goes on. The kernel's agent lane (producer warpgroup)
+//              sees the count (acquire), runs fence.acq_rel.sys, which waits for
+//              the drain off the consumers' path, and adds the tile's slices to
+//              counter[owner] (tile_done): the same counts as per_slice.
 //            Either way the fence orders the whole warpgroup's stores (cumulativity
 //            through the barrier) before the count: whoever reads the count with
 //            acquire sees the rows. counter[owner] is the owner's counter for
@@ -69,6 +75,22 @@ struct RemoteStoreEpilogue {
       asm volatile("fence.acq_rel.sys;" ::: "memory");
       asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[owner]) : "memory");
     }
+  }
+
+  // The agent, after its fence: the tile's `slices` slices of 64 rows from m0 (one
+  // owner when (S/P) % 128 == 0, which fused_geometry's problems always have).
+  __device__ __forceinline__ static void tile_done(const Params& p, const attention::WorkTile& w, int block_m,
+                                                   int slices) {
+    const int m0 = w.m_block * block_m;
+    const int first = slice_owner(p.geo, m0), last = slice_owner(p.geo, m0 + 64 * (slices - 1));
+    if (first == last) {
+      asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.counter[first]), "r"(slices) : "memory");
+      return;
+    }
+#pragma unroll 1
+    for (int s = 0; s < slices; ++s)
+      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[slice_owner(p.geo, m0 + 64 * s)])
+                   : "memory");
   }
 
   __device__ __forceinline__ static void worker_done(const Params& p, int tid) {

@@ -61,7 +61,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   BenchRow row;
   row.config = c;
   std::mutex mu;
-  std::vector<std::array<double, 10>> ms(p.ranks);
+  std::vector<std::array<double, 11>> ms(p.ranks);
   std::vector<int> fused_ok(p.ranks, 0), coarse_ok(p.ranks, 0);
   double stall_ns = 0;
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
@@ -89,7 +89,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     };
     // Indexed as t below: 0 pre-A2A, 1 attention, 2 serial, 3 coarse, 4 fused sender-visible
     // (the default signal's, derived), 5 receiver-complete, 6 per-slice, 7 loopback,
-    // 8 attention in the fused order, 9 per-CTA.
+    // 8 attention in the fused order, 9 per-CTA, 10 by the agent.
     const std::vector<std::pair<int, std::function<void()>>> paths = {
         {0, [&] { layer.pre_attention(); }},
         {1, [&] { layer.attention_only(); }},
@@ -97,15 +97,16 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
         {3, [&] { layer.coarse(); }},
         {9, [&] { layer.fused(Completion::sender_visible, FusedSignal::per_cta); }},
         {6, [&] { layer.fused(Completion::sender_visible, FusedSignal::per_slice); }},
+        {10, [&] { layer.fused(Completion::sender_visible, FusedSignal::by_agent); }},
         {5, [&] { layer.fused(Completion::receiver_complete); }},
         {7, [&] { layer.fused_loopback(); }},
         {8, [&] { layer.attention_fused_order(); }}};
     for (const auto& [i, fn] : paths)
       for (int w = 0; w < o.warmup; ++w) fn();
-    std::array<std::vector<double>, 10> samples;
+    std::array<std::vector<double>, 11> samples;
     for (int k = 0; k < o.samples; ++k)
       for (const auto& [i, fn] : paths) samples[i].push_back(sample_ms(fn));
-    std::array<double, 10> t{};
+    std::array<double, 11> t{};
     for (const auto& [i, fn] : paths) {
       std::sort(samples[i].begin(), samples[i].end());
       t[i] = median_of_sorted(samples[i]);
@@ -123,7 +124,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     const std::pair<Completion, FusedSignal> checks[] = {{Completion::sender_visible, FusedSignal::automatic},
                                                          {Completion::receiver_complete, FusedSignal::automatic},
                                                          {Completion::receiver_complete, FusedSignal::per_cta},
-                                                         {Completion::receiver_complete, FusedSignal::per_slice}};
+                                                         {Completion::receiver_complete, FusedSignal::per_slice},
+                                                         {Completion::receiver_complete, FusedSignal::by_agent}};
     for (const auto& [cmp, sig] : checks) {
       XS_CHECK_CUDA(cudaMemsetAsync(const_cast<std::uint16_t*>(layer.fused_out()), 0xFF, n_out * 2, st));
       XS_CHECK_CUDA(cudaStreamSynchronize(st));
@@ -161,6 +163,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
   row.fused_loopback_ms = slowest(7);
   row.attention_fused_order_ms = slowest(8);
   row.fused_per_cta_ms = slowest(9);
+  row.fused_by_agent_ms = slowest(10);
   row.signal = to_string(default_signal(p));
   row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
   row.predicted_stall_us = stall_ns * 1e-3;
@@ -209,17 +212,19 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   row.config = c;
   row.rank = rank;
   row.order = sched.reason;
-  // The five variants timed in turns (bench_timing.hpp: sample_interleaved_ms), so a
+  // The six variants timed in turns (bench_timing.hpp: sample_interleaved_ms), so a
   // drift of the card's clocks over the run does not favour one of them.
-  FusedTargets cta = t, slice = t;
+  FusedTargets cta = t, slice = t, agent = t;
   cta.signal = FusedSignal::per_cta;
   slice.signal = FusedSignal::per_slice;
+  agent.signal = FusedSignal::by_agent;
   const std::vector<std::function<void()>> launches = {
       [&] { attention::flash_fwd_with(a, cfg); },
       [&] { attention::flash_fwd_with(a_ord, fused_cfg); },
       [&] { launch_fused_attention(a, fused_cfg, cta, nullptr); },
       [&] { launch_fused_attention(a, fused_cfg, slice, nullptr); },
-      [&] { launch_fused_attention(a, cfg, cta, nullptr); }};
+      [&] { launch_fused_attention(a, cfg, cta, nullptr); },
+      [&] { launch_fused_attention(a, fused_cfg, agent, nullptr); }};
   attention::EventTimer timer;
   std::vector<std::function<double(int)>> timed;
   for (const auto& launch : launches) timed.push_back([&timer, &launch](int n) { return timer(launch, n); });
@@ -229,6 +234,7 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   row.loopback_per_cta_ms = median_of_sorted(ms[2]);
   row.loopback_per_slice_ms = median_of_sorted(ms[3]);
   row.loopback_head_major_ms = median_of_sorted(ms[4]);
+  row.loopback_by_agent_ms = median_of_sorted(ms[5]);
   // Same tiles, same math: the order must not change a bit (both outputs poisoned first).
   attention::fill_bf16_bits(o.get(), n_attn, 0xFFFF);
   attention::fill_bf16_bits(o_ord.get(), n_attn, 0xFFFF);
@@ -241,7 +247,7 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   // The completion counts the receivers wait for: one launch of each signal mode from
   // zeroed counters must leave exactly fused_signals_per_forward at every owner.
   row.signal_counts_ok = true;
-  for (const FusedTargets* mode : {&cta, &slice}) {
+  for (const FusedTargets* mode : {&cta, &slice, &agent}) {
     XS_CHECK_CUDA(cudaMemset(loop_counter.get(), 0, kMaxRanks * sizeof(uint32_t)));
     launch_fused_attention(a, fused_cfg, *mode, nullptr);
     XS_CHECK_CUDA(cudaDeviceSynchronize());
@@ -254,7 +260,7 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
       row.signal_counts_ok = row.signal_counts_ok && got[j] == want;
     }
     row.signal_counts += fmt::format("{}{} {}{}/{}", row.signal_counts.empty() ? "" : ", ",
-                                     mode->signal == FusedSignal::per_cta ? "per_cta" : "per_slice", lo,
+                                     to_string(mode->signal), lo,
                                      lo == hi ? "" : fmt::format("..{}", hi), want);
   }
   return row;

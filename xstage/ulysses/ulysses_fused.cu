@@ -55,6 +55,8 @@ void launch_fused_attention(const attention::FwdArgs& args, const attention::Fwd
   XS_CHECK_MSG(t.signal != FusedSignal::automatic, "ulysses fused: resolve FusedSignal::automatic before the launch");
   if (t.signal == FusedSignal::per_slice)
     attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream);
+  else if (t.signal == FusedSignal::by_agent)
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::by_agent>>(args, prob, cfg, epi, stream);
   else
     attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::at_exit>>(args, prob, cfg, epi, stream);
 }

@@ -148,6 +148,7 @@ FusedSignal default_signal(const Problem& p);
 // What one fused forward of a source rank adds to each owner's counter for it, so
 // what the owner's receiver-complete wait adds to its expectation:
 //   per_slice  one per 64-row slice sent to the owner: B x (S/P)/64 x H/P;
+//   by_agent   the same (the agent adds each finished tile's slices);
 //   per_cta    one per consumer warpgroup that had a tile, to every owner:
 //              consumer_wgs x min(grid, tiles), tiles = B x S/128 x H/P;
 // `grid` and `consumer_wgs` are the source's own launch (FwdConfig).

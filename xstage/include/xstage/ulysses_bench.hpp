@@ -18,6 +18,7 @@ struct BenchRow {
   double fused_sender_ms = 0;    // fused kernel (sends issued), the layer's default signal (`signal`)
   double fused_per_cta_ms = 0;   // sender-visible with one fence + counter add per warpgroup at its end
   double fused_per_slice_ms = 0; // the same with a fence + counter add after every slice (sender-visible)
+  double fused_by_agent_ms = 0;  // the per-slice counts, fenced and added by the agent lane (sender-visible)
   std::string signal;            // default_signal(problem): what fused_sender_ms used
   double fused_loopback_ms = 0;  // the fused kernel with all targets local (no NVLink): its own cost
   double attention_fused_order_ms = 0;  // attention alone in the fused kernel's tile order
@@ -50,12 +51,13 @@ struct KernelRow {
   double attention_fused_order_ms = 0;  // local-store kernel, the fused order
   double loopback_per_cta_ms = 0;       // remote-store kernel, fused order, per-CTA signal
   double loopback_per_slice_ms = 0;     // remote-store kernel, fused order, per-slice signal
+  double loopback_by_agent_ms = 0;      // remote-store kernel, fused order, the agent's signal
   double loopback_head_major_ms = 0;    // remote-store kernel, head_major order, per-CTA signal
   bool fused_order_equal = false;       // attention in the fused order == head_major, bitwise
   // One launch per signal mode from zeroed counters: every owner's counter holds what
   // fused_signals_per_forward says that mode adds (what the receiver waits for).
   bool signal_counts_ok = false;
-  std::string signal_counts;            // "per_cta a/b, per_slice c/d" (counted / expected, every owner)
+  std::string signal_counts;            // "per_cta a/b, per_slice c/d, by_agent e/f" (counted / expected, every owner)
   std::string order;                    // the chosen order and the advisor's reasoning
 };
 // Each variant: `reps` samples, taken in turns with the other variants.

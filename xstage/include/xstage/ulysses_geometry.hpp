@@ -28,11 +28,19 @@ struct FusedGeometry {
 
 // How the fused epilogue signals that its stores have landed (sm90_ulysses_epilogue.cuh):
 // per_cta: one system fence and one counter add per owner when a consumer warpgroup
-// has stored its last slice; per_slice: a fence and an add after every slice.
+// has stored its last slice; per_slice: a fence and an add after every slice;
+// by_agent: the per_slice counts, added (after its own fence) by an agent lane of the
+// producer warpgroup, so no consumer waits for its stores to drain.
 // automatic: the layer picks per head dim (default_signal in xstage/ulysses.hpp).
-enum class FusedSignal { per_cta, per_slice, automatic };
+enum class FusedSignal { per_cta, per_slice, by_agent, automatic };
 inline const char* to_string(FusedSignal s) {
-  return s == FusedSignal::per_cta ? "per_cta" : s == FusedSignal::per_slice ? "per_slice" : "automatic";
+  switch (s) {
+    case FusedSignal::per_cta: return "per_cta";
+    case FusedSignal::per_slice: return "per_slice";
+    case FusedSignal::by_agent: return "by_agent";
+    case FusedSignal::automatic: break;
+  }
+  return "automatic";
 }
 
 struct FusedTarget {

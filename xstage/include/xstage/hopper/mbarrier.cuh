@@ -43,20 +43,31 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                : "memory");
 }
 
-// One poll of a phase: try_wait may suspend the thread for a while (the hardware's
-// time limit), test_wait returns at once (for a thread that polls several barriers).
-#define XS_MBAR_POLL(op)                                                             \
-  uint32_t done;                                                                     \
-  asm volatile("{\n.reg .pred p;\nmbarrier." op ".parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n" \
-               "selp.u32 %0, 1, 0, p;\n}\n"                                          \
-               : "=r"(done)                                                          \
-               : "r"(smem_addr(bar)), "r"(parity)                                    \
-               : "memory");                                                          \
-  return done != 0
-
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) { XS_MBAR_POLL("try_wait"); }
-__device__ __forceinline__ bool mbar_test_wait(uint64_t* bar, uint32_t parity) { XS_MBAR_POLL("test_wait"); }
-#undef XS_MBAR_POLL
+// One poll of a phase. try_wait may suspend the thread until the phase completes or a
+// time limit passes (the hardware's, or `ns` given as the suspend-time hint), so a
+// waiting thread issues almost nothing; test_wait returns at once.
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ bool mbar_try_wait_for(uint64_t* bar, uint32_t parity, uint32_t ns) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2, %3;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity), "r"(ns)
+      : "memory");
+  return done != 0;
+}
 
 __device__ __forceinline__ void report_timeout_and_trap(WaitTimeoutReport* r, const uint64_t* bar, uint32_t parity,
                                                         int site, int stage) {
@@ -106,6 +117,18 @@ struct RingPos {
 __device__ __forceinline__ void mbar_warp_arrive(uint64_t* bar, int lane) {
   __syncwarp();
   if (lane == 0) mbar_arrive(bar);
+}
+
+// Counters in shared memory between the warps of one CTA: a release add (what the
+// adding thread wrote or observed before happens before any acquire load that sees
+// the sum) and an acquire load.
+__device__ __forceinline__ void smem_add_release(uint32_t* counter, uint32_t v) {
+  asm volatile("red.release.cta.shared::cta.add.u32 [%0], %1;\n" ::"r"(smem_addr(counter)), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t smem_load_acquire(const uint32_t* counter) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];\n" : "=r"(v) : "r"(smem_addr(counter)) : "memory");
+  return v;
 }
 
 // Named CTA barriers (ids 1..15; 0 is __syncthreads). `threads` counts every
