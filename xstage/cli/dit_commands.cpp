@@ -290,8 +290,8 @@ void run_qkv(const QkvCli& c) {
   std::string extra_head;
   for (std::size_t i = 1; i < c.groups.size(); ++i)
     extra_head += fmt::format(" {:>9}", fmt::format("g{}", c.groups[i]));
-  std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s | %9s%s\n", "S", "P", "H", "cublas+nr", "fused", "g",
-              "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", "unsplit", extra_head.c_str());
+  std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s | %9s %9s%s\n", "S", "P", "H", "cublas+nr", "fused",
+              "g", "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", "unsplit", "consumer", extra_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
   bool ok = true;
   common::ProgressBar progress("bench qkv", configs.size());
@@ -305,10 +305,10 @@ void run_qkv(const QkvCli& c) {
       if (i > 0) extra += fmt::format(" {:9.4f}", r.fused_by_group[i].second);
     }
     const std::string unsplit = r.split_tail ? fmt::format("{:9.4f}", r.fused_unsplit_ms) : fmt::format("{:>9}", "-");
-    std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s | %s%s\n", long(cf.S), cf.P, cf.H,
-                r.cublas_norm_rope_ms, r.fused_loopback_ms, r.group, r.fused_loopback_ms / r.cublas_norm_rope_ms,
+    std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s | %s %9.4f%s\n", long(cf.S), cf.P,
+                cf.H, r.cublas_norm_rope_ms, r.fused_loopback_ms, r.group, r.fused_loopback_ms / r.cublas_norm_rope_ms,
                 r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG", unsplit.c_str(),
-                extra.c_str());
+                r.fused_by_consumer_ms, extra.c_str());
     std::fflush(stdout);
     ok = ok && r.counts_ok && r.elements_off == 0;
     rows.push_back({{"S", cf.S},
@@ -326,6 +326,7 @@ void run_qkv(const QkvCli& c) {
                     {"fused_ms_by_raster_group", by_group},
                     {"split_tail", r.split_tail},
                     {"fused_unsplit_ms", r.split_tail ? nlohmann::json(r.fused_unsplit_ms) : nlohmann::json()},
+                    {"fused_released_by_consumers_ms", r.fused_by_consumer_ms},
                     {"order", r.order}});
     if (!c.json.empty()) {
       const nlohmann::json out = {{"card", prop.name},

@@ -180,18 +180,20 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   a.report = report;
   uint32_t epoch = 0;
   row.counts_ok = true;
-  for (std::size_t k = 0; k < orders.size(); ++k) {
-    XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
-    a.order = orders[k].get();
-    a.n_entries = static_cast<int>(scheds[k].order.size());
-    a.epoch = epoch = 1;
-    launch_qkv_fused(a, grid, st);
-    sync("loopback count check");
-    const auto counts = flags.to_host(size_t(ranks));
-    row.counts_ok = row.counts_ok && std::all_of(counts.begin(), counts.end(), [&](uint32_t c) {
-                      return c == qkv_signals_per_source(p);
-                    });
-  }
+  for (int agent : {1, 0})  // both release modes add the same counts
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
+      a.order = orders[k].get();
+      a.n_entries = static_cast<int>(scheds[k].order.size());
+      a.epoch = epoch = 1;
+      a.release_by_agent = agent;
+      launch_qkv_fused(a, grid, st);
+      sync("loopback count check");
+      const auto counts = flags.to_host(size_t(ranks));
+      row.counts_ok = row.counts_ok && std::all_of(counts.begin(), counts.end(), [&](uint32_t c) {
+                        return c == qkv_signals_per_source(p);
+                      });
+    }
 
   // 3. Timing, in turns: the baseline, then the fused kernel with each order.
   cudaEvent_t e0, e1;
@@ -207,22 +209,26 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     };
   };
   std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); })};
-  for (std::size_t k = 0; k < orders.size(); ++k) {
+  auto fused = [&](std::size_t k, int agent) {
     const int* op = orders[k].get();
     const int entries = static_cast<int>(scheds[k].order.size());
-    variants.push_back(timed([&, op, entries] {
+    return timed([&, op, entries, agent] {
       a.order = op;
       a.n_entries = entries;
       a.epoch = ++epoch;
+      a.release_by_agent = agent;
       launch_qkv_fused(a, grid, st);
-    }));
-  }
+    });
+  };
+  for (std::size_t k = 0; k < orders.size(); ++k) variants.push_back(fused(k, 1));
+  variants.push_back(fused(0, 0));  // last: the first order released by the consumers
   const auto ms = sample_interleaved_ms(variants, warmup, samples);
   row.cublas_norm_rope_ms = median_of_sorted(ms[0]);
   for (std::size_t i = 0; i < groups.size(); ++i)
     row.fused_by_group.push_back({scheds[i].group, median_of_sorted(ms[i + 1])});
   row.split_tail = scheds[0].split_tail;
   if (row.split_tail) row.fused_unsplit_ms = median_of_sorted(ms[groups.size() + 1]);
+  row.fused_by_consumer_ms = median_of_sorted(ms.back());
   row.group = scheds[0].group;
   row.fused_loopback_ms = row.fused_by_group[0].second;
   row.tflops_fused = 2.0 * double(L) * double(3 * C) * double(C) / (row.fused_loopback_ms * 1e9);

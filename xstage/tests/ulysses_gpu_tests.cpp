@@ -284,9 +284,11 @@ TEST(UlyssesQkvGpu, OneRankKernelMatchesTheReference) {
       ASSERT_EQ(int(entries.size()), qkv_tiles(p) + 5) << "6 tail tiles -> 11 one-head entries";
     }
     OneRankQkv k(p, in, entries);
-    for (uint32_t launch = 1; launch <= 2; ++launch) {
+    // Launches 1-2 release by the agent lane, 3-4 by the consumers: the same outputs and counts.
+    for (uint32_t launch = 1; launch <= 4; ++launch) {
       for (auto& o : k.out) XS_CHECK_CUDA(cudaMemset(o.get(), 0xFF, o.size() * 2));  // NaN poison
       k.a.epoch = launch;
+      k.a.release_by_agent = launch <= 2 ? 1 : 0;
       launch_qkv_fused(k.a, std::min(grid, k.a.n_entries), nullptr);
       const cudaError_t e = cudaDeviceSynchronize();
       ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e) << " " << qkv_explain_failure();

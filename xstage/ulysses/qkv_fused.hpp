@@ -31,10 +31,15 @@ struct QkvArgs {
   uint32_t epoch = 0;                     // launches so far, this one included
   unsigned long long timeout_ns = 0;      // budget of the ready wait
   hopper::WaitTimeoutReport* report = nullptr;
+  // Who releases a finished tile (fence.acq_rel.sys, then the done counts): 1 = an
+  // agent lane of the producer warpgroup (the consumers count the tile in shared
+  // memory and go on while its stores drain), 0 = each consumer warpgroup's thread 0
+  // at the tile's end (the warpgroup waits for the drain). Same counts either way.
+  int release_by_agent = 1;
 };
 
 // The kernel's wait sites (WaitTimeoutReport::site).
-enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2 };
+enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2, agent = 3 };
 
 // The shape fields of rank `rank`'s arguments (rows .. n_tiles, n_entries = n_tiles for
 // an unsplit order); pointers, maps and epoch unset.

@@ -30,6 +30,7 @@ const char* site_name(int site) {
     case QkvWaitSite::stage_full: return "full (consumer waits for the TMA bytes of a stage)";
     case QkvWaitSite::stage_empty: return "empty (producer waits for the consumers to free a stage)";
     case QkvWaitSite::peer_ready: return "peer ready";
+    case QkvWaitSite::agent: return "release agent (no tile finished for twice the budget; parity = tiles released)";
   }
   return "unknown";
 }

@@ -17,7 +17,11 @@
 //                 memory 64 columns at a time (144-byte rows), then 16-byte stores
 //                 of whole rows into the owner's q/k/v (REMOTE when owner != rank).
 //                 After a tile: fence.acq_rel.sys, one red.add per head on its
-//                 owner's completion counter for this rank.
+//                 owner's completion counter for this rank; by default
+//                 (release_by_agent) each warpgroup's thread 0 only counts the tile
+//                 in shared memory (release, CTA scope) and lane 0 of the producer
+//                 warpgroup's warp 1 fences and adds for both warpgroups once both
+//                 counted it, so no consumer waits for its stores to drain.
 // Start: block 0 raises this rank's ready flag on every owner (st.release.sys of
 // the launch number); each consumer warpgroup acquires every owner's flag before
 // its first store (the owner has finished what preceded this launch on its stream,
@@ -55,7 +59,9 @@ static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536,
 
 struct Barriers {
   uint64_t full[kStages], empty[kStages];
+  uint32_t tiles_done[kConsumerWGs];  // release_by_agent: entries warpgroup w has stored
 };
+static_assert(sizeof(Barriers) <= 256, "barrier area");
 
 __device__ __forceinline__ std::uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
@@ -192,6 +198,51 @@ __device__ __forceinline__ void store_head(const QkvArgs& a, const float (&acc)[
   }
 }
 
+// Adds `v` to the done counter of each head's owner of launch entry e.
+__device__ __forceinline__ void add_entry_counts(const QkvArgs& a, int e, uint32_t v) {
+  const int tile = qkv_entry_tile(e), sel = qkv_entry_sel(e), ct = tile % a.col_tiles;
+  const int gh0 = 2 * ct, gh1 = 2 * ct + 1;
+  const bool second = sel == 0 && gh1 < 3 * a.heads;
+#pragma unroll 1
+  for (int h = 0; h < (second ? 2 : 1); ++h) {
+    const int owner = qkv_owner(h == 0 && sel != 2 ? gh0 : gh1, a.heads, a.heads_per_rank);
+    asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(a.done[owner]), "r"(v) : "memory");
+  }
+}
+
+// release_by_agent, one thread: walks the CTA's entries; whenever both consumer
+// warpgroups counted more tiles than it has released, one fence.acq_rel.sys, then the
+// counts of those entries for both warpgroups. The consumers' stores precede their
+// barrier and the release add that the acquire load here sees (cumulativity). Idle, it
+// sleeps 128 ns doubling to 2 us (the loop takes few issue slots from the consumer
+// warps beside it); no progress for twice the budget: report and trap.
+__device__ void release_agent(const QkvArgs& a, Barriers& bar) {
+  uint32_t released = 0, sleep_ns = 128;
+  unsigned long long idle_since = comm::global_ns();
+  int i = blockIdx.x;
+#pragma unroll 1
+  while (i < a.n_entries) {
+    uint32_t done = hopper::smem_load_acquire(&bar.tiles_done[0]);
+#pragma unroll
+    for (int w = 1; w < kConsumerWGs; ++w) done = min(done, hopper::smem_load_acquire(&bar.tiles_done[w]));
+    if (done == released) {
+      if (comm::global_ns() - idle_since > 2 * a.timeout_ns) {
+        hopper::report_timeout_and_trap(a.report, reinterpret_cast<const uint64_t*>(bar.tiles_done), released,
+                                        static_cast<int>(QkvWaitSite::agent), -1);
+      }
+      __nanosleep(sleep_ns);
+      sleep_ns = min(2 * sleep_ns, 2048u);
+      continue;
+    }
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+#pragma unroll 1
+    for (; released < done && i < a.n_entries; ++released, i += gridDim.x)
+      add_entry_counts(a, a.order[i], kConsumerWGs);
+    idle_since = comm::global_ns();
+    sleep_ns = 128;
+  }
+}
+
 __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg, int tid) {
   const int lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const uint32_t stages_addr = hopper::smem_addr(smem);
@@ -246,10 +297,11 @@ __device__ void consumer(const QkvArgs& a, uint8_t* smem, Barriers& bar, int wg,
     }
     hopper::named_sync(epi_bar, 128);  // every thread's stores of the tile precede the release
     if (tid == 0) {
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
-      for (int h = 0; h < (second ? 2 : 1); ++h) {
-        const int owner = qkv_owner(h == 0 && sel != 2 ? gh0 : gh1, a.heads, a.heads_per_rank);
-        asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(a.done[owner]), "r"(1u) : "memory");
+      if (a.release_by_agent) {
+        hopper::smem_add_release(&bar.tiles_done[wg], 1);
+      } else {
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        add_entry_counts(a, e, 1u);
       }
     }
   }
@@ -265,6 +317,8 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_fused_kernel(const __grid_con
       hopper::mbar_init(&bar.full[s], 1);
       hopper::mbar_init(&bar.empty[s], kConsumerWarps);
     }
+#pragma unroll
+    for (int w = 0; w < kConsumerWGs; ++w) bar.tiles_done[w] = 0;
     hopper::mbar_init_fence();
   }
   // This rank has started the launch: raise its ready flag on every owner.
@@ -274,6 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_fused_kernel(const __grid_con
   if (wg == 0) {
     hopper::regs_dealloc<kProducerRegs>();
     if (threadIdx.x == 0) producer(a, smem, bar);
+    else if (threadIdx.x == 32 && a.release_by_agent) release_agent(a, bar);
   } else {
     hopper::regs_alloc<kConsumerRegs>();
     consumer(a, smem, bar, wg - 1, threadIdx.x - 128 * wg);

@@ -86,6 +86,9 @@ struct QkvBenchRow {
   std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
   bool split_tail = false;     // the first group's order has a split last round (qkv_split_tail)
   double fused_unsplit_ms = 0; // that order without the split, timed in the same turns
+  // The first group's order with each tile released by its consumer warpgroups
+  // (QkvArgs::release_by_agent = 0) instead of the agent lane, in the same turns.
+  double fused_by_consumer_ms = 0;
 };
 // groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
 // fused_loopback_ms is the first one's.
