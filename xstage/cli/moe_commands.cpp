@@ -43,7 +43,15 @@ struct MoeCli {
   bool device_routing = false;
   bool compare_dispatch = false;
   bool compare_release = false;
+  bool profile = false;
 };
+
+// The profile plot's path: next to the speedup plot (x.png -> x_profile.png).
+std::string profile_png(const std::string& png) {
+  if (png.empty()) return "";
+  const std::filesystem::path p(png);
+  return (p.parent_path() / (p.stem().string() + "_profile" + p.extension().string())).string();
+}
 
 bool keep(const std::vector<int>& allowed, int v) {
   return allowed.empty() || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
@@ -72,11 +80,13 @@ void run(const MoeCli& c) {
   if (c.device_routing) cmp_head += fmt::format(" | {:>9} {:>7} {:>3}", "logits us", "plan us", "eq");
   if (c.compare_dispatch) cmp_head += fmt::format(" | {:>9} {:>6} {:>9} {:>6}", "IL before", "gain", "IL block", "gain");
   if (c.compare_release) cmp_head += fmt::format(" | {:>9} {:>6}", "IL cons.", "gain");
+  if (c.profile) cmp_head += fmt::format(" | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}", "wait%", "main%", "tma%", "epi%", "comb%", "start%");
   std::printf("%5s %5s %3s %5s %5s %2s %-7s | %9s %9s %9s | %6s %7s %7s %8s %s%s\n", "T", "E", "k", "hid", "I", "P",
               "routing", "EW us", "IL us", "unf us", "IL/EW", "TFLOPs", "GEMM TF", "NVL GB/s", "ok", cmp_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> xs, speedups, raster_gains, from_logits, planner_share, before_gains, by_block_gains,
       release_gains;
+  std::vector<double> prof_item, prof_main, prof_stage, prof_epi, prof_comb, prof_start;
   double log_sum = 0, max_speedup = 0;
   int all_ok = 1;
   int gpus = 0;
@@ -103,7 +113,7 @@ void run(const MoeCli& c) {
     const auto r = moe::run_bench(b, params.find("peer", "st16"),
                                   {.warmup = c.warmup, .iters = c.iters, .compare_raster = c.compare_raster,
                                    .device_routing = c.device_routing, .compare_dispatch = c.compare_dispatch,
-                                   .compare_release = c.compare_release});
+                                   .compare_release = c.compare_release, .profile = c.profile});
     std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
                                                         r.interleaved_compare_raster_us / r.interleaved_us)
                                            : "";
@@ -116,6 +126,10 @@ void run(const MoeCli& c) {
     if (c.compare_release)
       cmp += fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_release_by_consumer_us,
                          r.interleaved_release_by_consumer_us / r.interleaved_us);
+    const moe::KernelProfile& pf = r.profile;
+    if (c.profile)
+      cmp += fmt::format(" | {:5.1f} {:5.1f} {:5.1f} {:5.1f} {:5.1f} {:5.1f}", 100 * pf.item_wait, 100 * pf.mainloop,
+                         100 * pf.stage_wait, 100 * pf.epilogue, 100 * (pf.combine_wait + pf.combine), 100 * pf.start);
     std::printf("%5d %5d %3d %5d %5d %2d %-7s | %9.1f %9.1f %9.1f | %6.3f %7.1f %7.1f %8.1f %s%s\n", b.tokens_per_rank,
                 b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing.c_str(), r.expert_wave_us,
                 r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops, r.nvlink_GBps,
@@ -132,6 +146,14 @@ void run(const MoeCli& c) {
       by_block_gains.push_back(r.interleaved_by_block_us / r.interleaved_us);
     }
     if (c.compare_release) release_gains.push_back(r.interleaved_release_by_consumer_us / r.interleaved_us);
+    if (c.profile) {
+      prof_item.push_back(pf.item_wait);
+      prof_main.push_back(pf.mainloop - pf.stage_wait);
+      prof_stage.push_back(pf.stage_wait);
+      prof_epi.push_back(pf.epilogue);
+      prof_comb.push_back(pf.combine_wait + pf.combine);
+      prof_start.push_back(pf.start);
+    }
     if (c.device_routing) {
       from_logits.push_back(r.interleaved_us / r.from_logits_us);
       planner_share.push_back(1.0 - r.planner_us / r.from_logits_us);
@@ -160,6 +182,18 @@ void run(const MoeCli& c) {
       rows.back()["compare_release"] = {
           {"by_consumer_us", r.interleaved_release_by_consumer_us},
           {"gain_over_by_consumer", r.interleaved_release_by_consumer_us / r.interleaved_us}};
+    if (c.profile)
+      rows.back()["interleaved_profile"] = {
+          {"launches", pf.launches},
+          {"items_per_warpgroup", pf.items_per_warpgroup},
+          {"consumer_share",
+           {{"start", pf.start}, {"item_wait", pf.item_wait}, {"mainloop", pf.mainloop},
+            {"stage_wait_in_mainloop", pf.stage_wait}, {"epilogue", pf.epilogue},
+            {"combine_wait", pf.combine_wait}, {"combine", pf.combine}}},
+          {"producer_share",
+           {{"dispatch_first", pf.producer_dispatch_first}, {"dependency_wait", pf.producer_dependency},
+            {"ring_wait", pf.producer_ring}}},
+          {"total_us_at_peak_clock", pf.total_us}};
     if (c.device_routing)
       rows.back()["from_logits"] = {{"us", r.from_logits_us},
                                     {"planner_us", r.planner_us},
@@ -222,6 +256,24 @@ void run(const MoeCli& c) {
     chart.series.push_back(common::plot::horizontal_line("1x", 1.0, xs.front(), xs.back()));
     common::plot::write_chart(chart, c.png);
     std::printf("wrote %s\n", c.png.c_str());
+    if (c.profile) {
+      common::plot::Chart pc;
+      pc.title = fmt::format("MoE Interleaved kernel: share of each consumer warpgroup's time ({})", prop.name);
+      pc.x.label = "configuration";
+      pc.y.label = "share of the warpgroup's time";
+      pc.y.include_zero = true;
+      pc.legend = common::plot::LegendPos::outside_right;
+      pc.width = 1200;
+      const std::pair<const char*, const std::vector<double>*> phases[] = {
+          {"GEMM (mainloop less TMA waits)", &prof_main}, {"TMA waits in the mainloop", &prof_stage},
+          {"epilogue", &prof_epi},                       {"waiting for an item", &prof_item},
+          {"combine (wait + sum)", &prof_comb},          {"start and dispatch", &prof_start}};
+      for (const auto& [label, v] : phases)
+        pc.series.push_back({.label = label, .x = xs, .y = *v, .line = common::plot::LineStyle::none});
+      const std::string ppng = profile_png(c.png);
+      common::plot::write_chart(pc, ppng);
+      std::printf("wrote %s\n", ppng.c_str());
+    }
   }
 }
 #endif
@@ -251,6 +303,9 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_flag("--compare-release", c->compare_release,
                "Also time the interleaved schedule with each tile released by its consumer warpgroup (the "
                "other columns release through the producer warpgroup's release agent)");
+  cmd->add_flag("--profile", c->profile,
+               "Also profile the interleaved kernel after the timing (a separate instantiation that reads the SM "
+               "clock): each phase's share per row, in the JSON and in <png stem>_profile.png");
   cmd->add_flag("--device-routing", c->device_routing,
                "Also time the forward from router logits with routing, layout and order on the GPU "
                "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");

@@ -102,6 +102,8 @@ struct FusedMoe::Impl {
   DispatchPlan dispatch;      // of the current inputs
   DispatchMode dispatch_mode = DispatchMode::overlapped;
   ReleaseMode release_mode = ReleaseMode::by_agent;
+  DeviceBuffer<unsigned long long> kernel_profile;  // set_profile(true): [blocks][roles][fields] cycles
+  int profiled_launches = 0;
   unsigned epoch = 0;
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
@@ -329,6 +331,73 @@ Routing FusedMoe::device_routing() const {
 void FusedMoe::set_dispatch(DispatchMode mode) { impl_->dispatch_mode = mode; }
 void FusedMoe::set_release(ReleaseMode mode) { impl_->release_mode = mode; }
 
+void FusedMoe::set_profile(bool on) {
+  Impl& m = *impl_;
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  if (!on) {
+    m.kernel_profile = {};
+    m.profiled_launches = 0;
+    return;
+  }
+  if (m.kernel_profile.get() != nullptr) return;
+  m.kernel_profile = DeviceBuffer<unsigned long long>(std::size_t(blocks_) * kProfileRoles * kProfileFields);
+  XS_CHECK_CUDA(cudaMemset(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long)));
+  m.profiled_launches = 0;
+}
+
+FusedMoe::Profile FusedMoe::profile() {
+  Impl& m = *impl_;
+  XS_ASSERT(m.kernel_profile.get() != nullptr, "moe fused: profile() needs set_profile(true) first");
+  synchronize();
+  const std::vector<unsigned long long> f = m.kernel_profile.to_host(m.kernel_profile.size());
+  XS_CHECK_CUDA(cudaMemset(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long)));
+  Profile out;
+  out.launches = m.profiled_launches;
+  m.profiled_launches = 0;
+  if (out.launches == 0) return out;
+  using C = ConsumerPhase;
+  using Pp = ProducerPhase;
+  auto at = [&](int b, int role, int field) { return double(f[(std::size_t(b) * kProfileRoles + role) * kProfileFields + field]); };
+  int wgs = 0, producers = 0;
+  double total_cycles = 0, items = 0;
+  for (int b = 0; b < blocks_; ++b) {
+    for (int role = 1; role < kProfileRoles; ++role) {
+      const double total = at(b, role, int(C::total));
+      if (!(total > 0)) continue;
+      ++wgs;
+      total_cycles += total;
+      items += at(b, role, int(C::items));
+      const double item = at(b, role, int(C::item)) / total, main = at(b, role, int(C::mainloop)) / total;
+      const double epi = at(b, role, int(C::epilogue)) / total, cw = at(b, role, int(C::combine_wait)) / total;
+      const double cs = at(b, role, int(C::combine)) / total;
+      out.item_wait += item;
+      out.mainloop += main;
+      out.stage_wait += at(b, role, int(C::stage)) / total;
+      out.epilogue += epi;
+      out.combine_wait += cw;
+      out.combine += cs;
+      out.start += 1.0 - (item + main + epi + cw + cs);
+    }
+    const double ptotal = at(b, 0, int(Pp::total));
+    if (ptotal > 0) {
+      ++producers;
+      out.producer_dispatch_first += at(b, 0, int(Pp::dispatch_first)) / ptotal;
+      out.producer_dependency += at(b, 0, int(Pp::dependency)) / ptotal;
+      out.producer_ring += at(b, 0, int(Pp::ring)) / ptotal;
+    }
+  }
+  XS_ASSERT(wgs > 0 && producers > 0, "moe fused: the profiled launches recorded nothing");
+  for (double* v : {&out.item_wait, &out.mainloop, &out.stage_wait, &out.epilogue, &out.combine_wait, &out.combine,
+                    &out.start})
+    *v /= wgs;
+  for (double* v : {&out.producer_dispatch_first, &out.producer_dependency, &out.producer_ring}) *v /= producers;
+  out.items_per_warpgroup = items / wgs / out.launches;
+  int khz = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, m.rank.device()));
+  out.total_us = khz > 0 ? total_cycles / wgs / out.launches / (double(khz) * 1e-3) : 0.0;
+  return out;
+}
+
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
@@ -394,6 +463,8 @@ void FusedMoe::launch() {
   a.dispatch_step = d.step;
   a.dispatch_by_block = m.dispatch_mode == DispatchMode::by_block;
   a.release_by_agent = m.release_mode == ReleaseMode::by_agent;
+  a.profile = m.kernel_profile.get();
+  if (a.profile != nullptr) ++m.profiled_launches;
   a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
   launch_fused(a, blocks_, st);
 }

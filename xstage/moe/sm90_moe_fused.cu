@@ -12,9 +12,10 @@ void launch_fused(const FusedArgs& args, int blocks, cudaStream_t stream) {
   XS_CHECK_MSG(args.hidden % kHiddenQuantum == 0 && args.inter % kInterQuantum == 0,
                "moe fused: hidden must be a multiple of 256 and intermediate of 128");
   // Per device and cheap; set on every launch because ranks run on several devices.
-  XS_CHECK_CUDA(cudaFuncSetAttribute(device::moe_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     FusedKernelShape::kSmemBytes));
-  device::moe_fused_kernel<<<blocks, kFusedThreads, FusedKernelShape::kSmemBytes, stream>>>(args);
+  // The profiled kernel is a separate instantiation: the unprofiled one has no clock reads.
+  auto* kernel = args.profile != nullptr ? device::moe_fused_kernel<true> : device::moe_fused_kernel<false>;
+  XS_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FusedKernelShape::kSmemBytes));
+  kernel<<<blocks, kFusedThreads, FusedKernelShape::kSmemBytes, stream>>>(args);
   XS_CHECK_LAUNCH();
 }
 

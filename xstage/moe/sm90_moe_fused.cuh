@@ -86,6 +86,7 @@ struct Barriers {
   uint64_t rel_full[Shape::kConsumerWGs][Shape::kReleaseSlots], rel_empty[Shape::kConsumerWGs][Shape::kReleaseSlots];
   WorkItem item[Shape::kItemSlots];  // expert < 0: no more items
   ReleaseReq rel[Shape::kConsumerWGs][Shape::kReleaseSlots];
+  unsigned long long prof[kProfileRoles][kProfileFields];  // profiled launches: this CTA's sums
 };
 static_assert(sizeof(Barriers) <= Shape::kBarBytes, "barrier area");
 
@@ -181,6 +182,36 @@ __device__ __forceinline__ void lsa_barrier(const FusedArgs& a) {
 using hopper::mbar_warp_arrive;
 using Ring = hopper::RingPos;
 
+// ---------------------------------------------------------------- profiling
+// With kProf (FusedArgs::profile set) the writer thread of a role adds the SM clock
+// cycles of a phase to its row of Barriers::prof; without, these are empty.
+template <bool kProf>
+__device__ __forceinline__ long long prof_now() {
+  if constexpr (kProf) return clock64();
+  else return 0;
+}
+// Adds the cycles since `since` to field f of role `role` (writer only), returns now.
+template <bool kProf, typename Field>
+__device__ __forceinline__ long long prof_lap(Barriers& bar, int role, Field f, long long since, bool writer) {
+  if constexpr (kProf) {
+    const long long now = clock64();
+    if (writer) bar.prof[role][static_cast<int>(f)] += static_cast<unsigned long long>(now - since);
+    return now;
+  } else {
+    return 0;
+  }
+}
+// The role's sums of this launch into FusedArgs::profile (writer only).
+template <bool kProf>
+__device__ __forceinline__ void prof_flush(const FusedArgs& a, Barriers& bar, int role, bool writer) {
+  if constexpr (kProf) {
+    if (!writer) return;
+    unsigned long long* dst = a.profile + (static_cast<std::size_t>(blockIdx.x) * kProfileRoles + role) * kProfileFields;
+#pragma unroll 1
+    for (int f = 0; f < kProfileFields; ++f) dst[f] += bar.prof[role][f];
+  }
+}
+
 // ---------------------------------------------------------------- phase 1: dispatch
 
 // Warp `w` of `nw` copies this CTA's (token, slot) rows whose local expert id is in
@@ -258,7 +289,9 @@ __device__ void dispatch_by_block(const FusedArgs& a) {
 
 // ---------------------------------------------------------------- phase 2: producer
 
+template <bool kProf>
 __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
+  using P = ProducerPhase;
   hopper::tma_prefetch_desc(&a.map_recv);
   hopper::tma_prefetch_desc(&a.map_h);
   hopper::tma_prefetch_desc(&a.map_w1);
@@ -273,14 +306,18 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
     WorkItem it{TileKind::l1, -1, 0, 0};
     if (t < n_items) {
       it = a.items[t];
+      const long long tw = prof_now<kProf>();
       if (it.kind == TileKind::l1)
         wait_counter(a, flags + it.expert, a.dispatch_expect[it.expert], FusedWaitSite::dispatch_rows, it.expert);
       else
         wait_counter(a, a.l1_done + it.expert * a.max_m_blocks + it.m_block, l1_expect, FusedWaitSite::l1_row_block,
                      it.expert * a.max_m_blocks + it.m_block);
+      prof_lap<kProf>(bar, 0, P::dependency, tw, true);
       hopper::fence_proxy_async_global();  // generic writes of recv / H before the TMA reads
     }
+    const long long tr = prof_now<kProf>();
     wait_phase(a, &bar.item_empty[slot.index], slot.phase ^ 1, FusedWaitSite::item_empty, slot.index);
+    prof_lap<kProf>(bar, 0, P::ring, tr, true);
     bar.item[slot.index] = it;
     hopper::mbar_arrive(&bar.item_full[slot.index]);
     slot.advance<Shape::kItemSlots>();
@@ -291,7 +328,9 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
     const CUtensorMap* bmap = it.kind == TileKind::l1 ? &a.map_w1 : &a.map_w2;
 #pragma unroll 1
     for (int k = 0; k < ld.k_steps; ++k) {
+      const long long te = prof_now<kProf>();
       wait_phase(a, &bar.empty[stage.index], stage.phase ^ 1, FusedWaitSite::stage_empty, stage.index);
+      prof_lap<kProf>(bar, 0, P::ring, te, true);
       uint8_t* dst = smem + Shape::kOffStages + stage.index * Shape::kStageBytes;
       uint64_t* full = &bar.full[stage.index];
       hopper::mbar_arrive_expect_tx(full, Shape::kStageBytes);
@@ -340,7 +379,11 @@ __device__ __forceinline__ void post_release(const FusedArgs& a, Barriers& bar, 
   rel.advance<Shape::kReleaseSlots>();
 }
 
+template <bool kProf>
 __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int wg, int tid) {
+  using C = ConsumerPhase;
+  const int role = 1 + wg;
+  const bool writer = tid == 0;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint32_t stages_addr = hopper::smem_addr(smem + Shape::kOffStages);
   std::uint16_t* staged =
@@ -349,9 +392,11 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
   const bool agent = a.release_by_agent != 0;
   Ring stage, slot, rel;  // rel: thread 0 only
   float acc0[64], acc1[64];
+  long long tp = prof_now<kProf>();
 #pragma unroll 1
   while (true) {
     wait_phase(a, &bar.item_full[slot.index], slot.phase, FusedWaitSite::item_full, slot.index);
+    tp = prof_lap<kProf>(bar, role, C::item, tp, writer);
     const WorkItem it = bar.item[slot.index];
     mbar_warp_arrive(&bar.item_empty[slot.index], lane);
     slot.advance<Shape::kItemSlots>();
@@ -364,9 +409,12 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
 
     // Mainloop: one wgmma group in flight; a stage is released when its group is done.
     Ring prev;
+    const long long t_main = tp;
 #pragma unroll 1
     for (int k = 0; k < ld.k_steps; ++k) {
+      const long long ts = prof_now<kProf>();
       wait_phase(a, &bar.full[stage.index], stage.phase, FusedWaitSite::stage_full, stage.index);
+      prof_lap<kProf>(bar, role, C::stage, ts, writer);
       hopper::wgmma::mma_stage_two_b<kTileK, Shape::kBoxBytes>(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes,
                                                               wg, k == 0);
       hopper::wgmma::wait<1>();
@@ -380,6 +428,7 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
     hopper::wgmma::fence_operand(acc0);
     hopper::wgmma::fence_operand(acc1);
     mbar_warp_arrive(&bar.empty[prev.index], lane);
+    tp = prof_lap<kProf>(bar, role, C::mainloop, t_main, writer);
 
     // Epilogue over this warpgroup's rows [row0, row0 + rows).
     const int row0 = ld.a_row + wg * 64;
@@ -454,6 +503,10 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
         if (lane == 0 && agent) post_release(a, bar, wg, rel, {kReleaseL2, 0, counts});
       }
     }
+    tp = prof_lap<kProf>(bar, role, C::epilogue, tp, writer);
+    if constexpr (kProf) {
+      if (writer) bar.prof[role][static_cast<int>(C::items)] += 1;
+    }
   }
 }
 
@@ -523,13 +576,20 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
 // ---------------------------------------------------------------- phase 3: combine
 
 // Consumer threads only (ctid 0..255): 8 columns per thread and step.
-__device__ void combine(const FusedArgs& a, int ctid) {
+constexpr int kCombineBatch = 8;  // slots loaded before they are summed
+template <bool kProf>
+__device__ void combine(const FusedArgs& a, int ctid, Barriers& bar) {
+  using C = ConsumerPhase;
   constexpr int kCombineThreads = 128 * Shape::kConsumerWGs;
+  const int role = 1 + ctid / 128;
+  const bool writer = ctid % 128 == 0;
+  long long tp = prof_now<kProf>();
   if (ctid == 0) {
     const auto* cnt = static_cast<const unsigned*>(local_window_at(a, 0)) + kMaxLocalExperts;
     wait_counter(a, cnt, a.combine_expect, FusedWaitSite::combine_rows, -1);
   }
   hopper::named_sync(kConsumersBar, kCombineThreads);
+  tp = prof_lap<kProf>(bar, role, C::combine_wait, tp, writer);
   const auto* comb = static_cast<const std::uint16_t*>(local_window_at(a, a.comb_off));
   const int vec = a.hidden / 8;
   const long long total = static_cast<long long>(a.tokens) * vec;
@@ -537,15 +597,28 @@ __device__ void combine(const FusedArgs& a, int ctid) {
        i += static_cast<long long>(gridDim.x) * kCombineThreads) {
     const int tok = static_cast<int>(i / vec), v = static_cast<int>(i % vec);
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int j = 0; j < a.topk; ++j) {
-      const std::size_t s = static_cast<std::size_t>(tok) * a.topk + j;
-      const float w = a.weight[s];
-      const uint4 raw = *reinterpret_cast<const uint4*>(comb + s * a.hidden + v * 8);
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    // Up to kCombineBatch slots' loads in flight before their sum (which stays in slot
+    // order: the same rounding as one slot at a time, whose loads waited one by one).
+#pragma unroll 1
+    for (int j0 = 0; j0 < a.topk; j0 += kCombineBatch) {
+      uint4 raw[kCombineBatch];
+      float w[kCombineBatch];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const std::uint16_t b = static_cast<std::uint16_t>(words[e / 2] >> (16 * (e % 2)));
-        acc[e] = __fadd_rn(acc[e], __fmul_rn(w, bf2f(b)));
+      for (int jj = 0; jj < kCombineBatch; ++jj) {
+        if (j0 + jj >= a.topk) break;
+        const std::size_t s = static_cast<std::size_t>(tok) * a.topk + j0 + jj;
+        w[jj] = a.weight[s];
+        raw[jj] = *reinterpret_cast<const uint4*>(comb + s * a.hidden + v * 8);
+      }
+#pragma unroll
+      for (int jj = 0; jj < kCombineBatch; ++jj) {
+        if (j0 + jj >= a.topk) break;
+        const uint32_t words[4] = {raw[jj].x, raw[jj].y, raw[jj].z, raw[jj].w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const std::uint16_t b = static_cast<std::uint16_t>(words[e / 2] >> (16 * (e % 2)));
+          acc[e] = __fadd_rn(acc[e], __fmul_rn(w[jj], bf2f(b)));
+        }
       }
     }
     uint4 o;
@@ -555,11 +628,16 @@ __device__ void combine(const FusedArgs& a, int ctid) {
     o.w = pack_bf16x2(acc[6], acc[7]);
     *reinterpret_cast<uint4*>(a.out + static_cast<std::size_t>(tok) * a.hidden + v * 8) = o;
   }
+  prof_lap<kProf>(bar, role, C::combine, tp, writer);
+  prof_lap<kProf>(bar, role, C::total, 0, writer);  // the entry stamp was subtracted at the start
+  prof_flush<kProf>(a, bar, role, writer);
 }
 
 // ---------------------------------------------------------------- the kernel
 
+template <bool kProf>
 __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __grid_constant__ FusedArgs a) {
+  const long long t_entry = prof_now<kProf>();
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   auto& bar = *reinterpret_cast<Barriers*>(smem + Shape::kOffBar);
@@ -581,6 +659,12 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
         hopper::mbar_init(&bar.rel_full[w][s], 1);   // the warpgroup's thread 0
         hopper::mbar_init(&bar.rel_empty[w][s], 1);  // the agent
       }
+    if constexpr (kProf) {
+#pragma unroll 1
+      for (int r = 0; r < kProfileRoles; ++r)
+#pragma unroll 1
+        for (int f = 0; f < kProfileFields; ++f) bar.prof[r][f] = 0;
+    }
     hopper::mbar_init_fence();
   }
   // 0. start: everyone finished the previous launch.
@@ -590,17 +674,30 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
   }
   if (threadIdx.x == 0) wait_counter(a, a.gate, a.epoch, FusedWaitSite::start_gate, -1);
   __syncthreads();
+  long long tp = prof_lap<kProf>(bar, 0, ProducerPhase::start, t_entry, threadIdx.x == 0);
+  if constexpr (kProf) {
+    // Each role's total = its end stamp - the entry stamp: the entry is subtracted now, so
+    // that no register holds it through the roles.
+    if (threadIdx.x % 128 == 0) {
+      const int role = threadIdx.x / 128;
+      bar.prof[role][role == 0 ? static_cast<int>(ProducerPhase::total) : static_cast<int>(ConsumerPhase::total)] -=
+          static_cast<unsigned long long>(t_entry);
+    }
+  }
   // 1. dispatch, first pass: every warp (the experts the schedule's first tiles need)
   const int warp = static_cast<int>(threadIdx.x) / 32;
   if (a.dispatch_by_block) dispatch_by_block(a);  // A/B only; then no other pass
   else dispatch_pass<4>(a, 0, a.dispatch_first, warp, Shape::kThreads / 32);
+  tp = prof_lap<kProf>(bar, 0, ProducerPhase::dispatch_first, tp, threadIdx.x == 0);
   // 2. tiles (roles), 3. combine (consumers)
   const int wg = warp / 4;
   if (wg == 0) {
     hopper::regs_dealloc<Shape::kProducerRegs>();
     const bool agent = a.release_by_agent != 0;
     if (threadIdx.x == 0) {
-      producer(a, smem, bar);
+      producer<kProf>(a, smem, bar);
+      prof_lap<kProf>(bar, 0, ProducerPhase::total, 0, true);
+      prof_flush<kProf>(a, bar, 0, true);
     } else if (agent && warp == Shape::kReleaseWarp) {
       if (threadIdx.x % 32 == 0) release_agent(a, bar);
     } else if (warp > 0 && !a.dispatch_by_block) {  // 1. the other dispatch passes, while the tiles run
@@ -611,8 +708,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
     }
   } else {
     hopper::regs_alloc<Shape::kConsumerRegs>();
-    consumer(a, smem, bar, wg - 1, threadIdx.x - 128 * wg);
-    combine(a, threadIdx.x - 128);
+    consumer<kProf>(a, smem, bar, wg - 1, threadIdx.x - 128 * wg);
+    combine<kProf>(a, threadIdx.x - 128, bar);
   }
 }
 

@@ -108,6 +108,27 @@ void run_case(const Case& c) {
                                        r, l, static_cast<int>(md.dispatch), static_cast<int>(md.release)));
       }
     }
+    if (!c.all_modes) return;
+    // A profiled launch (the kernel's second instantiation) computes the same output
+    // bitwise, and its phase shares are shares.
+    fused.set_dispatch(moe::FusedMoe::DispatchMode::overlapped);
+    fused.set_release(moe::FusedMoe::ReleaseMode::by_agent);
+    fused.set_profile(true);
+    XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
+    fused.launch();
+    const moe::KernelProfile pf = fused.profile();
+    fused.set_profile(false);
+    std::vector<std::uint16_t> out(std::size_t(c.p.tokens_per_rank) * c.p.hidden);
+    XS_CHECK_CUDA(cudaMemcpy(out.data(), fused.out(), out.size() * 2, cudaMemcpyDeviceToHost));
+    const double parts = pf.start + pf.item_wait + pf.mainloop + pf.epilogue + pf.combine_wait + pf.combine;
+    std::lock_guard lock(mu);
+    if (out != first_out) failures.push_back(fmt::format("rank {}: the profiled launch differs bitwise", r));
+    if (pf.launches != 1 || !(pf.items_per_warpgroup > 0) || std::abs(parts - 1.0) > 1e-9 || !(pf.mainloop > 0) ||
+        !(pf.epilogue > 0) || pf.stage_wait > pf.mainloop || pf.start < 0 || !(pf.total_us > 0))
+      failures.push_back(fmt::format("rank {}: profile launches {} items {} shares start {} item {} main {} (tma {}) "
+                                     "epi {} combine {} + {} (sum {}), total {} us",
+                                     r, pf.launches, pf.items_per_warpgroup, pf.start, pf.item_wait, pf.mainloop,
+                                     pf.stage_wait, pf.epilogue, pf.combine_wait, pf.combine, parts, pf.total_us));
   });
   for (const auto& f : failures) ADD_FAILURE() << f;
 }

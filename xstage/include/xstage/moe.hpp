@@ -223,12 +223,26 @@ struct FusedKernelShape {
   static constexpr int kOffStages = 0;
   static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
   static constexpr int kOffBar = kOffStaging + kConsumerWGs * kStagingBytesPerWG;
-  static constexpr int kBarBytes = 512;
+  static constexpr int kBarBytes = 1024;  // barriers, item slots, release queues, profile sums
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + slack to align the base to 1024
   static_assert(kBoxBytes % 1024 == 0, "boxes keep the 1024-byte swizzle alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
   static_assert(kTileM == 64 * kConsumerWGs && kL1TileN == kBoxRows && kL2TileN == 2 * kBoxRows, "tile/box shapes");
+};
+
+// Where a profiled fused launch's time went (FusedMoe::set_profile / profile): the mean
+// share of each phase over all CTAs, for the consumer warpgroups of their own total
+// (start + item_wait + mainloop + epilogue + combine_wait + combine = 1; stage_wait is
+// the part of mainloop spent waiting for TMA bytes), and for the producer thread of its
+// total. Cycles of the SM clock; total_us converts the consumers' mean total per launch
+// at the peak clock (cudaDevAttrClockRate), so it reads low if the card ran slower.
+struct KernelProfile {
+  int launches = 0;
+  double items_per_warpgroup = 0;  // per launch
+  double start = 0, item_wait = 0, mainloop = 0, stage_wait = 0, epilogue = 0, combine_wait = 0, combine = 0;
+  double producer_dispatch_first = 0, producer_dependency = 0, producer_ring = 0;
+  double total_us = 0;
 };
 
 // The four TMA views, all bf16 2-D [rows, cols] row-major with box kBoxRows x kTileK.

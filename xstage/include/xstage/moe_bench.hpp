@@ -46,6 +46,10 @@ struct BenchRow {
   // the other columns release by the agent.
   bool compare_release = false;
   double interleaved_release_by_consumer_us = 0;
+  // With profile: where the Interleaved kernel's time goes (rank 0; profiled launches
+  // after the timed ones, FusedMoe::set_profile).
+  bool profiled = false;
+  KernelProfile profile;
   // With device_routing: the forward from router logits (FusedMoe::route_on_device, then
   // the kernel; logits that make the top-k choose the configuration's experts), its
   // planner part (top-k, P > 1: the experts' all-gather, layout and order on the GPU),
@@ -67,6 +71,7 @@ struct BenchOptions {
   bool device_routing = false;    // the forward from router logits (see BenchRow)
   bool compare_dispatch = false;  // the interleaved order with the dispatch not overlapped (two modes)
   bool compare_release = false;   // the interleaved order with the consumers' own releases
+  bool profile = false;           // the interleaved kernel's phases (profiled launches after the timing)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
