@@ -139,4 +139,55 @@ ScheduleConfig choose_schedule(ScheduleKind kind, const Problem& p, const TileLi
   return c;
 }
 
+KernelProfile summarize_profile(const std::vector<unsigned long long>& sums, int blocks, int launches, int clock_khz) {
+  XS_ASSERT(blocks >= 1 && launches >= 1, "moe profile: blocks and launches must be >= 1 (got {}, {})", blocks,
+            launches);
+  XS_ASSERT(sums.size() == std::size_t(blocks) * kProfileRoles * kProfileFields,
+            "moe profile: {} sums for {} blocks (want {})", sums.size(), blocks,
+            std::size_t(blocks) * kProfileRoles * kProfileFields);
+  using C = ConsumerPhase;
+  using P = ProducerPhase;
+  auto at = [&](int b, int role, auto field) {
+    return double(sums[(std::size_t(b) * kProfileRoles + role) * kProfileFields + static_cast<int>(field)]);
+  };
+  KernelProfile out;
+  out.launches = launches;
+  int wgs = 0, producers = 0;
+  double total_cycles = 0, items = 0;
+  for (int b = 0; b < blocks; ++b) {
+    for (int role = 1; role < kProfileRoles; ++role) {
+      const double total = at(b, role, C::total);
+      if (!(total > 0)) continue;
+      ++wgs;
+      total_cycles += total;
+      items += at(b, role, C::items);
+      const double item = at(b, role, C::item) / total, main = at(b, role, C::mainloop) / total;
+      const double epi = at(b, role, C::epilogue) / total, cw = at(b, role, C::combine_wait) / total;
+      const double cs = at(b, role, C::combine) / total;
+      out.item_wait += item;
+      out.mainloop += main;
+      out.stage_wait += at(b, role, C::stage) / total;
+      out.epilogue += epi;
+      out.combine_wait += cw;
+      out.combine += cs;
+      out.start += 1.0 - (item + main + epi + cw + cs);
+    }
+    const double ptotal = at(b, 0, P::total);
+    if (ptotal > 0) {
+      ++producers;
+      out.producer_dispatch_first += at(b, 0, P::dispatch_first) / ptotal;
+      out.producer_dependency += at(b, 0, P::dependency) / ptotal;
+      out.producer_ring += at(b, 0, P::ring) / ptotal;
+    }
+  }
+  XS_ASSERT(wgs > 0 && producers > 0, "moe profile: the profiled launches recorded nothing");
+  for (double* v : {&out.item_wait, &out.mainloop, &out.stage_wait, &out.epilogue, &out.combine_wait, &out.combine,
+                    &out.start})
+    *v /= wgs;
+  for (double* v : {&out.producer_dispatch_first, &out.producer_dependency, &out.producer_ring}) *v /= producers;
+  out.items_per_warpgroup = items / wgs / launches;
+  out.total_us = clock_khz > 0 ? total_cycles / wgs / launches / (double(clock_khz) * 1e-3) : 0.0;
+  return out;
+}
+
 }  // namespace xstage::moe

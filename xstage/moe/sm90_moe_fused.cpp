@@ -351,51 +351,12 @@ FusedMoe::Profile FusedMoe::profile() {
   synchronize();
   const std::vector<unsigned long long> f = m.kernel_profile.to_host(m.kernel_profile.size());
   XS_CHECK_CUDA(cudaMemset(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long)));
-  Profile out;
-  out.launches = m.profiled_launches;
+  const int launches = m.profiled_launches;
   m.profiled_launches = 0;
-  if (out.launches == 0) return out;
-  using C = ConsumerPhase;
-  using Pp = ProducerPhase;
-  auto at = [&](int b, int role, int field) { return double(f[(std::size_t(b) * kProfileRoles + role) * kProfileFields + field]); };
-  int wgs = 0, producers = 0;
-  double total_cycles = 0, items = 0;
-  for (int b = 0; b < blocks_; ++b) {
-    for (int role = 1; role < kProfileRoles; ++role) {
-      const double total = at(b, role, int(C::total));
-      if (!(total > 0)) continue;
-      ++wgs;
-      total_cycles += total;
-      items += at(b, role, int(C::items));
-      const double item = at(b, role, int(C::item)) / total, main = at(b, role, int(C::mainloop)) / total;
-      const double epi = at(b, role, int(C::epilogue)) / total, cw = at(b, role, int(C::combine_wait)) / total;
-      const double cs = at(b, role, int(C::combine)) / total;
-      out.item_wait += item;
-      out.mainloop += main;
-      out.stage_wait += at(b, role, int(C::stage)) / total;
-      out.epilogue += epi;
-      out.combine_wait += cw;
-      out.combine += cs;
-      out.start += 1.0 - (item + main + epi + cw + cs);
-    }
-    const double ptotal = at(b, 0, int(Pp::total));
-    if (ptotal > 0) {
-      ++producers;
-      out.producer_dispatch_first += at(b, 0, int(Pp::dispatch_first)) / ptotal;
-      out.producer_dependency += at(b, 0, int(Pp::dependency)) / ptotal;
-      out.producer_ring += at(b, 0, int(Pp::ring)) / ptotal;
-    }
-  }
-  XS_ASSERT(wgs > 0 && producers > 0, "moe fused: the profiled launches recorded nothing");
-  for (double* v : {&out.item_wait, &out.mainloop, &out.stage_wait, &out.epilogue, &out.combine_wait, &out.combine,
-                    &out.start})
-    *v /= wgs;
-  for (double* v : {&out.producer_dispatch_first, &out.producer_dependency, &out.producer_ring}) *v /= producers;
-  out.items_per_warpgroup = items / wgs / out.launches;
+  if (launches == 0) return {};
   int khz = 0;
   XS_CHECK_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, m.rank.device()));
-  out.total_us = khz > 0 ? total_cycles / wgs / out.launches / (double(khz) * 1e-3) : 0.0;
-  return out;
+  return summarize_profile(f, blocks_, launches, khz);
 }
 
 void FusedMoe::launch() {

@@ -53,29 +53,6 @@ enum class FusedWaitSite : int {
 };
 const char* to_string(FusedWaitSite s);
 
-// A profiled launch (FusedMoe::set_profile) adds SM clock cycles per CTA and role to
-// FusedArgs::profile, [blocks][kProfileRoles][kProfileFields]: role 0 is the producer
-// thread, roles 1 and 2 the consumer warpgroups' thread 0. Waits are the cycles from a
-// wait's first test to its return.
-inline constexpr int kProfileRoles = 3, kProfileFields = 8;
-enum class ProducerPhase : int {
-  start = 0,       // kernel entry to the start gate passed (LSA barrier, gate)
-  dispatch_first,  // the first dispatch pass (thread 0's warp)
-  dependency,      // waiting for an item's dispatch rows or L1 row block
-  ring,            // waiting for a free item slot or stage
-  total            // kernel entry to the producer's end
-};
-enum class ConsumerPhase : int {
-  item = 0,      // waiting for the next work item
-  stage,         // waiting for a stage's TMA bytes (inside mainloop)
-  mainloop,      // first stage wait to the last wgmma done
-  epilogue,      // the last wgmma done to the release queued (or added)
-  combine_wait,  // waiting for every row of this rank's tokens
-  combine,       // the weighted top-k sum
-  items,         // items taken (a count, not cycles)
-  total          // kernel entry to the end of the combine
-};
-
 // Everything the kernel reads; passed by value as a __grid_constant__ (the TMA
 // descriptors must live in parameter space). Field comments give the shapes.
 struct FusedArgs {

@@ -626,3 +626,53 @@ TEST(MoeFusedPlan, TileLoadsStayInsideTheirExpert) {
     }
   }
 }
+
+// The profile's shares from summed cycles: a CTA that never ran a role is left out,
+// each warpgroup's phases are shares of its own total, the producer's of its own, the
+// start is what the phases leave, and total_us converts at the given clock.
+TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
+  using C = moe::ConsumerPhase;
+  using P = moe::ProducerPhase;
+  const int blocks = 2, launches = 2;
+  std::vector<unsigned long long> sums(std::size_t(blocks) * moe::kProfileRoles * moe::kProfileFields, 0);
+  auto set = [&](int b, int role, auto f, unsigned long long v) {
+    sums[(std::size_t(b) * moe::kProfileRoles + role) * moe::kProfileFields + static_cast<int>(f)] = v;
+  };
+  // Block 0: both warpgroups; block 1: warpgroup 0 only (warpgroup 1 never ran).
+  for (int role : {1, 2}) {
+    set(0, role, C::total, 1000);
+    set(0, role, C::item, 100);
+    set(0, role, C::mainloop, 600);
+    set(0, role, C::stage, 150);
+    set(0, role, C::epilogue, 200);
+    set(0, role, C::combine_wait, 20);
+    set(0, role, C::combine, 30);
+    set(0, role, C::items, 8);
+  }
+  set(1, 1, C::total, 2000);
+  set(1, 1, C::mainloop, 1800);
+  set(1, 1, C::epilogue, 200);
+  set(1, 1, C::items, 4);
+  for (int b = 0; b < blocks; ++b) {
+    set(b, 0, P::total, 1000);
+    set(b, 0, P::ring, 500);
+    set(b, 0, P::dependency, b == 0 ? 100 : 300);
+  }
+  const moe::KernelProfile pf = moe::summarize_profile(sums, blocks, launches, 1000000);  // 1 GHz: 1000 cycles per us
+  EXPECT_EQ(pf.launches, launches);
+  EXPECT_NEAR(pf.mainloop, (0.6 + 0.6 + 0.9) / 3, 1e-12);
+  EXPECT_NEAR(pf.epilogue, (0.2 + 0.2 + 0.1) / 3, 1e-12);
+  EXPECT_NEAR(pf.item_wait, (0.1 + 0.1 + 0.0) / 3, 1e-12);
+  EXPECT_NEAR(pf.stage_wait, (0.15 + 0.15) / 3, 1e-12);
+  EXPECT_NEAR(pf.start, (0.05 + 0.05 + 0.0) / 3, 1e-12);
+  EXPECT_NEAR(pf.start + pf.item_wait + pf.mainloop + pf.epilogue + pf.combine_wait + pf.combine, 1.0, 1e-12);
+  EXPECT_NEAR(pf.producer_ring, 0.5, 1e-12);
+  EXPECT_NEAR(pf.producer_dependency, 0.2, 1e-12);
+  EXPECT_NEAR(pf.items_per_warpgroup, (8 + 8 + 4) / 3.0 / launches, 1e-12);
+  EXPECT_NEAR(pf.total_us, (1000 + 1000 + 2000) / 3.0 / launches / 1000.0, 1e-12);  // cycles / (cycles per us)
+  EXPECT_EQ(moe::summarize_profile(sums, blocks, launches, 0).total_us, 0.0);
+  // Wrong sizes and empty sums are refused.
+  EXPECT_THROW(moe::summarize_profile(sums, blocks + 1, launches, 1000), std::exception);
+  EXPECT_THROW(moe::summarize_profile(std::vector<unsigned long long>(sums.size(), 0), blocks, launches, 1000),
+               std::exception);
+}

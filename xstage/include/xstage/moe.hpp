@@ -245,6 +245,35 @@ struct KernelProfile {
   double total_us = 0;
 };
 
+// A profiled launch (FusedMoe::set_profile) adds SM clock cycles per CTA and role to
+// FusedArgs::profile, [blocks][kProfileRoles][kProfileFields]: role 0 is the producer
+// thread, roles 1 and 2 the consumer warpgroups' thread 0. Waits are the cycles from a
+// wait's first test to its return.
+inline constexpr int kProfileRoles = 3, kProfileFields = 8;
+enum class ProducerPhase : int {
+  start = 0,       // kernel entry to the start gate passed (LSA barrier, gate)
+  dispatch_first,  // the first dispatch pass (thread 0's warp)
+  dependency,      // waiting for an item's dispatch rows or L1 row block
+  ring,            // waiting for a free item slot or stage
+  total            // kernel entry to the producer's end
+};
+enum class ConsumerPhase : int {
+  item = 0,      // waiting for the next work item
+  stage,         // waiting for a stage's TMA bytes (inside mainloop)
+  mainloop,      // first stage wait to the last wgmma done
+  epilogue,      // the last wgmma done to the release queued (or added)
+  combine_wait,  // waiting for every row of this rank's tokens
+  combine,       // the weighted top-k sum
+  items,         // items taken (a count, not cycles)
+  total          // kernel entry to the end of the combine
+};
+
+// The KernelProfile of `launches` profiled launches from their summed cycles, laid out
+// [blocks][kProfileRoles][kProfileFields]; clock_khz converts total_us (0: total_us 0).
+// A role whose total is 0 (a CTA that never ran it) is left out; throws (one line) if
+// the sums are the wrong size or no role recorded anything.
+KernelProfile summarize_profile(const std::vector<unsigned long long>& sums, int blocks, int launches, int clock_khz);
+
 // The four TMA views, all bf16 2-D [rows, cols] row-major with box kBoxRows x kTileK.
 struct MapShape {
   const char* name;
