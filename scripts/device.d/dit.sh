@@ -5,12 +5,14 @@
 # 1. own build (build-dit, -j nproc): the xstage CLI and the DiT tests;
 # 2. CPU tests, then GPU tests (single GPU vs the CPU reference, GELU MLP and MoE
 #    FFN; P = 2 serial and fused vs P = 1, skipped on one GPU);
-# 3. `xstage dit` with P = 2 when two GPUs are visible (each run also does P = 1),
-#    rows into $OUT/dit.json: tiny and tiny-moe (correctness: diff vs one GPU),
-#    then the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4) and
+# 3. `xstage dit` with P = 2 when two or three GPUs are visible, P = 4 and then 2 when
+#    four or more are (DIT_PS overrides, e.g. "4"; each run also does P = 1), rows into
+#    $OUT/dit.json: tiny and tiny-moe (correctness: diff vs one GPU; tiny has 2 heads, so
+#    P = 2 only), the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4),
 #    dit-moe (DIT_MOE_BLOCKS blocks, default 4; the fused MoE kernel as FFN) and
-#    wan-like at 75,600 tokens (DIT_WAN_BLOCKS blocks, default 2);
-#    a row that no longer fits the budget is skipped with a note;
+#    wan-like at 75,600 tokens (DIT_WAN_BLOCKS blocks, default 2). With P = 4 the issue's
+#    must-show rows go first (flux-like and wan-like at P = 4); a row that no longer
+#    fits the budget is skipped with a note;
 # 4. a short table of the rows.
 DIT_T0=$(date +%s)
 DIT_BUDGET=${DIT_BUDGET_S:-480}
@@ -18,7 +20,7 @@ dit_left() { echo $((DIT_BUDGET - ($(date +%s) - DIT_T0))); }
 DB=${DIT_BUILD_DIR:-$ROOT/build-dit}
 DT="$DB/xstage/tests"
 DX="$DB/xstage/cli/xstage"
-DIT_P=$([ "${NGPU:-1}" -ge 2 ] && echo 2 || echo 1)
+DIT_PS=${DIT_PS:-$([ "${NGPU:-1}" -ge 4 ] && echo "4 2" || { [ "${NGPU:-1}" -ge 2 ] && echo 2 || echo 1; })}
 
 step dit_configure timeout 90 cmake -S "$ROOT" -B "$DB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
   -DXSTAGE_BUILD_GAIT=OFF
@@ -38,13 +40,20 @@ dit_run() { # name, timeout, xstage dit arguments...
   [ "$limit" -gt $((left - 15)) ] && limit=$((left - 15))
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
 }
-dit_run dit_tiny 45 --preset tiny --tokens 512 --steps 4 --gpus "$DIT_P"
-dit_run dit_tiny_moe 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$DIT_P"
-dit_run dit_flux 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$DIT_P"
-dit_run dit_moe 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$DIT_P"
+dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1"; }
 # wan-like at the exact 720p length: 75,600 = 21 frames x 60 x 60 tokens (P = 2, 4, 8 pad
 # it to 75,776: whole 128-row tiles per rank, the padding masked as keys).
-dit_run dit_wan 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$DIT_P"
+dit_wan() { dit_run "dit_wan_p$1" 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$1"; }
+for P in $DIT_PS; do  # the must-shows are at P = 4: those rows first
+  [ "$P" = 4 ] && { dit_flux 4; dit_wan 4; }
+done
+for P in $DIT_PS; do
+  [ $((2 % P)) = 0 ] && dit_run "dit_tiny_p$P" 45 --preset tiny --tokens 512 --steps 4 --gpus "$P"
+  dit_run "dit_tiny_moe_p$P" 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$P"
+  [ "$P" != 4 ] && dit_flux "$P"
+  dit_run "dit_moe_p$P" 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$P"
+  [ "$P" != 4 ] && dit_wan "$P"
+done
 [ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"
 if [ -f "$OUT/dit.json" ]; then
   echo "---- xstage dit (ms per Euler step; speedup = serial / fused; diff = max |x_P - x_1|) ----"
