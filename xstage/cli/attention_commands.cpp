@@ -213,7 +213,7 @@ void run_bench(const BenchCli& c) {
           // Reference rows: evenly spread, first and last included.
           std::vector<int> rows_h(n_check);
           for (int i = 0; i < n_check; ++i) rows_h[i] = static_cast<int>((S - 1) * i / (n_check - 1));
-          XS_CHECK_CUDA(cudaMemcpy(drows.get(), rows_h.data(), n_check * sizeof(int), cudaMemcpyHostToDevice));
+          copy_to_device(drows.get(), rows_h.data(), n_check * sizeof(int));
           NaiveArgs na;
           na.fwd = a;
           na.rows = drows.get();

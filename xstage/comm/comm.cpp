@@ -14,6 +14,7 @@
 
 #include "common/check.hpp"
 #include "xstage/check_cuda.hpp"
+#include "xstage/device_buffer.hpp"
 
 namespace xstage::comm {
 
@@ -74,7 +75,7 @@ SymmetricWindow::SymmetricWindow(Rank& rank, std::size_t bytes) : rank_(rank), b
   XS_ASSERT(bytes > 0, "symmetric window of 0 bytes");
   XS_CHECK_CUDA(cudaSetDevice(rank.device()));
   XS_CHECK_NCCL(ncclMemAlloc(&ptr_, bytes));
-  XS_CHECK_CUDA(cudaMemset(ptr_, 0, bytes));
+  fill_device(ptr_, 0, bytes);
   XS_CHECK_NCCL(ncclCommWindowRegister(rank.comm(), ptr_, bytes, &win_, NCCL_WIN_COLL_SYMMETRIC));
 }
 

@@ -124,8 +124,8 @@ struct RankModel::Impl {
     lat_bf = b(L * in), h = b(L * C), q = b(L * C), k = b(L * C), v = b(L * C), o = b(L * C), g = b(L * F);
     tfeat = b(c.time_freq_dim), c1_bf = b(C), cond_bf = b(C);
     const RopeTable rt = rope_table(c, shard.pos);
-    XS_CHECK_CUDA(cudaMemcpy(cos.get(), rt.cos.data(), rt.cos.size() * 4, cudaMemcpyHostToDevice));
-    XS_CHECK_CUDA(cudaMemcpy(sin.get(), rt.sin.data(), rt.sin.size() * 4, cudaMemcpyHostToDevice));
+    copy_to_device(cos.get(), rt.cos.data(), rt.cos.size() * 4);
+    copy_to_device(sin.get(), rt.sin.data(), rt.sin.size() * 4);
     if (layer) layer->set_inputs(q.get(), k.get(), v.get());
   }
   ~Impl() {
@@ -251,9 +251,9 @@ void RankModel::load(const Weights& wts) {
     if (is_matrix(sp)) {
       std::vector<std::uint16_t> bits(src.size());
       for (size_t i = 0; i < src.size(); ++i) bits[i] = attention::float_to_bf16_bits(src[i]);
-      XS_CHECK_CUDA(cudaMemcpy(dst.bf16.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+      copy_to_device(dst.bf16.get(), bits.data(), bits.size() * 2);
     } else {
-      XS_CHECK_CUDA(cudaMemcpy(dst.f32.get(), src.data(), src.size() * 4, cudaMemcpyHostToDevice));
+      copy_to_device(dst.f32.get(), src.data(), src.size() * 4);
     }
   }
   m.loaded = true;
@@ -274,7 +274,7 @@ void RankModel::randomize(uint64_t seed) {
       attention::fill_random_bf16(dst.bf16.get(), sp.numel(), param_seed(seed, sp.name), sp.stddev(), m.stream);
     } else {
       const auto vals = random_values(sp, seed);
-      XS_CHECK_CUDA(cudaMemcpy(dst.f32.get(), vals.data(), vals.size() * 4, cudaMemcpyHostToDevice));
+      copy_to_device(dst.f32.get(), vals.data(), vals.size() * 4);
     }
   }
   XS_CHECK_CUDA(cudaStreamSynchronize(m.stream));
@@ -285,7 +285,7 @@ void RankModel::set_latent(const std::vector<float>& local) {
   auto& m = *impl_;
   XS_ASSERT(int64_t(local.size()) == m.L * m.in, "dit: rank {}: latent of {} values, expected {} x {}", m.rank,
             local.size(), m.L, m.in);
-  XS_CHECK_CUDA(cudaMemcpy(m.lat.get(), local.data(), local.size() * 4, cudaMemcpyHostToDevice));
+  copy_to_device(m.lat.get(), local.data(), local.size() * 4);
 }
 
 void RankModel::synchronize() const {

@@ -26,13 +26,6 @@ namespace xstage::dit {
 
 namespace {
 
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& h) {
-  DeviceBuffer<T> d(h.size());
-  XS_CHECK_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
 float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
   XS_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));

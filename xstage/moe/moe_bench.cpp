@@ -67,7 +67,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     fill_random_bf16(w2.get(), w2.size(), 2000 + r, 0.02f, st);
     fill_random_bf16(x.get(), x.size(), 3000 + r, 1.0f, st);
     DeviceBuffer<float> wt(routing[r].weight.size());
-    XS_CHECK_CUDA(cudaMemcpy(wt.get(), routing[r].weight.data(), wt.size() * 4, cudaMemcpyHostToDevice));
+    copy_to_device(wt.get(), routing[r].weight.data(), wt.size() * 4);
     XS_CHECK_CUDA(cudaStreamSynchronize(st));
 
     cudaEvent_t e0, e1;
@@ -164,7 +164,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
       for (int t = 0; t < T; ++t)
         for (int j = 0; j < K; ++j) lg[std::size_t(t) * E + routing[r].expert[std::size_t(t) * K + j]] = 4.0f - 0.25f * j;
       DeviceBuffer<float> dl(lg.size());
-      XS_CHECK_CUDA(cudaMemcpy(dl.get(), lg.data(), lg.size() * 4, cudaMemcpyHostToDevice));
+      copy_to_device(dl.get(), lg.data(), lg.size() * 4);
       FusedMoe dev(rank, p, route::max_recv_rows(p));
       dev.set_weights(w1.get(), w2.get());
       const ScheduleConfig dcfg =

@@ -55,7 +55,7 @@ namespace {
 template <typename T>
 DeviceBuffer<T> to_device(const std::vector<T>& v) {
   DeviceBuffer<T> b(std::max<std::size_t>(1, v.size()));
-  if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (!v.empty()) copy_to_device(b.get(), v.data(), v.size() * sizeof(T));
   return b;
 }
 

@@ -48,7 +48,7 @@ DispatchPlan print_dispatch_once(const Problem& p, const DispatchPlan& d, const 
 template <typename T>
 void upload(DeviceBuffer<T>& buf, const std::vector<T>& v) {
   if (buf.size() < std::max<std::size_t>(1, v.size())) buf = DeviceBuffer<T>(std::max<std::size_t>(1, v.size()));
-  if (!v.empty()) XS_CHECK_CUDA(cudaMemcpy(buf.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (!v.empty()) copy_to_device(buf.get(), v.data(), v.size() * sizeof(T));
 }
 }  // namespace
 
@@ -151,8 +151,8 @@ struct FusedMoe::Impl {
     XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
     report_dev = static_cast<FusedWaitReport*>(dp);
     // Counters start at zero on every rank before any peer may add to them.
-    XS_CHECK_CUDA(cudaMemset(window.local(), 0, kFlagsBytes));
-    XS_CHECK_CUDA(cudaMemset(gate.get(), 0, sizeof(unsigned)));
+    fill_device(window.local(), 0, kFlagsBytes);
+    fill_device(gate.get(), 0, sizeof(unsigned));
     XS_CHECK_CUDA(cudaDeviceSynchronize());
     r.host_barrier();
   }
@@ -204,7 +204,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload(m.items, order);
   m.n_items = static_cast<int>(order.size());
   m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
-  XS_CHECK_CUDA(cudaMemcpy(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice));
+  copy_to_device(m.n_items_dev.get(), &m.n_items, sizeof(int));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
   for (int e = 0; e < m.p.experts_per_rank(); ++e) {
@@ -249,7 +249,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     m.max_m_blocks = route::max_m_blocks(p);
     m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * epr);
     m.dispatch_expect = DeviceBuffer<unsigned>(epr);
-    XS_CHECK_CUDA(cudaMemset(m.dispatch_expect.get(), 0, epr * sizeof(unsigned)));
+    fill_device(m.dispatch_expect.get(), 0, epr * sizeof(unsigned));
     void* hp = nullptr;
     XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(int), cudaHostAllocMapped));
     m.nonfinite_host = static_cast<int*>(hp);

@@ -102,14 +102,14 @@ void run_chain() {
   };
   const auto hq = make(64 * D, 0.5f), hk = make(128 * D, 0.5f), hv = make(128 * D, 1.f);
   DeviceBuffer<uint16_t> dq(hq.size()), dk(hk.size()), dv(hv.size());
-  XS_CHECK_CUDA(cudaMemcpy(dq.get(), hq.data(), hq.size() * 2, cudaMemcpyHostToDevice));
-  XS_CHECK_CUDA(cudaMemcpy(dk.get(), hk.data(), hk.size() * 2, cudaMemcpyHostToDevice));
-  XS_CHECK_CUDA(cudaMemcpy(dv.get(), hv.data(), hv.size() * 2, cudaMemcpyHostToDevice));
+  xstage::copy_to_device(dq.get(), hq.data(), hq.size() * 2);
+  xstage::copy_to_device(dk.get(), hk.data(), hk.size() * 2);
+  xstage::copy_to_device(dv.get(), hv.data(), hv.size() * 2);
   ChainMaps maps{map_2d(dq.get(), D, 64, 64), map_2d(dk.get(), D, 128, 128), map_2d(dv.get(), D, 128, 128)};
   DeviceBuffer<float> s_out(64 * 128), o_out(64 * D);
   DeviceBuffer<uint8_t> q_raw(64 * D * 2);
-  XS_CHECK_CUDA(cudaMemset(s_out.get(), 0xFF, 64 * 128 * 4));  // NaN poison
-  XS_CHECK_CUDA(cudaMemset(o_out.get(), 0xFF, 64 * D * 4));
+  xstage::fill_device(s_out.get(), 0xFF, 64 * 128 * 4);  // NaN poison
+  xstage::fill_device(o_out.get(), 0xFF, 64 * D * 4);
   const int smem = 1024 + (64 + 256) * D * 2 + 64;
   XS_CHECK_CUDA(cudaFuncSetAttribute(chain_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   chain_kernel<D><<<1, 128, smem>>>(maps, s_out.get(), o_out.get(), q_raw.get());

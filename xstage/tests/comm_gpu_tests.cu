@@ -127,7 +127,7 @@ int child_main(const std::string& name) {
     if (name == "timeout") {
       XS_CHECK_CUDA(cudaSetDevice(0));
       xstage::DeviceBuffer<uint32_t> flag(1);
-      XS_CHECK_CUDA(cudaMemset(flag.get(), 0, sizeof(uint32_t)));
+      xstage::fill_device(flag.get(), 0, sizeof(uint32_t));
       never_set_kernel<<<1, 1>>>(flag.get(), WaitBudget{xstage::comm::wait_timeout_ns(), 0});
       const cudaError_t err = cudaDeviceSynchronize();
       std::fflush(stdout);

@@ -45,12 +45,6 @@ std::vector<Modes> modes_of(const Case& c) {
   return m;
 }
 
-template <typename T>
-xstage::DeviceBuffer<T> to_device(const std::vector<T>& v) {
-  xstage::DeviceBuffer<T> b(v.size());
-  XS_CHECK_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return b;
-}
 
 void run_case(const Case& c) {
   if (comm::visible_gpus() < c.p.ranks) GTEST_SKIP() << "needs " << c.p.ranks << " GPUs";
@@ -63,7 +57,7 @@ void run_case(const Case& c) {
   std::vector<std::string> failures;
   comm::run_ranks(c.p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank();
-    auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
+    auto w1 = xstage::upload(w.w1[r]), w2 = xstage::upload(w.w2[r]), xd = xstage::upload(x[r]);
     moe::FusedMoe fused(rank, c.p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
     const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
@@ -78,7 +72,7 @@ void run_case(const Case& c) {
       fused.set_dispatch(md.dispatch);
       fused.set_release(md.release);
       // Poison: 0xFFFF is a bf16 NaN, so any output the kernel skips fails.
-      XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
+      xstage::fill_device(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden);
       fused.launch();
       fused.synchronize();
       std::vector<std::uint16_t> out(std::size_t(c.p.tokens_per_rank) * c.p.hidden);
@@ -114,7 +108,7 @@ void run_case(const Case& c) {
     fused.set_dispatch(moe::FusedMoe::DispatchMode::overlapped);
     fused.set_release(moe::FusedMoe::ReleaseMode::by_agent);
     fused.set_profile(true);
-    XS_CHECK_CUDA(cudaMemset(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden));
+    xstage::fill_device(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden);
     fused.launch();
     const moe::KernelProfile pf = fused.profile();
     fused.set_profile(false);
@@ -182,14 +176,14 @@ static void check_unfused(const moe::Problem& p, int empty_experts) {
   std::vector<std::string> failures;
   comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
     const int r = rank.rank();
-    auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
-    auto wt = to_device(routing[r].weight);
+    auto w1 = xstage::upload(w.w1[r]), w2 = xstage::upload(w.w2[r]), xd = xstage::upload(x[r]);
+    auto wt = xstage::upload(routing[r].weight);
     moe::UnfusedMoe un(rank, p, layout, w1.get(), w2.get(), xd.get(), wt.get());
     double scale = 0;
     for (float v : ref[r]) scale = std::max(scale, double(std::abs(v)));
     for (bool loop : {false, true}) {  // both GEMM forms the bench may pick
       un.force_per_expert_loop(loop);
-      XS_CHECK_CUDA(cudaMemset(un.out(), 0xFF, sizeof(std::uint16_t) * p.tokens_per_rank * p.hidden));
+      xstage::fill_device(un.out(), 0xFF, sizeof(std::uint16_t) * p.tokens_per_rank * p.hidden);
       un.forward();
       std::vector<std::uint16_t> out(std::size_t(p.tokens_per_rank) * p.hidden);
       XS_CHECK_CUDA(cudaMemcpy(out.data(), un.out(), out.size() * 2, cudaMemcpyDeviceToHost));
@@ -223,13 +217,13 @@ TEST(MoeRouteGpu, TopkMatchesTheHostRouting) {
     std::vector<float> logits(size_t(tokens) * experts);
     for (auto& x : logits) x = 0.5f * float(int(rng() % 7)) - 1.5f;
     const moe::Routing want = moe::route_from_logits(logits, tokens, experts, topk);
-    auto dl = to_device(logits);
+    auto dl = xstage::upload(logits);
     xstage::DeviceBuffer<int> de(size_t(tokens) * topk + 1);
     xstage::DeviceBuffer<float> dw(size_t(tokens) * topk);
-    XS_CHECK_CUDA(cudaMemset(de.get(), 0xFF, de.size() * 4));
-    XS_CHECK_CUDA(cudaMemset(dw.get(), 0xFF, dw.size() * 4));
+    xstage::fill_device(de.get(), 0xFF, de.size() * 4);
+    xstage::fill_device(dw.get(), 0xFF, dw.size() * 4);
     int* flag = de.get() + size_t(tokens) * topk;
-    XS_CHECK_CUDA(cudaMemset(flag, 0, 4));
+    xstage::fill_device(flag, 0, 4);
     moe::route::topk_softmax(dl.get(), tokens, experts, topk, de.get(), dw.get(), flag, nullptr);
     XS_CHECK_CUDA(cudaDeviceSynchronize());
     const auto e = de.to_host(de.size());
@@ -244,7 +238,7 @@ TEST(MoeRouteGpu, TopkMatchesTheHostRouting) {
     // Token 3: NaN everywhere; token 5: +inf at expert 2.
     for (int j = 0; j < experts; ++j) logits[size_t(3) * experts + j] = NAN;
     logits[size_t(5) * experts + 2] = INFINITY;
-    XS_CHECK_CUDA(cudaMemcpy(dl.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
+    xstage::copy_to_device(dl.get(), logits.data(), logits.size() * 4);
     moe::route::topk_softmax(dl.get(), tokens, experts, topk, de.get(), dw.get(), flag, nullptr);
     const auto e2 = de.to_host(de.size());
     EXPECT_EQ(e2.back(), 1) << "the non-finite logits are flagged";
@@ -282,7 +276,7 @@ TEST(MoeRouteGpu, PlanEqualsTheHostLayoutAndOrder) {
     const auto L = moe::build_layout(p, routing);
     std::vector<int> all;
     for (const auto& r : routing) all.insert(all.end(), r.expert.begin(), r.expert.end());
-    auto dall = to_device(all);
+    auto dall = xstage::upload(all);
     const int tk = p.tokens_per_rank * p.topk, epr = p.experts_per_rank(), max_rows = moe::route::max_recv_rows(p);
     for (int r = 0; r < p.ranks; ++r) {
       const auto tiles = moe::build_tiles(p, L.ranks[r], pc.group);
@@ -292,9 +286,9 @@ TEST(MoeRouteGpu, PlanEqualsTheHostLayoutAndOrder) {
       xstage::DeviceBuffer<moe::WorkItem> items(moe::route::item_capacity(p, max_rows));
       xstage::DeviceBuffer<unsigned> expect(epr);
       for (auto* b : {&send_rank, &send_row, &off, &src_rank, &src_slot, &n_items})
-        XS_CHECK_CUDA(cudaMemset(b->get(), 0xFF, b->size() * 4));
-      XS_CHECK_CUDA(cudaMemset(items.get(), 0xFF, items.size() * sizeof(moe::WorkItem)));
-      XS_CHECK_CUDA(cudaMemset(expect.get(), 0, epr * 4));
+        xstage::fill_device(b->get(), 0xFF, b->size() * 4);
+      xstage::fill_device(items.get(), 0xFF, items.size() * sizeof(moe::WorkItem));
+      xstage::fill_device(expect.get(), 0, epr * 4);
       moe::route::PlanOut out{send_rank.get(), send_row.get(), off.get(), src_rank.get(), src_slot.get(),
                               items.get(), n_items.get(), expect.get()};
       const auto spec = moe::order_spec(pc.c, p, pc.group);
@@ -334,7 +328,7 @@ TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
     std::vector<std::string> failures;
     comm::run_ranks(p.ranks, comm::Launch::threads, [&](comm::Rank& rank) {
       const int r = rank.rank();
-      auto w1 = to_device(w.w1[r]), w2 = to_device(w.w2[r]), xd = to_device(x[r]);
+      auto w1 = xstage::upload(w.w1[r]), w2 = xstage::upload(w.w2[r]), xd = xstage::upload(x[r]);
       moe::FusedMoe dev(rank, p, moe::route::max_recv_rows(p)), host(rank, p, moe::route::max_recv_rows(p));
       dev.set_weights(w1.get(), w2.get());
       host.set_weights(w1.get(), w2.get());
@@ -349,8 +343,8 @@ TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
         std::mt19937 rng(100 * l + r);
         std::vector<float> logits(std::size_t(p.tokens_per_rank) * p.experts);
         for (auto& v : logits) v = 0.25f * float(int(rng() % 9)) + 0.01f * float(rng() % 100);
-        auto dl = to_device(logits);
-        XS_CHECK_CUDA(cudaMemset(dev.out(), 0xFF, n_out * 2));
+        auto dl = xstage::upload(logits);
+        xstage::fill_device(dev.out(), 0xFF, n_out * 2);
         dev.route_on_device(xd.get(), dl.get(), cfg);
         dev.launch();
         dev.synchronize();
@@ -365,7 +359,7 @@ TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
         const auto layout = moe::build_layout(p, gathered);
         const auto tiles = moe::build_tiles(p, layout.ranks[r]);
         host.set_inputs(xd.get(), mine, layout, moe::make_scheduler(cfg)->order(tiles));
-        XS_CHECK_CUDA(cudaMemset(host.out(), 0xFF, n_out * 2));
+        xstage::fill_device(host.out(), 0xFF, n_out * 2);
         host.launch();
         host.synchronize();
         std::vector<std::uint16_t> a(n_out), b(n_out);
@@ -388,7 +382,7 @@ TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
       // A NaN logit: the forward completes, synchronize names it.
       std::vector<float> logits(std::size_t(p.tokens_per_rank) * p.experts, 0.5f);
       logits[7] = NAN;
-      auto dl = to_device(logits);
+      auto dl = xstage::upload(logits);
       dev.route_on_device(xd.get(), dl.get(), cfg);
       dev.launch();
       try {

@@ -74,12 +74,6 @@ Inputs make_inputs(const Problem& p, uint32_t seed) {
   return in;
 }
 
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& h) {
-  DeviceBuffer<T> d(h.size());
-  XS_CHECK_CUDA(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
 
 std::vector<uint16_t> download(const uint16_t* d, std::size_t n) {
   std::vector<uint16_t> h(n);
@@ -121,7 +115,7 @@ void run_case(const Problem& p, int slow_rank = -1) {
         {Completion::sender_visible, FusedSignal::by_agent},     {Completion::receiver_complete, FusedSignal::automatic}};
     for (const auto& [c, sig] : runs) {
       const std::string what = std::string(to_string(c)) + ", " + to_string(sig);
-      XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.fused_out()), 0xFF, n * 2));
+      fill_device(const_cast<uint16_t*>(layer.fused_out()), 0xFF, n * 2);
       XS_CHECK_CUDA(cudaDeviceSynchronize());
       rank.host_barrier();
       if (r == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -247,7 +241,7 @@ struct OneRankQkv {
         flags(3),
         order(upload(entries.empty() ? qkv_tile_order(prob, 0, QkvOrder::natural) : entries)),
         a(qkv_shape_args(prob, 0)) {
-    XS_CHECK_CUDA(cudaMemset(flags.get(), 0, 3 * 4));
+    fill_device(flags.get(), 0, 3 * 4);
     qkv_bind_inputs(a, dev.inputs());
     a.order = order.get();
     a.n_entries = entries.empty() ? qkv_tiles(prob) : static_cast<int>(entries.size());
@@ -286,7 +280,7 @@ TEST(UlyssesQkvGpu, OneRankKernelMatchesTheReference) {
     OneRankQkv k(p, in, entries);
     // Launches 1-2 release by the agent lane, 3-4 by the consumers: the same outputs and counts.
     for (uint32_t launch = 1; launch <= 4; ++launch) {
-      for (auto& o : k.out) XS_CHECK_CUDA(cudaMemset(o.get(), 0xFF, o.size() * 2));  // NaN poison
+      for (auto& o : k.out) fill_device(o.get(), 0xFF, o.size() * 2);  // NaN poison
       k.a.epoch = launch;
       k.a.release_by_agent = launch <= 2 ? 1 : 0;
       launch_qkv_fused(k.a, std::min(grid, k.a.n_entries), nullptr);
@@ -321,7 +315,7 @@ TEST(UlyssesQkvGpu, LayerDeliversEveryHeadToItsOwner) {
       std::vector<std::string> bad;
       for (int launch = 0; launch < 2; ++launch) {
         for (int part = 0; part < 3; ++part)
-          XS_CHECK_CUDA(cudaMemset(const_cast<uint16_t*>(layer.gathered(part)), 0xFF, want.q.size() * 2));
+          fill_device(const_cast<uint16_t*>(layer.gathered(part)), 0xFF, want.q.size() * 2);
         XS_CHECK_CUDA(cudaDeviceSynchronize());
         rank.host_barrier();
         layer.pre_attention_qkv(qi);
@@ -418,7 +412,7 @@ int child_main(const std::string& name) {
     comm::run_ranks(2, comm::Launch::threads, [&](comm::Rank& rank) {
       const std::size_t n = p.rows_per_rank() * p.heads * p.head_dim;
       DeviceBuffer<uint16_t> x(n);
-      XS_CHECK_CUDA(cudaMemset(x.get(), 0, n * 2));
+      fill_device(x.get(), 0, n * 2);
       Layer layer(rank, p, params());
       layer.set_inputs(x.get(), x.get(), x.get());
       layer.pre_attention();

@@ -248,7 +248,7 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
   // zeroed counters must leave exactly fused_signals_per_forward at every owner.
   row.signal_counts_ok = true;
   for (const FusedTargets* mode : {&cta, &slice, &agent}) {
-    XS_CHECK_CUDA(cudaMemset(loop_counter.get(), 0, kMaxRanks * sizeof(uint32_t)));
+    fill_device(loop_counter.get(), 0, kMaxRanks * sizeof(uint32_t));
     launch_fused_attention(a, fused_cfg, *mode, nullptr);
     XS_CHECK_CUDA(cudaDeviceSynchronize());
     const auto got = to_host(loop_counter.get(), kMaxRanks);

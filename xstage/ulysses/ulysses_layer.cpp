@@ -113,7 +113,7 @@ struct Layer::Impl {
     {
       DeviceBuffer<int> mine(2), all(2 * static_cast<std::size_t>(p.ranks));
       const int shape[2] = {cfg.grid, cfg.consumer_wgs};
-      XS_CHECK_CUDA(cudaMemcpy(mine.get(), shape, sizeof shape, cudaMemcpyHostToDevice));
+      copy_to_device(mine.get(), shape, sizeof shape);
       XS_CHECK_NCCL(ncclAllGather(mine.get(), all.get(), 2, ncclInt32, r.comm(), r.stream()));
       XS_CHECK_CUDA(cudaStreamSynchronize(r.stream()));  // a non-blocking stream: to_host would not wait for it
       const std::vector<int> h = all.to_host(all.size());
@@ -123,8 +123,8 @@ struct Layer::Impl {
       }
     }
     // Counters start at zero everywhere before any peer may add to them.
-    XS_CHECK_CUDA(cudaMemset(window.local(), 0, kCounterBytes));
-    XS_CHECK_CUDA(cudaMemset(qkv_window.local(), 0, kCounterBytes));
+    fill_device(window.local(), 0, kCounterBytes);
+    fill_device(qkv_window.local(), 0, kCounterBytes);
     XS_CHECK_CUDA(cudaDeviceSynchronize());
     r.host_barrier();
   }
@@ -139,8 +139,7 @@ struct Layer::Impl {
     qkv_grid = std::min(sms, qkv_tiles(p));
     const QkvSchedule sched = choose_qkv_schedule(p, rank.rank(), qkv_grid, params);  // printed with XSTAGE_PRINT_CONFIG=1
     qkv_order = DeviceBuffer<int>(sched.order.size());
-    XS_CHECK_CUDA(cudaMemcpy(qkv_order.get(), sched.order.data(), sched.order.size() * sizeof(int),
-                             cudaMemcpyHostToDevice));
+    copy_to_device(qkv_order.get(), sched.order.data(), sched.order.size() * sizeof(int));
     std::array<void*, kMaxRanks> heads{}, bufs{};
     lsa_pointers(qkv_window.window(), 0, p.ranks, heads.data());
     lsa_pointers(qkv_window.window(), kCounterBytes, p.ranks, bufs.data());

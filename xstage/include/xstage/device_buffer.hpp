@@ -11,6 +11,24 @@
 
 namespace xstage {
 
+// Host-driven copies and fills that have landed on the device when they return, so that
+// a kernel launched next on any stream sees them. The plain calls do not promise that
+// to the project's streams, which are non-blocking (not ordered after the legacy default
+// stream, where cudaMemcpy and cudaMemset run): cudaMemcpy from pageable host memory may
+// return once the data is staged, before its DMA lands, and cudaMemset to device memory
+// is asynchronous. (A fused QKV launch right after such an upload read part of the
+// previous buffer's order: docs/xstage-ulysses.md, session 11.)
+inline void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  XS_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  XS_CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+}
+inline void fill_device(void* dst, int byte, std::size_t bytes) {
+  if (bytes == 0) return;
+  XS_CHECK_CUDA(cudaMemset(dst, byte, bytes));
+  XS_CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
 template <typename T>
 class DeviceBuffer {
  public:
@@ -29,6 +47,8 @@ class DeviceBuffer {
   }
   T* get() const { return ptr_; }
   std::size_t size() const { return count_; }
+  // Callers synchronise the stream that wrote the buffer first (cudaMemcpy runs on the
+  // legacy stream, which does not wait for the project's non-blocking streams).
   std::vector<T> to_host(std::size_t n) const {
     std::vector<T> h(n);
     if (n) XS_CHECK_CUDA(cudaMemcpy(h.data(), ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -39,5 +59,13 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
   std::size_t count_ = 0;
 };
+
+// A device copy of `h` that has landed (copy_to_device).
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& h) {
+  DeviceBuffer<T> d(h.size());
+  copy_to_device(d.get(), h.data(), h.size() * sizeof(T));
+  return d;
+}
 
 }  // namespace xstage
