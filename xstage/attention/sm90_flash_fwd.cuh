@@ -198,35 +198,25 @@ __device__ __forceinline__ void producer_loop(const FlashFwdParams<Epilogue>& p,
 // orders them before tile_done's signal (cumulativity). No consumer waits for the
 // agent: the consumers' code is one shared-memory add per slice (a version with a
 // ring of mbarriers, where a consumer could wait for a free slot, ran 10-29 % over
-// attention alone on one H200; docs/xstage-ulysses.md). The agent polls with a
-// backoff (__nanosleep from 128 ns, doubling to 2 us while nothing changes) so that
-// its loop takes few issue slots from the consumer warps beside it, and reports after
-// twice the wait budget without progress.
+// attention alone on one H200; docs/xstage-ulysses.md). The agent polls with
+// hopper::agent_wait_past's backoff (128 ns doubling to 2 us) and reports after twice
+// the wait budget without progress.
 template <class T, class Epilogue>
 __device__ __forceinline__ void agent_loop(const FlashFwdParams<Epilogue>& p, PipelineBarriers<T>& bar) {
   using namespace hopper;
-  uint32_t released = 0, sleep_ns = 128;
-  long long idle_since = clock64();
+  uint32_t released = 0;
   WorkTile w = p.scheduler.initial_work(blockIdx.x, gridDim.x);
 #pragma unroll 1
   while (w.valid) {
-    uint32_t done = smem_load_acquire(&bar.slices_done[0]);
-#pragma unroll
-    for (int c = 1; c < T::kConsumerWGs; ++c) done = min(done, smem_load_acquire(&bar.slices_done[c]));
-    if (done == released) {
-      if (clock64() - idle_since > 2 * kWaitBudgetCycles)
-        report_timeout_and_trap(p.timeout_report, reinterpret_cast<const uint64_t*>(bar.slices_done), released,
-                                int(WaitSite::agent), -1);
-      __nanosleep(sleep_ns);
-      sleep_ns = min(2 * sleep_ns, 2048u);
-      continue;
-    }
+    const uint32_t done = agent_wait_past<T::kConsumerWGs>(
+        bar.slices_done, released, kAgentMaxSleepNs, 2 * kWaitBudgetCycles, [] { return clock64(); }, [&] {
+          report_timeout_and_trap(p.timeout_report, reinterpret_cast<const uint64_t*>(bar.slices_done), released,
+                                  int(WaitSite::agent), -1);
+        });
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 #pragma unroll 1
     for (; released < done && w.valid; ++released, w = p.scheduler.next_work(w, gridDim.x))
       Epilogue::tile_done(p.epilogue, w, T::kBlockM, T::kConsumerWGs);
-    idle_since = clock64();
-    sleep_ns = 128;
   }
 }
 

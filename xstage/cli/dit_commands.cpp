@@ -263,6 +263,7 @@ struct QkvCli {
   int rank = 0;
   int warmup = 2, samples = 7;
   std::vector<int> groups{0};
+  int count_checks = 1;
   std::string params;
   std::string json = "docs/results/qkv_kernel.json";
 };
@@ -290,13 +291,15 @@ void run_qkv(const QkvCli& c) {
   std::string extra_head;
   for (std::size_t i = 1; i < c.groups.size(); ++i)
     extra_head += fmt::format(" {:>9}", fmt::format("g{}", c.groups[i]));
-  std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s | %9s %9s%s\n", "S", "P", "H", "cublas+nr", "fused",
-              "g", "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", "unsplit", "consumer", extra_head.c_str());
+  std::printf("%6s %2s %3s | %10s %10s %3s %7s %7s | %10s %9s %6s | %9s %9s %9s%s\n", "S", "P", "H", "cublas+nr", "fused",
+              "g", "ratio", "TFLOP/s", "max|diff|", "elems off", "counts", "unsplit", "consumer",
+              fmt::format("sleep{}", dit::kQkvCompareAgentSleepNs).c_str(), extra_head.c_str());
   nlohmann::json rows = nlohmann::json::array();
   bool ok = true;
   common::ProgressBar progress("bench qkv", configs.size());
   for (const auto& cf : configs) {
-    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples, c.groups);
+    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples, c.groups,
+                                                  c.count_checks);
     progress.tick();
     std::string extra;
     nlohmann::json by_group = nlohmann::json::object();
@@ -305,11 +308,12 @@ void run_qkv(const QkvCli& c) {
       if (i > 0) extra += fmt::format(" {:9.4f}", r.fused_by_group[i].second);
     }
     const std::string unsplit = r.split_tail ? fmt::format("{:9.4f}", r.fused_unsplit_ms) : fmt::format("{:>9}", "-");
-    std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s | %s %9.4f%s\n", long(cf.S), cf.P,
+    std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s | %s %9.4f %9.4f%s\n", long(cf.S), cf.P,
                 cf.H, r.cublas_norm_rope_ms, r.fused_loopback_ms, r.group, r.fused_loopback_ms / r.cublas_norm_rope_ms,
                 r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG", unsplit.c_str(),
-                r.fused_by_consumer_ms, extra.c_str());
+                r.fused_by_consumer_ms, r.fused_compare_sleep_ms, extra.c_str());
     std::fflush(stdout);
+    if (!r.counts_ok) std::printf("  miscounted: %s\n", r.count_errors.c_str());
     ok = ok && r.counts_ok && r.elements_off == 0;
     rows.push_back({{"S", cf.S},
                     {"P", cf.P},
@@ -322,11 +326,16 @@ void run_qkv(const QkvCli& c) {
                     {"max_abs_diff_vs_cublas_path", r.max_abs_diff},
                     {"elements_beyond_one_bf16_step", r.elements_off},
                     {"signal_counts_ok", r.counts_ok},
+                    {"signal_count_errors", r.count_errors},
                     {"raster_group", r.group},
                     {"fused_ms_by_raster_group", by_group},
                     {"split_tail", r.split_tail},
                     {"fused_unsplit_ms", r.split_tail ? nlohmann::json(r.fused_unsplit_ms) : nlohmann::json()},
                     {"fused_released_by_consumers_ms", r.fused_by_consumer_ms},
+                    {"fused_agent_compare_sleep_ms", r.fused_compare_sleep_ms},
+                    {"agent_max_sleep_ns",
+                     {{"fused_loopback_ms", r.agent_max_sleep_ns},
+                      {"fused_agent_compare_sleep_ms", dit::kQkvCompareAgentSleepNs}}},
                     {"order", r.order}});
     if (!c.json.empty()) {
       const nlohmann::json out = {{"card", prop.name},
@@ -367,6 +376,10 @@ void add_dit_commands(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--warmup", q->warmup, "Warm-up launches per variant")->capture_default_str();
     cmd->add_option("--samples", q->samples, "Timed samples per variant (median)")->capture_default_str();
+    cmd->add_option("--count-checks", q->count_checks,
+                    "Launches per release mode and order whose completion counters are checked")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->add_option("--params", q->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
     cmd->add_option("--json", q->json, "Results file (rewritten after every row)")->capture_default_str();
     cmd->callback([q] { run_qkv(*q); });

@@ -35,9 +35,10 @@ float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
 }  // namespace
 
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples, const std::vector<int>& groups) {
+                          int warmup, int samples, const std::vector<int>& groups, int count_checks) {
   using namespace ulysses;
   XS_ASSERT(!groups.empty(), "bench qkv: no raster group to time");
+  XS_ASSERT(count_checks >= 1, "bench qkv: count checks must be >= 1 (got {})", count_checks);
   for (int g : groups) XS_ASSERT(g >= 0, "bench qkv: raster group {} must be >= 0 (0: the L2 rule)", g);
   const Problem p{ranks, 1, seq, heads, kQkvHeadDim};
   validate_qkv(p);
@@ -174,7 +175,8 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   uint32_t epoch = 0;
   row.counts_ok = true;
   for (int agent : {1, 0})  // both release modes add the same counts
-    for (std::size_t k = 0; k < orders.size(); ++k) {
+    for (std::size_t k = 0; k < orders.size(); ++k)
+      for (int check = 0; check < count_checks; ++check) {
       XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
       a.order = orders[k].get();
       a.n_entries = static_cast<int>(scheds[k].order.size());
@@ -183,10 +185,15 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
       launch_qkv_fused(a, grid, st);
       sync("loopback count check");
       const auto counts = flags.to_host(size_t(ranks));
-      row.counts_ok = row.counts_ok && std::all_of(counts.begin(), counts.end(), [&](uint32_t c) {
-                        return c == qkv_signals_per_source(p);
-                      });
-    }
+      const uint32_t want = qkv_signals_per_source(p);
+      for (int j = 0; j < ranks; ++j)
+        if (counts[j] != want) {
+          row.counts_ok = false;
+          row.count_errors += fmt::format("{}{} order {} launch {}: owner {} counted {} of {}",
+                                          row.count_errors.empty() ? "" : "; ", agent ? "agent" : "consumers", k,
+                                          check, j, counts[j], want);
+        }
+      }
 
   // 3. Timing, in turns: the baseline, then the fused kernel with each order.
   cudaEvent_t e0, e1;
@@ -202,25 +209,29 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
     };
   };
   std::vector<std::function<double(int)>> variants = {timed([&] { baseline(); })};
-  auto fused = [&](std::size_t k, int agent) {
+  const uint32_t sleep_cap = row.agent_max_sleep_ns = a.agent_max_sleep_ns;
+  auto fused = [&](std::size_t k, int agent, uint32_t cap) {
     const int* op = orders[k].get();
     const int entries = static_cast<int>(scheds[k].order.size());
-    return timed([&, op, entries, agent] {
+    return timed([&, op, entries, agent, cap] {
       a.order = op;
       a.n_entries = entries;
       a.epoch = ++epoch;
       a.release_by_agent = agent;
+      a.agent_max_sleep_ns = cap;
       launch_qkv_fused(a, grid, st);
     });
   };
-  for (std::size_t k = 0; k < orders.size(); ++k) variants.push_back(fused(k, 1));
-  variants.push_back(fused(0, 0));  // last: the first order released by the consumers
+  for (std::size_t k = 0; k < orders.size(); ++k) variants.push_back(fused(k, 1, sleep_cap));
+  variants.push_back(fused(0, 1, kQkvCompareAgentSleepNs));  // the first order, the agent's other sleep cap
+  variants.push_back(fused(0, 0, sleep_cap));                // last: the first order released by the consumers
   const auto ms = sample_interleaved_ms(variants, warmup, samples);
   row.cublas_norm_rope_ms = median_of_sorted(ms[0]);
   for (std::size_t i = 0; i < groups.size(); ++i)
     row.fused_by_group.push_back({scheds[i].group, median_of_sorted(ms[i + 1])});
   row.split_tail = scheds[0].split_tail;
   if (row.split_tail) row.fused_unsplit_ms = median_of_sorted(ms[groups.size() + 1]);
+  row.fused_compare_sleep_ms = median_of_sorted(ms[ms.size() - 2]);
   row.fused_by_consumer_ms = median_of_sorted(ms.back());
   row.group = scheds[0].group;
   row.fused_loopback_ms = row.fused_by_group[0].second;

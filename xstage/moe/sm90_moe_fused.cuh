@@ -369,6 +369,16 @@ __device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float
   }
 }
 
+// An L2 tile's release (after the fence): adds byte o of `counts` (the tile's rows stored
+// to owner o) to owner o's combine counter.
+__device__ __forceinline__ void add_combine_counts(const FusedArgs& a, unsigned long long counts) {
+#pragma unroll 1
+  for (int o = 0; o < a.ranks; ++o) {
+    const unsigned n = static_cast<unsigned>(counts >> (8 * o)) & 0xffu;
+    if (n != 0) red_add_relaxed_sys(static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts, n);
+  }
+}
+
 // Queues a release for the agent (consumer warpgroup wg's thread 0; `rel` is its ring).
 __device__ __forceinline__ void post_release(const FusedArgs& a, Barriers& bar, int wg, Ring& rel,
                                              const ReleaseReq& req) {
@@ -488,19 +498,20 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
         // releases each owner's combine counter by its count (or queues the counts).
         const int own0 = lane < rows ? a.recv_src_rank[row0 + lane] : -1;
         const int own1 = lane + 32 < rows ? a.recv_src_rank[row0 + lane + 32] : -1;
-        if (lane == 0 && !agent) fence_acq_rel_sys();
-        __syncwarp();
         unsigned long long counts = 0;
 #pragma unroll
         for (int o = 0; o < kMaxRanks; ++o) {
           const unsigned n = __popc(__ballot_sync(0xffffffffu, own0 == o)) + __popc(__ballot_sync(0xffffffffu, own1 == o));
           counts |= static_cast<unsigned long long>(n) << (8 * o);
-          if (lane == 0 && n > 0 && !agent) {
-            auto* cnt = static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts;
-            red_add_relaxed_sys(cnt, n);
+        }
+        if (lane == 0) {
+          if (agent) {
+            post_release(a, bar, wg, rel, {kReleaseL2, 0, counts});
+          } else {
+            fence_acq_rel_sys();
+            add_combine_counts(a, counts);
           }
         }
-        if (lane == 0 && agent) post_release(a, bar, wg, rel, {kReleaseL2, 0, counts});
       }
     }
     tp = prof_lap<kProf>(bar, role, C::epilogue, tp, writer);
@@ -562,11 +573,7 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
       } else if (req[w].kind == kReleaseL1) {
         red_add_relaxed_sys(a.l1_done + req[w].index, 1u);
       } else {
-#pragma unroll 1
-        for (int o = 0; o < a.ranks; ++o) {
-          const unsigned n = static_cast<unsigned>(req[w].counts >> (8 * o)) & 0xffu;
-          if (n != 0) red_add_relaxed_sys(static_cast<unsigned*>(window_at(a, 0, o)) + kMaxLocalExperts, n);
-        }
+        add_combine_counts(a, req[w].counts);
       }
     }
     idle_since = comm::global_ns();

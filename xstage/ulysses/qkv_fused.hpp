@@ -36,6 +36,10 @@ struct QkvArgs {
   // memory and go on while its stores drain), 0 = each consumer warpgroup's thread 0
   // at the tile's end (the warpgroup waits for the drain). Same counts either way.
   int release_by_agent = 1;
+  // The agent's longest sleep while no tile is done (hopper::agent_wait_past: 128 ns
+  // doubling up to this; the default is hopper::kAgentMaxSleepNs). The last release of a
+  // launch comes up to this much late.
+  uint32_t agent_max_sleep_ns = 256;
 };
 
 // The kernel's wait sites (WaitTimeoutReport::site).

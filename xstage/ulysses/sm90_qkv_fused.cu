@@ -42,6 +42,8 @@ namespace xstage::ulysses {
 
 namespace qkv_device {
 
+static_assert(QkvArgs{}.agent_max_sleep_ns == hopper::kAgentMaxSleepNs, "the agent's sleep cap has one default");
+
 constexpr int kConsumerWGs = 2;
 constexpr int kThreads = 128 * (1 + kConsumerWGs);
 constexpr int kConsumerWarps = 4 * kConsumerWGs;
@@ -214,32 +216,22 @@ __device__ __forceinline__ void add_entry_counts(const QkvArgs& a, int e, uint32
 // warpgroups counted more tiles than it has released, one fence.acq_rel.sys, then the
 // counts of those entries for both warpgroups. The consumers' stores precede their
 // barrier and the release add that the acquire load here sees (cumulativity). Idle, it
-// sleeps 128 ns doubling to 2 us (the loop takes few issue slots from the consumer
-// warps beside it); no progress for twice the budget: report and trap.
+// sleeps 128 ns doubling to QkvArgs::agent_max_sleep_ns (hopper::agent_wait_past); no
+// progress for twice the budget: report and trap.
 __device__ void release_agent(const QkvArgs& a, Barriers& bar) {
-  uint32_t released = 0, sleep_ns = 128;
-  unsigned long long idle_since = comm::global_ns();
+  uint32_t released = 0;
   int i = blockIdx.x;
 #pragma unroll 1
   while (i < a.n_entries) {
-    uint32_t done = hopper::smem_load_acquire(&bar.tiles_done[0]);
-#pragma unroll
-    for (int w = 1; w < kConsumerWGs; ++w) done = min(done, hopper::smem_load_acquire(&bar.tiles_done[w]));
-    if (done == released) {
-      if (comm::global_ns() - idle_since > 2 * a.timeout_ns) {
-        hopper::report_timeout_and_trap(a.report, reinterpret_cast<const uint64_t*>(bar.tiles_done), released,
-                                        static_cast<int>(QkvWaitSite::agent), -1);
-      }
-      __nanosleep(sleep_ns);
-      sleep_ns = min(2 * sleep_ns, 2048u);
-      continue;
-    }
+    const uint32_t done = hopper::agent_wait_past<kConsumerWGs>(
+        bar.tiles_done, released, a.agent_max_sleep_ns, 2 * a.timeout_ns, [] { return comm::global_ns(); }, [&] {
+          hopper::report_timeout_and_trap(a.report, reinterpret_cast<const uint64_t*>(bar.tiles_done), released,
+                                          static_cast<int>(QkvWaitSite::agent), -1);
+        });
     asm volatile("fence.acq_rel.sys;" ::: "memory");
 #pragma unroll 1
     for (; released < done && i < a.n_entries; ++released, i += gridDim.x)
       add_entry_counts(a, a.order[i], kConsumerWGs);
-    idle_since = comm::global_ns();
-    sleep_ns = 128;
   }
 }
 

@@ -81,6 +81,7 @@ struct QkvBenchRow {
   double max_abs_diff = 0;
   int64_t elements_off = 0;  // not ulysses::within_one_bf16_step of the cuBLAS path
   bool counts_ok = false;
+  std::string count_errors;  // each miscount: release mode, order, owner, counted / expected
   std::string order;  // the advisor's choice and predicted stall (first group)
   int group = 0;      // the first group's m blocks per raster group (fused_loopback_ms)
   std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
@@ -89,11 +90,18 @@ struct QkvBenchRow {
   // The first group's order with each tile released by its consumer warpgroups
   // (QkvArgs::release_by_agent = 0) instead of the agent lane, in the same turns.
   double fused_by_consumer_ms = 0;
+  // The first group's order released by the agent with another longest sleep
+  // (QkvArgs::agent_max_sleep_ns = kQkvCompareAgentSleepNs, the default until session 11),
+  // in the same turns.
+  double fused_compare_sleep_ms = 0;
+  uint32_t agent_max_sleep_ns = 0;  // the other fused columns' longest sleep (QkvArgs default)
 };
+inline constexpr uint32_t kQkvCompareAgentSleepNs = 2048;
 // groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
-// fused_loopback_ms is the first one's.
+// fused_loopback_ms is the first one's. count_checks: launches per release mode and order
+// whose counters are checked (counts_ok).
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples, const std::vector<int>& groups = {0});
+                          int warmup, int samples, const std::vector<int>& groups = {0}, int count_checks = 1);
 
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);

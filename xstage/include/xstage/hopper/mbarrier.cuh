@@ -131,6 +131,33 @@ __device__ __forceinline__ uint32_t smem_load_acquire(const uint32_t* counter) {
   return v;
 }
 
+// The release agents' wait (one lane of a producer warpgroup that fences and signals
+// the tiles other warpgroups stored; the Ulysses attention and fused QKV kernels):
+// returns the lowest of the kN counters once it is past `released`. While none has
+// moved it sleeps, 128 ns doubling up to `max_sleep_ns`, so that its loop takes few
+// issue slots from the computing warps beside it; a larger cap costs up to one cap of
+// latency on the last release. After `budget` (in units of now()) without progress it
+// calls stuck(), which must not return (report and trap). 256 ns: with 2 us the fused QKV
+// kernel was 0.3 % slower over 12 shapes and 1.5-2.6 % at its shortest (flux-like, P = 4),
+// one cap at its tail (one H200, session 11, docs/xstage-ulysses.md).
+inline constexpr uint32_t kAgentMaxSleepNs = 256;
+template <int kN, class Now, class Budget, class Stuck>
+__device__ __forceinline__ uint32_t agent_wait_past(const uint32_t* counters, uint32_t released,
+                                                    uint32_t max_sleep_ns, Budget budget, Now now, Stuck stuck) {
+  uint32_t sleep_ns = 128;
+  const auto since = now();
+#pragma unroll 1
+  while (true) {
+    uint32_t done = smem_load_acquire(&counters[0]);
+#pragma unroll
+    for (int c = 1; c < kN; ++c) done = min(done, smem_load_acquire(&counters[c]));
+    if (done != released) return done;
+    if (now() - since > budget) stuck();
+    __nanosleep(sleep_ns);
+    sleep_ns = min(2 * sleep_ns, max_sleep_ns);
+  }
+}
+
 // Named CTA barriers (ids 1..15; 0 is __syncthreads). `threads` counts every
 // thread that syncs or arrives, a multiple of 32.
 __device__ __forceinline__ void named_sync(int id, int threads) {
