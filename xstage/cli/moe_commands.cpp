@@ -44,6 +44,7 @@ struct MoeCli {
   bool compare_dispatch = false;
   bool compare_release = false;
   bool profile = false;
+  int blocks = 0;  // 0: one persistent CTA per SM
 };
 
 // The profile plot's path: next to the speedup plot (x.png -> x_profile.png).
@@ -113,7 +114,8 @@ void run(const MoeCli& c) {
     const auto r = moe::run_bench(b, params.find("peer", "st16"),
                                   {.warmup = c.warmup, .iters = c.iters, .compare_raster = c.compare_raster,
                                    .device_routing = c.device_routing, .compare_dispatch = c.compare_dispatch,
-                                   .compare_release = c.compare_release, .profile = c.profile});
+                                   .compare_release = c.compare_release, .profile = c.profile,
+                                   .blocks = c.blocks});
     std::string cmp = c.compare_raster > 0 ? fmt::format(" | {:9.1f} {:6.3f}", r.interleaved_compare_raster_us,
                                                         r.interleaved_compare_raster_us / r.interleaved_us)
                                            : "";
@@ -166,7 +168,7 @@ void run(const MoeCli& c) {
                     {"fused_over_unfused", r.unfused_us / std::min(r.expert_wave_us, r.interleaved_us)},
                     {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops}, {"nvlink_GBps", r.nvlink_GBps},
                     {"max_rel_err", r.max_rel_err}, {"correct", r.correct},
-                    {"raster_group", moe::kMoeRasterGroup},
+                    {"raster_group", moe::kMoeRasterGroup}, {"fused_blocks", c.blocks > 0 ? nlohmann::json(c.blocks) : nlohmann::json("one per SM")},
                     {"interleaved_config",
                      {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                       {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}});
@@ -306,6 +308,11 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_flag("--profile", c->profile,
                "Also profile the interleaved kernel after the timing (a separate instantiation that reads the SM "
                "clock): each phase's share per row, in the JSON and in <png stem>_profile.png");
+  cmd->add_option("--blocks", c->blocks,
+                  "Persistent CTAs of the fused kernel (0: one per SM; fewer, e.g. to see whether the SMs contend "
+                  "for L2 bandwidth; the schedules are still chosen for every SM)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--device-routing", c->device_routing,
                "Also time the forward from router logits with routing, layout and order on the GPU "
                "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");

@@ -88,6 +88,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(w1.get(), w2.get());
+    if (o.blocks > 0) fused.set_blocks(o.blocks);
     const TileLists tiles = build_tiles(p, layout.ranks[r]);
     double e_max = 0;
     ScheduleConfig chosen;

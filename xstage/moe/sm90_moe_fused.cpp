@@ -167,7 +167,12 @@ FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {
   impl_ = new Impl(rank, p, max_rows);
   cudaDeviceProp prop{};
   XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, rank.device()));
-  blocks_ = prop.multiProcessorCount;  // one persistent block per SM (all resident)
+  sms_ = blocks_ = prop.multiProcessorCount;  // one persistent block per SM (all resident)
+}
+
+void FusedMoe::set_blocks(int n) {
+  XS_ASSERT(n >= 1 && n <= sms_, "moe fused: blocks must be in [1, {}] (at most one per SM), got {}", sms_, n);
+  blocks_ = n;
 }
 
 FusedMoe::~FusedMoe() { delete impl_; }
@@ -340,8 +345,8 @@ void FusedMoe::set_profile(bool on) {
     return;
   }
   if (m.kernel_profile.get() != nullptr) return;
-  m.kernel_profile = DeviceBuffer<unsigned long long>(std::size_t(blocks_) * kProfileRoles * kProfileFields);
-  XS_CHECK_CUDA(cudaMemset(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long)));
+  m.kernel_profile = DeviceBuffer<unsigned long long>(std::size_t(sms_) * kProfileRoles * kProfileFields);
+  fill_device(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long));
   m.profiled_launches = 0;
 }
 
@@ -349,8 +354,10 @@ FusedMoe::Profile FusedMoe::profile() {
   Impl& m = *impl_;
   XS_ASSERT(m.kernel_profile.get() != nullptr, "moe fused: profile() needs set_profile(true) first");
   synchronize();
-  const std::vector<unsigned long long> f = m.kernel_profile.to_host(m.kernel_profile.size());
-  XS_CHECK_CUDA(cudaMemset(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long)));
+  // The buffer holds a row per SM; the launches filled the first blocks_ rows.
+  const std::vector<unsigned long long> f =
+      m.kernel_profile.to_host(std::size_t(blocks_) * kProfileRoles * kProfileFields);
+  fill_device(m.kernel_profile.get(), 0, m.kernel_profile.size() * sizeof(unsigned long long));
   const int launches = m.profiled_launches;
   m.profiled_launches = 0;
   if (launches == 0) return {};

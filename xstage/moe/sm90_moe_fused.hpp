@@ -158,6 +158,11 @@ class FusedMoe {
   using Profile = KernelProfile;
   void set_profile(bool on);
   Profile profile();
+  // Persistent CTAs per launch (next launch): one per SM by default, or n in
+  // [1, SM count], e.g. to see whether the SMs contend for L2 bandwidth (xstage bench
+  // moe --blocks). profile() reads the sums of the current count's CTAs: change it
+  // only between profile() calls.
+  void set_blocks(int n);
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a
@@ -169,7 +174,7 @@ class FusedMoe {
  private:
   struct Impl;
   Impl* impl_;
-  int blocks_ = 0;
+  int sms_ = 0, blocks_ = 0;
 };
 
 }  // namespace xstage::moe

@@ -72,6 +72,7 @@ struct BenchOptions {
   bool compare_dispatch = false;  // the interleaved order with the dispatch not overlapped (two modes)
   bool compare_release = false;   // the interleaved order with the consumers' own releases
   bool profile = false;           // the interleaved kernel's phases (profiled launches after the timing)
+  int blocks = 0;                 // > 0: the fused kernel's persistent CTAs (FusedMoe::set_blocks)
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the
