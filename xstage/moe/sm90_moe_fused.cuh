@@ -43,8 +43,8 @@
 //                release agent (by_consumer: warps 1-3 dispatch, no agent).
 //   warpgroups 1-2  consumers: setmaxnreg 232; each owns 64 rows of the 128-row
 //                tile and two 64x128 fp32 accumulators (L1: gate, up; L2: the two
-//                128-column halves of the 256-wide tile). Per stage 8 wgmma
-//                m64n128k16 (SS); one group stays in flight, so stage s is
+//                128-column halves of the 256-wide tile). Per stage 4 wgmma
+//                m64n256k16 (SS) over B0|B1; one group stays in flight, so stage s is
 //                released once the group of s+1 is issued and s is done.
 //   epilogue     per warpgroup, in 64-column chunks staged in shared memory
 //                (144-byte rows: conflict-free), then 16 B row stores: local H

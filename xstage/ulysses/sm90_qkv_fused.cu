@@ -8,8 +8,8 @@
 //                 head 2c + 1 (zero-filled past 3H), 128-byte swizzle; a one-head
 //                 entry (split tail, qkv_split_tail) loads h and that head's rows.
 //   warpgroups 1-2 consumers: setmaxnreg 232; each owns 64 rows and two 64 x 128
-//                 fp32 accumulators (one per head); 8 wgmma m64n128k16 per stage
-//                 (4 for a one-head entry, into acc0), one group in flight.
+//                 fp32 accumulators (one per head); 4 wgmma m64n256k16 per stage
+//                 (4 m64n128k16 for a one-head entry, into acc0), one group in flight.
 //   epilogue      per head, in registers: + bias; q and k: RMSNorm over the 128
 //                 columns of a row (the row's values sit in the 4 lanes of a quad:
 //                 two xor shuffles), times the norm weight, rotary turn of pair
