@@ -199,7 +199,7 @@ __device__ __forceinline__ void producer_loop(const FlashFwdParams<Epilogue>& p,
 // agent: the consumers' code is one shared-memory add per slice (a version with a
 // ring of mbarriers, where a consumer could wait for a free slot, ran 10-29 % over
 // attention alone on one H200; docs/xstage-ulysses.md). The agent polls with
-// hopper::agent_wait_past's backoff (128 ns doubling to 2 us) and reports after twice
+// hopper::agent_wait_past's backoff (128 ns doubling to kAgentMaxSleepNs) and reports after twice
 // the wait budget without progress.
 template <class T, class Epilogue>
 __device__ __forceinline__ void agent_loop(const FlashFwdParams<Epilogue>& p, PipelineBarriers<T>& bar) {
