@@ -378,7 +378,7 @@ void add_dit_commands(CLI::App& app) {
     cmd->add_option("--samples", q->samples, "Timed samples per variant (median)")->capture_default_str();
     cmd->add_option("--count-checks", q->count_checks,
                     "Launches per release mode and order whose completion counters are checked")
-        ->check(CLI::PositiveNumber)
+        ->check(CLI::Range(1, 100000))
         ->capture_default_str();
     cmd->add_option("--params", q->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
     cmd->add_option("--json", q->json, "Results file (rewritten after every row)")->capture_default_str();

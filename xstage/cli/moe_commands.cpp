@@ -311,7 +311,7 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--blocks", c->blocks,
                   "Persistent CTAs of the fused kernel (0: one per SM; fewer, e.g. to see whether the SMs contend "
                   "for L2 bandwidth; the schedules are still chosen for every SM)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   cmd->add_flag("--device-routing", c->device_routing,
                "Also time the forward from router logits with routing, layout and order on the GPU "

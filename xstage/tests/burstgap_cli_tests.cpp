@@ -123,6 +123,14 @@ TEST_F(BurstGapCli, PlotWritesThreePngs) {
   expect_one_line_error(xstage("plot " + path("sweep.csv") + " --out " + path("plots") + " --sms 7"), "7 SMs");
 }
 
+// Parsed before any GPU is looked for, so they hold in CPU-only builds too.
+TEST_F(BurstGapCli, BenchOptionsOutOfRangeAreRefused) {
+  // The range named, not "not expected" (an option that does not exist).
+  expect_one_line_error(xstage("bench moe --blocks -1"), "--blocks: Value -1 not in range");
+  expect_one_line_error(xstage("bench moe --blocks 5000"), "--blocks: Value 5000 not in range");
+  expect_one_line_error(xstage("bench qkv --count-checks 0"), "--count-checks: Value 0 not in range");
+}
+
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
   const CliResult r = xstage("demo --data " + path("nowhere") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
   ASSERT_EQ(r.code, 0) << r.err;
