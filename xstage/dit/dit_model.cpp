@@ -285,6 +285,7 @@ void RankModel::set_latent(const std::vector<float>& local) {
   auto& m = *impl_;
   XS_ASSERT(int64_t(local.size()) == m.L * m.in, "dit: rank {}: latent of {} values, expected {} x {}", m.rank,
             local.size(), m.L, m.in);
+  synchronize();  // a forward still on the stream may read the latent this overwrites
   copy_to_device(m.lat.get(), local.data(), local.size() * 4);
 }
 

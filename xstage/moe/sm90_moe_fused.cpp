@@ -196,7 +196,9 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   const RankLayout& R = layout.ranks[m.rank.rank()];
   XS_ASSERT(R.rows() <= m.max_rows, "moe fused: rank {} receives {} rows but was sized for {}", m.rank.rank(),
             R.rows(), m.max_rows);
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  // The uploads below overwrite buffers that a launch still on the stream may read (they
+  // run on the legacy stream, which the rank's stream is not ordered with).
+  synchronize();
   m.x = x;
   upload(m.weight, routing.weight);
   std::vector<int> local_expert(routing.expert);

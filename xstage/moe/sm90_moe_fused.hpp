@@ -109,7 +109,8 @@ class FusedMoe {
   // pointers; the caller owns them).
   void set_weights(const std::uint16_t* w1, const std::uint16_t* w2);
   // This rank's tokens (device [T, hidden]), routing, the global layout, and the
-  // schedule's order for this rank.
+  // schedule's order for this rank. Waits for the rank's stream first (the previous
+  // launch may still read the buffers it overwrites); the uploads have landed on return.
   void set_inputs(const std::uint16_t* x, const Routing& routing, const Layout& layout,
                   const std::vector<WorkItem>& order);
   // The same from this rank's router logits [T, E] fp32 on the device, with no host

@@ -144,7 +144,9 @@ class RankModel {
   // Matrices drawn on the device (expert tensors per expert, so an expert's values
   // do not depend on P), the rest on the host: the same model on every rank.
   void randomize(uint64_t seed);
-  void set_latent(const std::vector<float>& local);  // this rank's [L, in_dim], padding rows included
+  // This rank's [L, in_dim], padding rows included; waits for the stream first, and the
+  // copy has landed on return.
+  void set_latent(const std::vector<float>& local);
   // Waits for the stream; throws one line naming a timed-out wait of the MoE kernel
   // or non-finite router logits (MoE FFN), or the CUDA error.
   void synchronize() const;
