@@ -310,11 +310,11 @@ void run_qkv(const QkvCli& c) {
     const std::string unsplit = r.split_tail ? fmt::format("{:9.4f}", r.fused_unsplit_ms) : fmt::format("{:>9}", "-");
     std::printf("%6ld %2d %3d | %10.4f %10.4f %3d %7.3f %7.1f | %10.4g %9ld %6s | %s %9.4f %9.4f%s\n", long(cf.S), cf.P,
                 cf.H, r.cublas_norm_rope_ms, r.fused_loopback_ms, r.group, r.fused_loopback_ms / r.cublas_norm_rope_ms,
-                r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok ? "ok" : "WRONG", unsplit.c_str(),
+                r.tflops_fused, r.max_abs_diff, long(r.elements_off), r.counts_ok() ? "ok" : "WRONG", unsplit.c_str(),
                 r.fused_by_consumer_ms, r.fused_compare_sleep_ms, extra.c_str());
     std::fflush(stdout);
-    if (!r.counts_ok) std::printf("  miscounted: %s\n", r.count_errors.c_str());
-    ok = ok && r.counts_ok && r.elements_off == 0;
+    if (!r.counts_ok()) std::printf("  miscounted: %s\n", r.count_errors.c_str());
+    ok = ok && r.counts_ok() && r.elements_off == 0;
     rows.push_back({{"S", cf.S},
                     {"P", cf.P},
                     {"H", cf.H},
@@ -325,7 +325,7 @@ void run_qkv(const QkvCli& c) {
                     {"fused_tflops", r.tflops_fused},
                     {"max_abs_diff_vs_cublas_path", r.max_abs_diff},
                     {"elements_beyond_one_bf16_step", r.elements_off},
-                    {"signal_counts_ok", r.counts_ok},
+                    {"signal_counts_ok", r.counts_ok()},
                     {"signal_count_errors", r.count_errors},
                     {"raster_group", r.group},
                     {"fused_ms_by_raster_group", by_group},

@@ -173,26 +173,23 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   a.timeout_ns = comm::wait_timeout_ns();
   a.report = report;
   uint32_t epoch = 0;
-  row.counts_ok = true;
+  const uint32_t want = qkv_signals_per_source(p);
   for (int agent : {1, 0})  // both release modes add the same counts
     for (std::size_t k = 0; k < orders.size(); ++k)
       for (int check = 0; check < count_checks; ++check) {
-      XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
-      a.order = orders[k].get();
-      a.n_entries = static_cast<int>(scheds[k].order.size());
-      a.epoch = epoch = 1;
-      a.release_by_agent = agent;
-      launch_qkv_fused(a, grid, st);
-      sync("loopback count check");
-      const auto counts = flags.to_host(size_t(ranks));
-      const uint32_t want = qkv_signals_per_source(p);
-      for (int j = 0; j < ranks; ++j)
-        if (counts[j] != want) {
-          row.counts_ok = false;
-          row.count_errors += fmt::format("{}{} order {} launch {}: owner {} counted {} of {}",
-                                          row.count_errors.empty() ? "" : "; ", agent ? "agent" : "consumers", k,
-                                          check, j, counts[j], want);
-        }
+        XS_CHECK_CUDA(cudaMemsetAsync(flags.get(), 0, flags.size() * 4, st));
+        a.order = orders[k].get();
+        a.n_entries = static_cast<int>(scheds[k].order.size());
+        a.epoch = epoch = 1;
+        a.release_by_agent = agent;
+        launch_qkv_fused(a, grid, st);
+        sync("loopback count check");
+        const auto counts = flags.to_host(size_t(ranks));
+        for (int j = 0; j < ranks; ++j)
+          if (counts[j] != want)
+            row.count_errors += fmt::format("{}{} order {} launch {}: owner {} counted {} of {}",
+                                            row.count_errors.empty() ? "" : "; ", agent ? "agent" : "consumers", k,
+                                            check, j, counts[j], want);
       }
 
   // 3. Timing, in turns: the baseline, then the fused kernel with each order.

@@ -80,8 +80,8 @@ struct QkvBenchRow {
   double cublas_norm_rope_ms = 0, fused_loopback_ms = 0, tflops_fused = 0;
   double max_abs_diff = 0;
   int64_t elements_off = 0;  // not ulysses::within_one_bf16_step of the cuBLAS path
-  bool counts_ok = false;
-  std::string count_errors;  // each miscount: release mode, order, owner, counted / expected
+  std::string count_errors;  // each miscount: release mode, order, launch, owner, counted / expected
+  bool counts_ok() const { return count_errors.empty(); }
   std::string order;  // the advisor's choice and predicted stall (first group)
   int group = 0;      // the first group's m blocks per raster group (fused_loopback_ms)
   std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
@@ -99,7 +99,7 @@ struct QkvBenchRow {
 inline constexpr uint32_t kQkvCompareAgentSleepNs = 2048;
 // groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
 // fused_loopback_ms is the first one's. count_checks: launches per release mode and order
-// whose counters are checked (counts_ok).
+// whose counters are checked (count_errors).
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
                           int warmup, int samples, const std::vector<int>& groups = {0}, int count_checks = 1);
 
