@@ -45,10 +45,14 @@ DispatchPlan print_dispatch_once(const Problem& p, const DispatchPlan& d, const 
   return d;
 }
 
+// `v` into `buf` (grown when short) in the order of stream `s`, which the kernel that
+// reads it runs on: no host wait. From pageable memory the copy is staged before the
+// call returns, so `v` may go at once. Growing frees the old buffer: the caller has
+// waited for the stream.
 template <typename T>
-void upload(DeviceBuffer<T>& buf, const std::vector<T>& v) {
+void upload_on(DeviceBuffer<T>& buf, const std::vector<T>& v, cudaStream_t s) {
   if (buf.size() < std::max<std::size_t>(1, v.size())) buf = DeviceBuffer<T>(std::max<std::size_t>(1, v.size()));
-  if (!v.empty()) copy_to_device(buf.get(), v.data(), v.size() * sizeof(T));
+  if (!v.empty()) XS_CHECK_CUDA(cudaMemcpyAsync(buf.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, s));
 }
 }  // namespace
 
@@ -196,22 +200,23 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   const RankLayout& R = layout.ranks[m.rank.rank()];
   XS_ASSERT(R.rows() <= m.max_rows, "moe fused: rank {} receives {} rows but was sized for {}", m.rank.rank(),
             R.rows(), m.max_rows);
-  // The uploads below overwrite buffers that a launch still on the stream may read (they
-  // run on the legacy stream, which the rank's stream is not ordered with).
+  // A launch still on the stream may read the buffers that a larger upload frees (and
+  // its timed-out waits are reported here). The copies are stream-ordered: the kernel,
+  // on the same stream, sees them.
   synchronize();
+  cudaStream_t st = m.rank.stream();
   m.x = x;
-  upload(m.weight, routing.weight);
-  std::vector<int> local_expert(routing.expert);
-  upload(m.expert, local_expert);
-  upload(m.send_rank, R.send_rank);
-  upload(m.send_row, R.send_row);
-  upload(m.expert_offset, R.expert_offset);
-  upload(m.recv_src_rank, R.recv_src_rank);
-  upload(m.recv_src_slot, R.recv_src_slot);
-  upload(m.items, order);
+  upload_on(m.weight, routing.weight, st);
+  upload_on(m.expert, routing.expert, st);
+  upload_on(m.send_rank, R.send_rank, st);
+  upload_on(m.send_row, R.send_row, st);
+  upload_on(m.expert_offset, R.expert_offset, st);
+  upload_on(m.recv_src_rank, R.recv_src_rank, st);
+  upload_on(m.recv_src_slot, R.recv_src_slot, st);
+  upload_on(m.items, order, st);
   m.n_items = static_cast<int>(order.size());
   m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
-  copy_to_device(m.n_items_dev.get(), &m.n_items, sizeof(int));
+  XS_CHECK_CUDA(cudaMemcpyAsync(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice, st));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
   for (int e = 0; e < m.p.experts_per_rank(); ++e) {
