@@ -32,20 +32,15 @@ for turn in ${PAD_TURNS:-0 512 0 512}; do
     --preset wan-like --tokens 75600 --steps 1 --blocks "${PAD_WAN_BLOCKS:-2}" --gpus 1 --samples 5 \
     --pad-multiple "$turn"
 done
-python3 - "$OUT" <<'PY' | tee "$OUT/pad_table.txt"
-import glob, json, os, sys
-out = sys.argv[1]
-rows, head = [], None
-for f in sorted(glob.glob(os.path.join(out, "dit_pad_*.json"))):
-    d = json.load(open(f))
-    rows += [{**r, "command": d["command"]} for r in d["rows"]]
-    head = {k: v for k, v in d.items() if k not in ("rows", "command")}
-if rows:
-    head["command"] = "RUN_NAME=pad ./run device pad (scripts/device.d/pad.sh): xstage dit runs in turns, rows in run order"
-    json.dump({**head, "rows": rows}, open(os.path.join(out, "dit_pad.json"), "w"), indent=2)
-    print("---- xstage dit --preset wan-like --tokens 75600, P = 1 (ms per Euler step), in run order ----")
-    print(f"{'tokens':>7} {'padded':>7} {'blocks':>6} {'step ms':>9}")
-    for r in rows:
-        print(f"{r['tokens']:>7} {r.get('padded_tokens', r['tokens']):>7} {r['blocks']:>6} {r['single_step_ms']:>9.2f}")
+python3 "$ROOT/scripts/merge_run_rows.py" "$OUT/dit_pad.json" \
+  "RUN_NAME=pad ./run device pad (scripts/device.d/pad.sh): xstage dit runs in turns, rows in run order" \
+  "$OUT"/dit_pad_*.json
+[ -f "$OUT/dit_pad.json" ] && python3 - "$OUT/dit_pad.json" <<'PY' | tee "$OUT/pad_table.txt"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+print("---- xstage dit --preset wan-like --tokens 75600, P = 1 (ms per Euler step), in run order ----")
+print(f"{'tokens':>7} {'padded':>7} {'blocks':>6} {'step ms':>9}")
+for r in rows:
+    print(f"{r['tokens']:>7} {r.get('padded_tokens', r['tokens']):>7} {r['blocks']:>6} {r['single_step_ms']:>9.2f}")
 PY
 [ -f "$OUT/dit_pad.json" ] && cp "$OUT/dit_pad.json" "$FINAL_OUT/dit_pad.json"

@@ -65,18 +65,15 @@ if [ "${ROUTE_NSYS:-1}" = 1 ] && command -v nsys >/dev/null; then
 else
   note route_nsys "skipped (no nsys or ROUTE_NSYS=0)"
 fi
+python3 "$ROOT/scripts/merge_run_rows.py" "$OUT/dit_routing.json" \
+  "RUN_NAME=route ./run device route (scripts/device.d/route.sh): four xstage dit runs, rows in run order" \
+  "$OUT"/dit_routing_*.json
 python3 - "$OUT" <<'PY' | tee "$OUT/route_table.txt"
 import csv, glob, json, os, sys
 out = sys.argv[1]
-rows = []
-for f in sorted(glob.glob(os.path.join(out, "dit_routing_*.json"))):
-    d = json.load(open(f))
-    for r in d["rows"]:
-        rows.append({**r, "command": d["command"]})  # each run's own command line
-    head = {k: v for k, v in d.items() if k not in ("rows", "command")}
+merged = os.path.join(out, "dit_routing.json")
+rows = json.load(open(merged))["rows"] if os.path.exists(merged) else []
 if rows:
-    head["command"] = "RUN_NAME=route ./run device route (scripts/device.d/route.sh): four xstage dit runs, rows in run order"
-    json.dump({**head, "rows": rows}, open(os.path.join(out, "dit_routing.json"), "w"), indent=2)
     print("---- xstage dit --preset dit-moe, P = 1 (ms per Euler step), in run order ----")
     for r in rows:
         print(f"{r['preset']:<8} {r['tokens']:>6} blocks {r['blocks']:>3} routing {r.get('moe_routing', '?'):<6} "
