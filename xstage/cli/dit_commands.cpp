@@ -50,6 +50,7 @@ struct DitCli {
   int warmup = 2, samples = 5;
   int moe_raster = xstage::moe::kMoeRasterGroup;
   std::string moe_routing = "device";
+  std::string gemm_epilogues = "fused";
   bool quiet = false;
 };
 
@@ -82,8 +83,9 @@ void write_rows(const std::string& path, const nlohmann::json& head, const nlohm
               "dit: {} exists but has no \"rows\" array; remove it or pick another --json", path);
     auto key = [](const nlohmann::json& r) {
       const int64_t tokens = r.value("tokens", int64_t{0});
-      return fmt::format("{}/{}/{}/{}/{}/{}/{}", r.value("preset", ""), tokens, r.value("padded_tokens", tokens),
-                         r.value("P", 0), r.value("blocks", 0), r.value("steps", 0), r.value("moe_routing", ""));
+      return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", r.value("preset", ""), tokens, r.value("padded_tokens", tokens),
+                         r.value("P", 0), r.value("blocks", 0), r.value("steps", 0), r.value("moe_routing", ""),
+                         r.value("gemm_epilogues", "separate"));
     };
     for (const auto& r : old["rows"]) {
       bool replaced = false;
@@ -172,6 +174,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     nlohmann::json j{{"preset", c.name}, {"tokens", run.tokens}, {"padded_tokens", dit::padded_tokens(c, at)},
                      {"P", P}, {"blocks", blocks}, {"steps", run.steps}, {"single_step_ms", single.step_ms}};
     if (c.ffn == dit::Ffn::moe) j["moe_routing"] = c.moe_device_routing ? "device" : "host";
+    if (c.ffn == dit::Ffn::gelu_mlp) j["gemm_epilogues"] = single.gemm_epilogues;
     return j;
   };
   const bool moe = c.ffn == dit::Ffn::moe;
@@ -216,8 +219,8 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
   }
   std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
-              "final latent (max |x_1| %.3f)\n",
-              o.samples, o.warmup, max_abs(single.latent));
+              "final latent (max |x_1| %.3f); GEMM tails: %s\n",
+              o.samples, o.warmup, max_abs(single.latent), single.gemm_epilogues.c_str());
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
                 "the round trip)\n");
@@ -247,6 +250,7 @@ void run(const DitCli& o) {
   XS_ASSERT(o.moe_routing == "device" || o.moe_routing == "host", "dit: --moe-routing is device or host (got '{}')",
             o.moe_routing);
   c.moe_device_routing = o.moe_routing == "device";
+  c.gemm_epilogues = o.gemm_epilogues == "fused";
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
@@ -416,6 +420,11 @@ void add_dit_commands(CLI::App& app) {
   cmd->add_option("--moe-routing", o->moe_routing,
                   "MoE presets: routing, layout and tile order on the GPU (device) or on the host, one round trip "
                   "per block (host)")
+      ->capture_default_str();
+  cmd->add_option("--gemm-epilogues", o->gemm_epilogues,
+                  "GELU MLP presets: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its epilogue (fused), "
+                  "or a cuBLAS GEMM with fp32 output and a bias + GELU kernel (separate)")
+      ->check(CLI::IsMember({"fused", "separate"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run(*o); });

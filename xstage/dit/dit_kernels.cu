@@ -1,7 +1,7 @@
-// Small elementwise and row kernels of the DiT block (simple and correct; the
-// GEMM-epilogue fusions of issue 8 come later): bias + activation, LayerNorm +
+// Small elementwise and row kernels of the DiT block: bias + activation, LayerNorm +
 // adaLN modulation, RMSNorm + RoPE of Q and K, gated residual (fp32 or bf16
-// branch), conversions.
+// branch), conversions. With Config::gemm_epilogues the GELU MLP's fc1 bias + GELU
+// runs in cuBLASLt's epilogue instead (lt_gemm.cpp).
 #include <cuda_bf16.h>
 
 #include "xstage/check_cuda.hpp"
@@ -31,8 +31,8 @@ __global__ void bias_act_kernel(float* y, __nv_bfloat16* out, const float* b, in
   const int64_t total = rows * n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const float v = activate(y[i] + (b ? b[i % n] : 0.f), act);
-    y[i] = v;
     if (out) out[i] = __float2bfloat16_rn(v);
+    else y[i] = v;
   }
 }
 

@@ -9,7 +9,8 @@
 //              (fused path with D = 128: the QKV GEMM, norms, RoPE and the pre-attention
 //               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv)
 //              -> ln_modulate -> FFN -> gated residual, the FFN being
-//                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM
+//                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM (Config::gemm_epilogues: the first
+//                           two are one cuBLASLt GEMM with a bias + GELU epilogue, bf16 out)
 //                 MoE:      router GEMM -> fused MoE kernel with routing on the GPU (bf16 out);
 //                           or, with host routing, logits to the host, routing there, then the kernel
 //   v = final.proj(ln_modulate(x))
@@ -79,6 +80,13 @@ struct RankModel::Impl {
   int64_t keys;   // the real tokens N: attention's keys (the rest is padding)
   int64_t L, C, H, D, F, in;
   cublasHandle_t blas = nullptr;
+  // Config::gemm_epilogues, GELU MLP: fc1 + bias + GELU in one cuBLASLt GEMM (null: the
+  // GEMM and bias_act, also when cuBLASLt offers no algorithm).
+  cublasLtHandle_t lt = nullptr;
+  std::unique_ptr<BiasGeluGemm> fc1_lt;
+  bool fc1_lt_missing = false;                // asked for, but cuBLASLt had no algorithm
+  DeviceBuffer<unsigned char> lt_workspace;
+  DeviceBuffer<std::uint16_t> fc1_bias_bf16;  // [blocks, F]: a bf16 output's epilogue takes a bf16 bias
   std::vector<ParamSpec> specs;
   std::map<std::string, DevParam> w;
   DeviceBuffer<float> lat, vel, x, qkv, proj, f1, cos, sin, c1, cond, mods, fmod;
@@ -127,9 +135,39 @@ struct RankModel::Impl {
     copy_to_device(cos.get(), rt.cos.data(), rt.cos.size() * 4);
     copy_to_device(sin.get(), rt.sin.data(), rt.sin.size() * 4);
     if (layer) layer->set_inputs(q.get(), k.get(), v.get());
+    if (c.gemm_epilogues) plan_epilogues();
   }
   ~Impl() {
+    fc1_lt.reset();
+    if (lt) cublasLtDestroy(lt);
     if (blas) cublasDestroy(blas);
+  }
+
+  // The cuBLASLt plan of Config::gemm_epilogues; a shape cuBLASLt has no algorithm for
+  // keeps the GEMM and bias_act (one line on stderr says so).
+  void plan_epilogues() {
+    if (c.ffn != Ffn::gelu_mlp) return;
+    check_cublas(cublasLtCreate(&lt), "Lt create");
+    fc1_lt = std::make_unique<BiasGeluGemm>(lt, L, F, C, CUDA_R_16BF, kLtWorkspaceBytes);
+    if (!fc1_lt->supported()) {
+      std::fprintf(stderr, "dit: rank %d: cuBLASLt offers no algorithm for %s; it runs as GEMM + bias_act\n", rank,
+                   fc1_lt->describe().c_str());
+      fc1_lt.reset();
+      fc1_lt_missing = true;
+      return;
+    }
+    lt_workspace = DeviceBuffer<unsigned char>(kLtWorkspaceBytes);
+    fc1_bias_bf16 = DeviceBuffer<std::uint16_t>(size_t(blocks) * F);
+  }
+  // After the weights change: the bf16 copies of the fc1 biases.
+  void weights_changed() {
+    if (!fc1_lt) return;
+    for (int b = 0; b < blocks; ++b)
+      kernels::to_bf16(fc1_bias_bf16.get() + int64_t(b) * F, vec(block_param(b, "mlp.fc1.bias")), F, stream);
+  }
+  std::string epilogues() const {
+    if (c.ffn != Ffn::gelu_mlp) return "none";
+    return fc1_lt ? "fused" : fc1_lt_missing ? "separate (no cuBLASLt algorithm)" : "separate";
   }
 
   const std::uint16_t* mat(const std::string& name) const { return w.at(name).bf16.get(); }
@@ -222,8 +260,13 @@ struct RankModel::Impl {
         const std::uint16_t* y = moe->forward(h.get(), mat(block_param(b, "moe.w1")), mat(block_param(b, "moe.w2")));
         kernels::gated_residual_bf16(x.get(), y, m + 5 * C, L, C, stream);
       } else {
-        linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
-        kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
+        if (fc1_lt) {
+          fc1_lt->run(h.get(), mat(block_param(b, "mlp.fc1.weight")), g.get(), fc1_bias_bf16.get() + int64_t(b) * F,
+                      lt_workspace.get(), stream);
+        } else {
+          linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
+          kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
+        }
         linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
         kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C, L, C, stream);
       }
@@ -256,6 +299,7 @@ void RankModel::load(const Weights& wts) {
       copy_to_device(dst.f32.get(), src.data(), src.size() * 4);
     }
   }
+  m.weights_changed();
   m.loaded = true;
 }
 
@@ -277,6 +321,7 @@ void RankModel::randomize(uint64_t seed) {
       copy_to_device(dst.f32.get(), vals.data(), vals.size() * 4);
     }
   }
+  m.weights_changed();
   XS_CHECK_CUDA(cudaStreamSynchronize(m.stream));
   m.loaded = true;
 }
@@ -306,6 +351,7 @@ void RankModel::euler(float dt) {
   kernels::axpy(impl_->lat.get(), impl_->vel.get(), dt, impl_->L * impl_->in, impl_->stream);
 }
 int64_t RankModel::local_tokens() const { return impl_->L; }
+std::string RankModel::gemm_epilogues() const { return impl_->epilogues(); }
 
 MoeTimes RankModel::moe_host_times() const { return impl_->moe ? impl_->moe->host_times() : MoeTimes{}; }
 void RankModel::reset_moe_host_times() {

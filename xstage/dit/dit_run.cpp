@@ -107,6 +107,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
       std::copy(x.begin(), x.begin() + valid * in, res.latent.begin() + r * L * in);
     }
     res.step_ms = std::max(res.step_ms, ms);
+    if (r == 0) res.gemm_epilogues = m.gemm_epilogues();
   });
   return res;
 }

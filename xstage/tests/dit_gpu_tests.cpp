@@ -2,17 +2,20 @@
 // reference (tiny presets, host weights), and the P = 2 sampler (serial and
 // fused Ulysses attention) against the single-GPU sampler, for the GELU MLP and
 // the MoE FFN (the fused EP MoE kernel); padded token counts against unpadded ones;
-// refusals.
+// refusals; fc1's cuBLASLt bias + GELU epilogue (BiasGeluGemm) against an fp64 host reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/testing.hpp"
+#include "xstage/attention.hpp"
 #include "xstage/comm.hpp"
+#include "xstage/device_buffer.hpp"
 #include "xstage/dit_cuda.hpp"
 
 using namespace xstage;
@@ -65,6 +68,8 @@ std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Conf
   opt.time = false;
   opt.latent_seed = 5;
   const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
+  // fc1's tail ran as asked (a fallback would leave the fused form untested).
+  EXPECT_EQ(r.gemm_epilogues, c.ffn == Ffn::moe ? "none" : c.gemm_epilogues ? "fused" : "separate") << c.name;
   return {r.first_velocity,
           reference_forward(c, c.blocks, w, token_grid(c, run.tokens), random_latent(c, run.tokens, 5), 1.0f)};
 }
@@ -74,15 +79,121 @@ std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Conf
 // bf16 GEMM inputs and attention (8 mantissa bits) through two blocks: the
 // velocity's relative L2 error against fp32 stays near bf16's 2^-8; 2.5e-2 is
 // about 6x that, far below what a wrong index or a missing term gives (O(1)).
+// Both forms of fc1's tail (Config::gemm_epilogues): the cuBLASLt epilogue, whose bias
+// is rounded to bf16, and the cuBLAS GEMM with bias_act.
 TEST(DitGpu, SingleGpuForwardMatchesCpuReference) {
-  for (const char* name : {"tiny", "tiny-video"}) {
-    const auto [got, ref] = single_vs_reference(preset(name), 512);
-    const Diff d = diff(got, ref);
-    std::printf("%s: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e\n", name, d.max_abs, d.ref_max,
-                d.rel_l2);
-    EXPECT_LT(d.rel_l2, 2.5e-2) << name;
-    EXPECT_LT(d.max_abs, 0.1 * d.ref_max) << name;
+  for (const char* name : {"tiny", "tiny-video"})
+    for (bool fused : {true, false}) {
+      Config c = preset(name);
+      c.gemm_epilogues = fused;
+      const auto [got, ref] = single_vs_reference(c, 512);
+      const Diff d = diff(got, ref);
+      std::printf("%s, fc1 tail %s: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e\n", name,
+                  fused ? "fused" : "separate", d.max_abs, d.ref_max, d.rel_l2);
+      EXPECT_LT(d.rel_l2, 2.5e-2) << name << (fused ? " fused" : " separate");
+      EXPECT_LT(d.max_abs, 0.1 * d.ref_max) << name << (fused ? " fused" : " separate");
+    }
+}
+
+// BiasGeluGemm against an fp64 host reference on bf16-exact inputs, M not a multiple of
+// any tile. Y = X Wᵀ has a standard deviation of about 2, so the GELU's inputs cover
+// [-6, 6], where tanh-GELU and erf-GELU differ by up to 4.7e-4: the fp32 check's 2e-5
+// (fp32 accumulation over K = 320 is about 1e-6) tells them apart. bf16 output: one
+// rounding to nearest, at most half a unit in the last place, 2^-8 relative (8
+// significant bits).
+TEST(DitGpu, BiasGeluEpilogueMatchesHostReference) {
+  const int64_t M = 200, N = 384, K = 320;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto bf16_vals = [&](int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = attention::bf16_bits_to_float(attention::float_to_bf16_bits(scale * normal(rng)));
+    return v;
+  };
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = attention::float_to_bf16_bits(v[i]);
+    return b;
+  };
+  const std::vector<float> X = bf16_vals(M * K, 1.f), W = bf16_vals(N * K, 2.f / std::sqrt(float(K)));
+  const std::vector<float> bias = bf16_vals(N, 0.5f);
+  std::vector<double> Y(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(X[size_t(i * K + k)]) * W[size_t(j * K + k)];
+      Y[size_t(i * N + j)] = acc;
+    }
+  auto gelu = [](double v) { return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); };
+
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  cudaStream_t s = nullptr;
+  XS_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  const DeviceBuffer<std::uint16_t> dX = upload(bits(X)), dW = upload(bits(W)), dBb = upload(bits(bias));
+  const DeviceBuffer<float> dB = upload(bias);
+  DeviceBuffer<unsigned char> ws(kLtWorkspaceBytes);
+  int64_t gelu_region = 0;  // outputs where tanh- and erf-GELU differ by more than 1e-4
+  for (double v : Y)
+    gelu_region += std::fabs(gelu(v) - 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))) > 1e-4;
+  EXPECT_GT(gelu_region, M * N / 20) << "the data must exercise the GELU's shape";
+
+  {  // bias + GELU, fp32 out
+    BiasGeluGemm g(lt, M, N, K, CUDA_R_32F, kLtWorkspaceBytes);
+    ASSERT_TRUE(g.supported()) << g.describe();
+    DeviceBuffer<float> out(static_cast<size_t>(M * N));
+    fill_device(out.get(), 0xFF, out.size() * 4);  // NaN poison
+    g.run(dX.get(), dW.get(), out.get(), dB.get(), ws.get(), s);
+    XS_CHECK_CUDA(cudaStreamSynchronize(s));
+    const auto got = out.to_host(out.size());
+    double worst = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double ref = gelu(Y[size_t(i)] + bias[size_t(i % N)]);
+      worst = std::max(worst, std::fabs(got[size_t(i)] - ref) / (2e-5 + 1e-5 * std::fabs(ref)));
+    }
+    std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
+    EXPECT_LE(worst, 1.0) << "fp32 bias + GELU (tanh)";
   }
+  {  // bias + GELU, bf16 out, bf16 bias (the model's fc1)
+    BiasGeluGemm g(lt, M, N, K, CUDA_R_16BF, kLtWorkspaceBytes);
+    ASSERT_TRUE(g.supported()) << g.describe();
+    DeviceBuffer<std::uint16_t> out(static_cast<size_t>(M * N));
+    fill_device(out.get(), 0xFF, out.size() * 2);
+    g.run(dX.get(), dW.get(), out.get(), dBb.get(), ws.get(), s);
+    XS_CHECK_CUDA(cudaStreamSynchronize(s));
+    const auto got = out.to_host(out.size());
+    double worst = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double ref = gelu(Y[size_t(i)] + bias[size_t(i % N)]);  // bias is bf16-exact
+      const double e = std::fabs(attention::bf16_bits_to_float(got[size_t(i)]) - ref);
+      worst = std::max(worst, e / (std::ldexp(std::fabs(ref), -8) + 2e-5));
+    }
+    std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
+    EXPECT_LE(worst, 1.0) << "bf16 bias + GELU";
+  }
+  cublasLtDestroy(lt);
+  cudaStreamDestroy(s);
+}
+
+// The model with fc1's tail fused and separate gives the same sampled latent up to bf16
+// rounding (flux-like, 2 blocks, 1024 tokens, two steps): the fc1 bias in bf16 and
+// another accumulation order are the only differences.
+TEST(DitGpu, FusedGemmEpiloguesMatchSeparateKernels) {
+  Config fused = preset("flux-like"), separate = fused;
+  separate.gemm_epilogues = false;
+  const dit::Run run{1024, 1, 2, 2};
+  GpuOptions opt;
+  opt.time = false;
+  const GpuResult a = run_gpu(fused, run, AttnPath::single, opt), b = run_gpu(separate, run, AttnPath::single, opt);
+  ASSERT_EQ(a.gemm_epilogues, "fused");
+  ASSERT_EQ(b.gemm_epilogues, "separate");
+  const Diff d = diff(a.latent, b.latent);
+  std::printf("flux-like, 2 blocks, 2 steps: latent, fc1 tail fused vs separate: max |diff| %.3e rel %.3e (max |x| "
+              "%.3f)\n",
+              d.max_abs, d.rel_l2, d.ref_max);
+  EXPECT_LT(d.rel_l2, 1e-2);
+  EXPECT_GT(d.ref_max, 0.5);
 }
 
 // The MoE FFN through the fused MoE kernel (P = 1: one rank holds all experts).

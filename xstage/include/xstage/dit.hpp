@@ -52,6 +52,9 @@ struct Config {
   int64_t moe_inter = 0;
   int moe_raster_group = moe::kMoeRasterGroup;  // fused MoE kernel's tile raster (1: m-major); not a weight
   bool moe_device_routing = true;  // MoE routing, layout and order on the GPU (false: on the host); not a weight
+  // GPU path, GELU MLP: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its
+  // epilogue, bf16 out (false: a cuBLAS GEMM with fp32 output, then bias_act); not a weight.
+  bool gemm_epilogues = true;
   int64_t latent_channels = 4; // c
   int patch = 2;               // ps (spatial)
   int patch_t = 1;             // pt (temporal)

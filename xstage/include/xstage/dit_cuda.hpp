@@ -15,6 +15,7 @@
 // epilogue) returns [L, H, D] of the rank's own tokens.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -39,7 +40,7 @@ namespace xstage::dit {
 // ---- kernels (dit_kernels.cu); bf16 as uint16_t bits; all on `s` ------------------
 namespace kernels {
 enum class Act { none, silu, gelu_tanh };
-// y[r, j] = act(y[r, j] + b[j]) in place (fp32); also to out_bf16 when non-null. b may be null.
+// act(y[r, j] + b[j]) to out_bf16 when non-null, else in place to y (fp32). b may be null.
 void bias_act(float* y, std::uint16_t* out_bf16, const float* b, int64_t rows, int64_t n, Act act, cudaStream_t s);
 // h[r, :] = bf16(LN(x[r, :]) * (1 + scale) + shift), LN without affine, eps 1e-6.
 void ln_modulate(std::uint16_t* h, const float* x, const float* shift, const float* scale, int64_t rows, int64_t C,
@@ -64,6 +65,39 @@ void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
 // accumulate: every GEMM of the model (and the QKV bench's baseline).
 void gemm_bf16_f32(cublasHandle_t blas, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
                    int64_t N, int64_t K);
+
+// The GELU MLP's fc1 with its tail in cuBLASLt's epilogue (lt_gemm.cpp), for one shape:
+// out = gelu_tanh(X [M, K] · W [N, K]ᵀ + bias) (row-major, bf16 in, fp32 accumulate),
+// out bf16 with a bf16 bias, or fp32 with an fp32 bias (cuBLASLt's bias has D's type).
+// One kernel instead of the GEMM's fp32 [M, N] output and bias_act's pass over it.
+// The algorithm is cuBLASLt's heuristic choice, made once here; supported() is false
+// when it offers none (the caller then runs gemm_bf16_f32 and bias_act). Every operand
+// is 16-byte aligned; workspace holds workspace_bytes.
+class BiasGeluGemm {
+ public:
+  BiasGeluGemm(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, cudaDataType out_type,
+               std::size_t workspace_bytes);
+  ~BiasGeluGemm();
+  BiasGeluGemm(const BiasGeluGemm&) = delete;
+  BiasGeluGemm& operator=(const BiasGeluGemm&) = delete;
+  bool supported() const { return supported_; }
+  std::string describe() const;  // "bias + GELU GEMM M 4096 N 12288 K 3072 -> bf16"
+  // Enqueued on s; throws when !supported().
+  void run(const std::uint16_t* X, const std::uint16_t* W, void* out, const void* bias, void* workspace,
+           cudaStream_t s) const;
+
+ private:
+  cublasLtHandle_t lt_;
+  int64_t m_, n_, k_;
+  cudaDataType out_type_;
+  std::size_t workspace_bytes_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bool supported_ = false;
+};
+// cuBLAS's recommended workspace on Hopper.
+inline constexpr std::size_t kLtWorkspaceBytes = std::size_t(32) << 20;
 
 // `xstage bench qkv` (qkv_bench.cpp): rank `rank`'s QKV projection of a Ulysses
 // problem [1, S, H, 128] over P ranks, on GPU 0 with no peers. Timed in turns:
@@ -156,6 +190,9 @@ class RankModel {
   void forward(float t, AttnPath path);              // v = model(x, t), enqueued on the stream
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
+  // How the GELU MLP's fc1 tail runs (Config::gemm_epilogues): "fused" (cuBLASLt epilogue),
+  // "separate", "separate (no cuBLASLt algorithm)", or "none" (an MoE FFN has no fc1).
+  std::string gemm_epilogues() const;
   // The MoE FFN's times (MoeTimes: host round trips with host routing, GPU planner and
   // kernel in both modes) since the last reset; all zero without an MoE FFN.
   MoeTimes moe_host_times() const;
@@ -181,6 +218,7 @@ struct GpuResult {
   std::vector<float> latent;          // after run.steps Euler steps, all tokens
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
   MoeTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
+  std::string gemm_epilogues;     // rank 0's RankModel::gemm_epilogues()
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
 // needs path == single; P > 1 serial or fused. MoE presets run their FFN through
