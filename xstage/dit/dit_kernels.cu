@@ -1,6 +1,6 @@
 // Small elementwise and row kernels of the DiT block: bias + activation, LayerNorm +
-// adaLN modulation, RMSNorm + RoPE of Q and K, gated residual (fp32 or bf16
-// branch), conversions. With Config::gemm_epilogues the GELU MLP's fc1 bias + GELU
+// adaLN modulation (alone, or after the gated residual of an fp32 or bf16 branch, in
+// one pass over the row), RMSNorm + RoPE of Q and K, conversions. With Config::gemm_epilogues the GELU MLP's fc1 bias + GELU
 // runs in cuBLASLt's epilogue instead (lt_gemm.cpp).
 #include <cuda_bf16.h>
 
@@ -48,13 +48,28 @@ __device__ float block_sum(float v, float* scratch) {
   return s;
 }
 
-// One block per row: mean, then variance (two passes over the row, fp32).
-__global__ void ln_modulate_kernel(__nv_bfloat16* h, const float* x, const float* shift, const float* scale,
-                                   int64_t C) {
+__device__ float load_f32(float v) { return v; }
+__device__ float load_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// One block per row: optionally the gated residual x += gate ⊙ (y + b) first (writing x),
+// then LN's mean and variance (two passes over the row, fp32) and h = LN(x) ⊙ (1 + scale)
+// + shift in bf16. Each thread reads back only the x values it wrote itself.
+template <class Y>
+__global__ void ln_modulate_kernel(__nv_bfloat16* h, float* x, const Y* y, const float* b, const float* gate,
+                                   const float* shift, const float* scale, int64_t C) {
   __shared__ float scratch[kThreads / 32];
-  const float* xr = x + blockIdx.x * C;
+  float* xr = x + blockIdx.x * C;
   float s = 0;
-  for (int64_t j = threadIdx.x; j < C; j += kThreads) s += xr[j];
+  if (y) {
+    const Y* yr = y + blockIdx.x * C;
+    for (int64_t j = threadIdx.x; j < C; j += kThreads) {
+      const float v = xr[j] + gate[j] * (b ? load_f32(yr[j]) + b[j] : load_f32(yr[j]));
+      xr[j] = v;
+      s += v;
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < C; j += kThreads) s += xr[j];
+  }
   const float mean = block_sum(s, scratch) / float(C);
   float v = 0;
   for (int64_t j = threadIdx.x; j < C; j += kThreads) v += (xr[j] - mean) * (xr[j] - mean);
@@ -109,22 +124,6 @@ __global__ void qk_norm_rope_kernel(__nv_bfloat16* q, __nv_bfloat16* k, __nv_bfl
   }
 }
 
-__global__ void gated_residual_kernel(float* x, const float* y, const float* b, const float* gate, int64_t rows,
-                                      int64_t C) {
-  const int64_t total = rows * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = i % C;
-    x[i] += gate[j] * (y[i] + b[j]);
-  }
-}
-
-__global__ void gated_residual_bf16_kernel(float* x, const __nv_bfloat16* y, const float* gate, int64_t rows,
-                                           int64_t C) {
-  const int64_t total = rows * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    x[i] += gate[i % C] * __bfloat162float(y[i]);
-}
-
 __global__ void to_bf16_kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = __float2bfloat16_rn(src[i]);
@@ -142,12 +141,35 @@ void bias_act(float* y, std::uint16_t* out_bf16, const float* b, int64_t rows, i
   XS_CHECK_LAUNCH();
 }
 
-void ln_modulate(std::uint16_t* h, const float* x, const float* shift, const float* scale, int64_t rows, int64_t C,
-                 cudaStream_t s) {
+namespace {
+template <class Y>
+void launch_ln_modulate(std::uint16_t* h, float* x, const Y* y, const float* b, const float* gate, const float* shift,
+                        const float* scale, int64_t rows, int64_t C, cudaStream_t s) {
   XS_CHECK_MSG(rows < (int64_t(1) << 31), "dit: ln_modulate: too many rows for one grid dimension");
   if (rows == 0) return;
-  ln_modulate_kernel<<<unsigned(rows), kThreads, 0, s>>>(reinterpret_cast<__nv_bfloat16*>(h), x, shift, scale, C);
+  ln_modulate_kernel<Y><<<unsigned(rows), kThreads, 0, s>>>(reinterpret_cast<__nv_bfloat16*>(h), x, y, b, gate,
+                                                            shift, scale, C);
   XS_CHECK_LAUNCH();
+}
+}  // namespace
+
+void ln_modulate(std::uint16_t* h, const float* x, const float* shift, const float* scale, int64_t rows, int64_t C,
+                 cudaStream_t s) {
+  // Without a residual branch the kernel only reads x.
+  launch_ln_modulate<float>(h, const_cast<float*>(x), nullptr, nullptr, nullptr, shift, scale, rows, C, s);
+}
+
+void gated_residual_ln_modulate(float* x, const float* y, const float* b, const float* gate, std::uint16_t* h,
+                                const float* shift, const float* scale, int64_t rows, int64_t C, cudaStream_t s) {
+  XS_CHECK_MSG(y && b && gate, "dit: gated_residual_ln_modulate needs y, b and gate");
+  launch_ln_modulate(h, x, y, b, gate, shift, scale, rows, C, s);
+}
+
+void gated_residual_ln_modulate_bf16(float* x, const std::uint16_t* y, const float* gate, std::uint16_t* h,
+                                     const float* shift, const float* scale, int64_t rows, int64_t C,
+                                     cudaStream_t s) {
+  XS_CHECK_MSG(y && gate, "dit: gated_residual_ln_modulate_bf16 needs y and gate");
+  launch_ln_modulate(h, x, reinterpret_cast<const __nv_bfloat16*>(y), nullptr, gate, shift, scale, rows, C, s);
 }
 
 void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const float* qkv, const float* bias,
@@ -160,19 +182,6 @@ void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const fl
                                                             reinterpret_cast<__nv_bfloat16*>(k),
                                                             reinterpret_cast<__nv_bfloat16*>(v), qkv, bias, q_norm,
                                                             k_norm, cos, sin, rows, heads, head_dim);
-  XS_CHECK_LAUNCH();
-}
-
-void gated_residual(float* x, const float* y, const float* b, const float* gate, int64_t rows, int64_t C,
-                    cudaStream_t s) {
-  gated_residual_kernel<<<grid_for(rows * C), kThreads, 0, s>>>(x, y, b, gate, rows, C);
-  XS_CHECK_LAUNCH();
-}
-
-void gated_residual_bf16(float* x, const std::uint16_t* y, const float* gate, int64_t rows, int64_t C,
-                         cudaStream_t s) {
-  gated_residual_bf16_kernel<<<grid_for(rows * C), kThreads, 0, s>>>(
-      x, reinterpret_cast<const __nv_bfloat16*>(y), gate, rows, C);
   XS_CHECK_LAUNCH();
 }
 

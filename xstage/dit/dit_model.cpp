@@ -6,6 +6,7 @@
 //   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C], final mod [2C]
 //   x = patch_embed(latent)
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
+//              (each gated residual and the LN after it are one kernel, gated_residual_ln_modulate)
 //              (fused path with D = 128: the QKV GEMM, norms, RoPE and the pre-attention
 //               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv)
 //              -> ln_modulate -> FFN -> gated residual, the FFN being
@@ -231,9 +232,13 @@ struct RankModel::Impl {
     linear(lat_bf.get(), "patch_embed", x.get(), L, C, in);
     kernels::bias_act(x.get(), nullptr, vec("patch_embed.bias"), L, C, Act::none, stream);
 
+    // h = the first LN (block 0's, or the final layer's); every later LN runs in one kernel
+    // with the gated residual before it.
+    const float* first_mod = blocks > 0 ? mods.get() : fmod.get();
+    kernels::ln_modulate(h.get(), x.get(), first_mod, first_mod + C, L, C, stream);
     for (int b = 0; b < blocks; ++b) {
       const float* m = mods.get() + int64_t(b) * 6 * C;  // shift1 scale1 gate1 shift2 scale2 gate2
-      kernels::ln_modulate(h.get(), x.get(), m, m + C, L, C, stream);
+      const float* next = b + 1 < blocks ? m + 6 * C : fmod.get();  // the next LN's shift, then scale
       const bool fused_qkv = path == AttnPath::fused && layer->fused_qkv_supported();
       if (fused_qkv) {
         ulysses::QkvInputs in;
@@ -253,12 +258,12 @@ struct RankModel::Impl {
       }
       const std::uint16_t* a = attention(path, fused_qkv);
       linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
-      kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C, L, C, stream);
-      kernels::ln_modulate(h.get(), x.get(), m + 3 * C, m + 4 * C, L, C, stream);
+      kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C,
+                                          h.get(), m + 3 * C, m + 4 * C, L, C, stream);
       if (moe) {  // [L, C] bf16 from the fused MoE kernel (no bias)
         linear(h.get(), block_param(b, "moe.router"), moe->logits(), L, c.experts, C);
         const std::uint16_t* y = moe->forward(h.get(), mat(block_param(b, "moe.w1")), mat(block_param(b, "moe.w2")));
-        kernels::gated_residual_bf16(x.get(), y, m + 5 * C, L, C, stream);
+        kernels::gated_residual_ln_modulate_bf16(x.get(), y, m + 5 * C, h.get(), next, next + C, L, C, stream);
       } else {
         if (fc1_lt) {
           fc1_lt->run(h.get(), mat(block_param(b, "mlp.fc1.weight")), g.get(), fc1_bias_bf16.get() + int64_t(b) * F,
@@ -268,11 +273,11 @@ struct RankModel::Impl {
           kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
         }
         linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
-        kernels::gated_residual(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C, L, C, stream);
+        kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C,
+                                            h.get(), next, next + C, L, C, stream);
       }
     }
-    kernels::ln_modulate(h.get(), x.get(), fmod.get(), fmod.get() + C, L, C, stream);
-    linear(h.get(), "final.proj", vel.get(), L, in, C);
+    linear(h.get(), "final.proj", vel.get(), L, in, C);  // h: the final layer's LN (above)
     kernels::bias_act(vel.get(), nullptr, vec("final.proj.bias"), L, in, Act::none, stream);
   }
 };

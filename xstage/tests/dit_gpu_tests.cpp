@@ -176,6 +176,78 @@ TEST(DitGpu, BiasGeluEpilogueMatchesHostReference) {
   cudaStreamDestroy(s);
 }
 
+// gated_residual_ln_modulate (fp32 branch with bias, bf16 branch without) against an
+// fp64 host reference: the new x within fp32 rounding (2e-6 relative to the terms), h
+// within half a bf16 unit in the last place of the reference (2^-8 relative) plus 1e-4
+// for the fp32 mean and variance; and h bitwise equal to ln_modulate alone on the x it
+// wrote (the LN code is shared). Row widths 3072 (flux-like) and 200 (not a multiple of
+// the block's 256 threads); outputs poisoned first.
+TEST(DitGpu, GatedResidualLnModulateMatchesHostReference) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto vals = [&](int64_t n, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = scale * normal(rng);
+    return v;
+  };
+  for (const int64_t C : {int64_t(3072), int64_t(200)})
+    for (const bool bf16_branch : {false, true}) {
+      const int64_t rows = 37;
+      const std::vector<float> x0 = vals(rows * C, 1.f), b = vals(C, 0.3f), gate = vals(C, 0.5f),
+                               shift = vals(C, 0.2f), scale = vals(C, 0.2f);
+      std::vector<float> y = vals(rows * C, 1.f);
+      std::vector<std::uint16_t> y_bits(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        y_bits[i] = attention::float_to_bf16_bits(y[i]);
+        if (bf16_branch) y[i] = attention::bf16_bits_to_float(y_bits[i]);
+      }
+      DeviceBuffer<float> dx = upload(x0);
+      const DeviceBuffer<float> dy = upload(y), db = upload(b), dg = upload(gate), ds = upload(shift),
+                                dsc = upload(scale);
+      const DeviceBuffer<std::uint16_t> dyb = upload(y_bits);
+      DeviceBuffer<std::uint16_t> h(static_cast<size_t>(rows * C)), h2(static_cast<size_t>(rows * C));
+      fill_device(h.get(), 0xFF, h.size() * 2);
+      fill_device(h2.get(), 0xFF, h2.size() * 2);
+      if (bf16_branch)
+        kernels::gated_residual_ln_modulate_bf16(dx.get(), dyb.get(), dg.get(), h.get(), ds.get(), dsc.get(), rows, C,
+                                                 nullptr);
+      else
+        kernels::gated_residual_ln_modulate(dx.get(), dy.get(), db.get(), dg.get(), h.get(), ds.get(), dsc.get(), rows,
+                                            C, nullptr);
+      kernels::ln_modulate(h2.get(), dx.get(), ds.get(), dsc.get(), rows, C, nullptr);
+      XS_CHECK_CUDA(cudaDeviceSynchronize());
+      const auto got_x = dx.to_host(dx.size());
+      const auto got_h = h.to_host(h.size()), got_h2 = h2.to_host(h2.size());
+      double worst_x = 0, worst_h = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> xr(static_cast<size_t>(C));
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < C; ++j) {
+          const size_t i = size_t(r * C + j);
+          const double branch = double(gate[size_t(j)]) * (double(y[i]) + (bf16_branch ? 0.0 : b[size_t(j)]));
+          xr[size_t(j)] = x0[i] + branch;
+          worst_x = std::max(worst_x, std::fabs(got_x[i] - xr[size_t(j)]) /
+                                          (2e-6 * (std::fabs(x0[i]) + std::fabs(branch)) + 1e-30));
+          mean += xr[size_t(j)];
+        }
+        mean /= double(C);
+        for (double v : xr) var += (v - mean) * (v - mean);
+        const double inv = 1 / std::sqrt(var / double(C) + 1e-6);
+        for (int64_t j = 0; j < C; ++j) {
+          const size_t i = size_t(r * C + j);
+          const double ref = (xr[size_t(j)] - mean) * inv * (1 + scale[size_t(j)]) + shift[size_t(j)];
+          worst_h = std::max(worst_h, std::fabs(attention::bf16_bits_to_float(got_h[i]) - ref) /
+                                          (std::ldexp(std::fabs(ref), -8) + 1e-4));
+        }
+      }
+      std::printf("C %ld, %s branch: worst x error / tolerance %.3f, worst h error / tolerance %.3f\n", long(C),
+                  bf16_branch ? "bf16" : "fp32", worst_x, worst_h);
+      EXPECT_LE(worst_x, 1.0) << C << (bf16_branch ? " bf16" : " fp32");
+      EXPECT_LE(worst_h, 1.0) << C << (bf16_branch ? " bf16" : " fp32");
+      EXPECT_EQ(got_h, got_h2) << "h differs from ln_modulate of the same x, C " << C;
+    }
+}
+
 // The model with fc1's tail fused and separate gives the same sampled latent up to bf16
 // rounding (flux-like, 2 blocks, 1024 tokens, two steps): the fc1 bias in bf16 and
 // another accumulation order are the only differences.

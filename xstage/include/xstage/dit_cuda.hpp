@@ -50,12 +50,15 @@ void ln_modulate(std::uint16_t* h, const float* x, const float* shift, const flo
 void qk_norm_rope(std::uint16_t* q, std::uint16_t* k, std::uint16_t* v, const float* qkv, const float* bias,
                   const float* q_norm, const float* k_norm, const float* cos, const float* sin, int64_t rows,
                   int64_t heads, int64_t head_dim, cudaStream_t s);
-// x[r, j] += gate[j] * (y[r, j] + b[j]).
-void gated_residual(float* x, const float* y, const float* b, const float* gate, int64_t rows, int64_t C,
-                    cudaStream_t s);
-// x[r, j] += gate[j] * y[r, j], y bf16 (the fused MoE kernel's output).
-void gated_residual_bf16(float* x, const std::uint16_t* y, const float* gate, int64_t rows, int64_t C,
-                         cudaStream_t s);
+// The gated residual, then ln_modulate of the new x, in one kernel (one read of the row):
+// x[r, j] += gate[j] * (y[r, j] + b[j]); h = ln_modulate(x). The same fp32 operations in
+// the same order as the two steps apart.
+void gated_residual_ln_modulate(float* x, const float* y, const float* b, const float* gate, std::uint16_t* h,
+                                const float* shift, const float* scale, int64_t rows, int64_t C, cudaStream_t s);
+// The same with a bf16 branch and no bias (the fused MoE kernel's output): x += gate * y.
+void gated_residual_ln_modulate_bf16(float* x, const std::uint16_t* y, const float* gate, std::uint16_t* h,
+                                     const float* shift, const float* scale, int64_t rows, int64_t C,
+                                     cudaStream_t s);
 void to_bf16(std::uint16_t* dst, const float* src, int64_t n, cudaStream_t s);
 // x += dt * v.
 void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
