@@ -66,6 +66,9 @@ gait_job_ok() { # name: wait for a background job (while the deadline allows); t
 }
 gait_note_job() {
   local name=$1 rc secs
+  if [ ! -f "$GD/jobs/$name.rc" ] && [ ! -f "$GO/$name.log" ]; then  # never started
+    note "gait_$name" "skipped (no time left before the stage's deadline)"; return
+  fi
   rc=$(cat "$GD/jobs/$name.rc" 2>/dev/null || echo "?")
   secs=$(cat "$GD/jobs/$name.secs" 2>/dev/null || echo "?")
   if [ "$rc" = 0 ]; then note "gait_$name" "ok (${secs}s)"
