@@ -116,7 +116,7 @@ if want attention; then
     python3 "$ROOT/xstage/attention/bench_compare.py" "${CMP[@]}" | tee "$OUT/attention_compare.txt" | cut -c1-140
   fi
 fi
-# For the MoE A/B stages (device.d/dispatch.sh, release.sh): NAME DIR [cmake args...]: own build
+# For the MoE A/B stages (device.d/dispatch.sh, release.sh, and agent.sh, epilogue.sh): NAME DIR [cmake args...]: own build
 # in DIR of the xstage CLI, the MoE tests and the DiT GPU tests, then the MoE CPU tests and the
 # MoE and DiT GPU tests (every case the visible GPUs allow), with their result lines.
 moe_build_and_test() {

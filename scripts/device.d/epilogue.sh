@@ -3,9 +3,10 @@
 # Config::gemm_epilogues) against the cuBLAS GEMM + bias_act, and FusedMoe::set_inputs'
 # stream-ordered copies.
 #   RUN_NAME=epilogue ./run device epilogue
-# 1. own build (build-epilogue): the xstage CLI, the DiT and MoE tests;
-# 2. GPU tests: DiT (BiasGeluEpilogueMatchesHostReference, both forms against the CPU reference,
-#    FusedGemmEpiloguesMatchSeparateKernels, the rest), MoE (EPI_MOE_TESTS=0 skips);
+# 1. own build (build-epilogue) and the MoE and DiT tests (moe_build_and_test);
+# 2. of the DiT GPU tests' output, BiasGeluEpilogueMatchesHostReference's and
+#    GatedResidualLnModulateMatchesHostReference's margins and the velocity against the CPU
+#    reference with both forms;
 # 3. `xstage dit --gpus 1` with --gemm-epilogues fused and separate in turns (f s f s):
 #    flux-like 4096 tokens, 4 blocks; wan-like 75,600, 2 blocks (f s); flux-like 4096, all
 #    57 blocks (f s f s); then dit-moe 4096, 28 blocks (the MoE presets have no fc1), with
@@ -13,19 +14,9 @@
 #    $OUT/dit_epilogue.json, in run order;
 # 4. a short table.
 EB=${EPI_BUILD_DIR:-$ROOT/build-epilogue}
-ET="$EB/xstage/tests"
 EX="$EB/xstage/cli/xstage"
-step epi_configure timeout 90 cmake -S "$ROOT" -B "$EB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
-  -DXSTAGE_BUILD_GAIT=OFF
-step epi_build timeout 330 cmake --build "$EB" -j "$(nproc)" --target xstage xstage_dit_tests xstage_dit_gpu_tests \
-  xstage_moe_gpu_tests
-step epi_dit_gpu_tests timeout 300 env XSTAGE_SOURCE_DIR="$ROOT" "$ET/xstage_dit_gpu_tests"
-grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|tolerance|fc1 tail" \
-  "$OUT/epi_dit_gpu_tests.log" 2>/dev/null | head -30
-if [ "${EPI_MOE_TESTS:-1}" = 1 ]; then
-  step epi_moe_gpu_tests timeout 240 "$ET/xstage_moe_gpu_tests"
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$OUT/epi_moe_gpu_tests.log" 2>/dev/null | head -20
-fi
+moe_build_and_test epi "$EB"  # scripts/device.sh: configure, build, the MoE and DiT tests
+grep -E "tolerance|fc1 tail" "$OUT/epi_dit_gpu_tests.log" 2>/dev/null | head -20
 rm -f "$OUT"/dit_epi_*.json "$OUT/dit_epilogue.json"
 i=0
 run_turns() { # preset tokens blocks timeout turns... (extra xstage dit args in EPI_EXTRA)
