@@ -85,7 +85,6 @@ struct RankModel::Impl {
   // GEMM and bias_act, also when cuBLASLt offers no algorithm).
   cublasLtHandle_t lt = nullptr;
   std::unique_ptr<BiasGeluGemm> fc1_lt;
-  bool fc1_lt_missing = false;                // asked for, but cuBLASLt had no algorithm
   DeviceBuffer<unsigned char> lt_workspace;
   DeviceBuffer<std::uint16_t> fc1_bias_bf16;  // [blocks, F]: a bf16 output's epilogue takes a bf16 bias
   std::vector<ParamSpec> specs;
@@ -154,7 +153,6 @@ struct RankModel::Impl {
       std::fprintf(stderr, "dit: rank %d: cuBLASLt offers no algorithm for %s; it runs as GEMM + bias_act\n", rank,
                    fc1_lt->describe().c_str());
       fc1_lt.reset();
-      fc1_lt_missing = true;
       return;
     }
     lt_workspace = DeviceBuffer<unsigned char>(kLtWorkspaceBytes);
@@ -168,7 +166,8 @@ struct RankModel::Impl {
   }
   std::string epilogues() const {
     if (c.ffn != Ffn::gelu_mlp) return "none";
-    return fc1_lt ? "fused" : fc1_lt_missing ? "separate (no cuBLASLt algorithm)" : "separate";
+    if (fc1_lt) return "fused";
+    return c.gemm_epilogues ? "separate (no cuBLASLt algorithm)" : "separate";
   }
 
   const std::uint16_t* mat(const std::string& name) const { return w.at(name).bf16.get(); }
