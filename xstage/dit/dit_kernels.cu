@@ -1,7 +1,8 @@
 // Small elementwise and row kernels of the DiT block: bias + activation, LayerNorm +
 // adaLN modulation (alone, or after the gated residual of an fp32 or bf16 branch, in
-// one pass over the row), RMSNorm + RoPE of Q and K, conversions. With Config::gemm_epilogues the GELU MLP's fc1 bias + GELU
-// runs in cuBLASLt's epilogue instead (lt_gemm.cpp).
+// one pass over the row), RMSNorm + RoPE of Q and K, conversions. With
+// Config::gemm_epilogues the GELU MLP's fc1 bias + GELU runs in cuBLASLt's epilogue
+// instead (lt_gemm.cpp).
 #include <cuda_bf16.h>
 
 #include "xstage/check_cuda.hpp"
