@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -77,19 +78,23 @@ const char* to_string(FusedWaitSite s) {
 }
 
 struct FusedMoe::Impl {
-  comm::Rank& rank;
+  comm::Rank* comm;  // null: a rank of a OneGpuGroup
+  int rank_id, device;
+  cudaStream_t stream;
   Problem p;
   int max_rows;
-  std::size_t recv_off = 0, comb_off = 0;
-  comm::SymmetricWindow window;
-  comm::DeviceComm dev;
+  WindowLayout win;
+  std::unique_ptr<comm::SymmetricWindow> window;  // with a communicator
+  std::unique_ptr<comm::DeviceComm> dev;
+  char* window_local = nullptr;                   // this rank's window memory
+  std::array<char*, kMaxRanks> plain{};           // FusedArgs::plain (null: LSA pointers)
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
   DeviceBuffer<WorkItem> items;
   DeviceBuffer<int> n_items_dev{1};
   DeviceBuffer<int> all_expert, chunk_count, expert_start, plan_tables;  // route_on_device only
-  DeviceBuffer<unsigned> ticket, l1_done, gate, dispatch_expect;
+  DeviceBuffer<unsigned> ticket{1}, l1_done{1}, gate{1}, dispatch_expect;
   enum class Inputs { none, host, device } inputs = Inputs::none;
   int* nonfinite_host = nullptr;  // host-mapped: route_on_device saw a non-finite logit
   int* nonfinite_dev = nullptr;
@@ -127,25 +132,34 @@ struct FusedMoe::Impl {
     inputs = how;
   }
 
-  static std::size_t align(std::size_t v) { return (v + 4095) / 4096 * 4096; }
-
+  // With a communicator: the symmetric window and the device communicator (collective).
   Impl(comm::Rank& r, const Problem& prob, int rows)
-      : rank(r),
-        p(prob),
-        max_rows(std::max(rows, 1)),
-        recv_off(kFlagsBytes),
-        comb_off(align(kFlagsBytes + std::size_t(max_rows) * prob.hidden * 2)),
-        window(r, comb_off + align(std::size_t(prob.tokens_per_rank) * prob.topk * prob.hidden * 2)),
-        dev(r, 1),
-        h(std::size_t(max_rows) * prob.intermediate),
-        out(std::size_t(prob.tokens_per_rank) * prob.hidden),
-        ticket(1),
-        l1_done(1),
-        gate(1),
-        shapes(fused_maps(prob, max_rows)),
-        dispatch_total(prob.experts_per_rank(), 0) {
-    XS_CHECK_CUDA(cudaSetDevice(r.device()));
-    map_recv = map_of(shapes.recv, static_cast<char*>(window.local()) + recv_off);
+      : comm(&r), rank_id(r.rank()), device(r.device()), stream(r.stream()), p(prob), max_rows(std::max(rows, 1)),
+        win(window_layout(prob, max_rows)) {
+    XS_CHECK_CUDA(cudaSetDevice(device));
+    window = std::make_unique<comm::SymmetricWindow>(r, win.bytes);
+    dev = std::make_unique<comm::DeviceComm>(r, 1);
+    window_local = static_cast<char*>(window->local());
+    // EP = 1: NCCL gives a one-rank communicator no symmetric memory; the kernel takes
+    // the window's memory as a plain pointer.
+    if (prob.ranks == 1) plain[0] = window_local;
+    init();
+    r.host_barrier();
+  }
+  // Rank `r` of a OneGpuGroup: the group's windows, plain pointers, no communicator.
+  Impl(OneGpuGroup& g, int r, cudaStream_t s)
+      : comm(nullptr), rank_id(r), stream(s), p(g.problem()), max_rows(g.max_rows()), win(g.layout()) {
+    XS_CHECK_CUDA(cudaGetDevice(&device));
+    for (int j = 0; j < p.ranks; ++j) plain[j] = g.window(j);
+    window_local = plain[r];
+    init();
+  }
+  void init() {
+    h = DeviceBuffer<std::uint16_t>(std::size_t(max_rows) * p.intermediate);
+    out = DeviceBuffer<std::uint16_t>(std::size_t(p.tokens_per_rank) * p.hidden);
+    shapes = fused_maps(p, max_rows);
+    dispatch_total.assign(p.experts_per_rank(), 0);
+    map_recv = map_of(shapes.recv, window_local + win.recv_off);
     map_h = map_of(shapes.h, h.get());
     void* hp = nullptr;
     XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(FusedWaitReport), cudaHostAllocMapped));
@@ -154,24 +168,56 @@ struct FusedMoe::Impl {
     void* dp = nullptr;
     XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
     report_dev = static_cast<FusedWaitReport*>(dp);
-    // Counters start at zero on every rank before any peer may add to them.
-    fill_device(window.local(), 0, kFlagsBytes);
+    // Counters start at zero on every rank before any peer may add to them (the caller
+    // synchronises the ranks after this).
+    fill_device(window_local, 0, kFlagsBytes);
     fill_device(gate.get(), 0, sizeof(unsigned));
     XS_CHECK_CUDA(cudaDeviceSynchronize());
-    r.host_barrier();
   }
 };
 
-FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {
-  validate(p, comm::visible_gpus());
-  XS_ASSERT(p.ranks == rank.nranks(), "moe fused: problem has {} ranks, communicator {}", p.ranks, rank.nranks());
+WindowLayout window_layout(const Problem& p, int max_rows) {
+  auto align = [](std::size_t v) { return (v + 4095) / 4096 * 4096; };
+  WindowLayout w;
+  w.recv_off = kFlagsBytes;
+  w.comb_off = align(kFlagsBytes + std::size_t(std::max(max_rows, 1)) * p.hidden * 2);
+  w.bytes = w.comb_off + align(std::size_t(p.tokens_per_rank) * p.topk * p.hidden * 2);
+  return w;
+}
+
+namespace {
+void check_fused_problem(const Problem& p, int visible_gpus) {
+  validate(p, visible_gpus);
   XS_ASSERT(p.ranks <= kMaxRanks, "moe fused: at most {} ranks (got {})", kMaxRanks, p.ranks);
   XS_ASSERT(p.experts_per_rank() <= kMaxLocalExperts, "moe fused: at most {} experts per rank (got {})",
             kMaxLocalExperts, p.experts_per_rank());
+}
+int sm_count(int device) {
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+}  // namespace
+
+OneGpuGroup::OneGpuGroup(const Problem& p, int max_rows)
+    : p_(p), max_rows_(std::max(max_rows, 1)), layout_(window_layout(p, max_rows_)) {
+  check_fused_problem(p, -1);  // all ranks on this GPU
+  for (int r = 0; r < p.ranks; ++r) windows_.emplace_back(layout_.bytes);
+}
+
+FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {
+  check_fused_problem(p, comm::visible_gpus());
+  XS_ASSERT(p.ranks == rank.nranks(), "moe fused: problem has {} ranks, communicator {}", p.ranks, rank.nranks());
   impl_ = new Impl(rank, p, max_rows);
-  cudaDeviceProp prop{};
-  XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, rank.device()));
-  sms_ = blocks_ = prop.multiProcessorCount;  // one persistent block per SM (all resident)
+  sms_ = blocks_ = sm_count(rank.device());  // one persistent block per SM (all resident)
+}
+
+FusedMoe::FusedMoe(OneGpuGroup& group, int rank, cudaStream_t stream) {
+  XS_ASSERT(rank >= 0 && rank < group.problem().ranks, "moe fused: rank {} is not in a group of {}", rank,
+            group.problem().ranks);
+  impl_ = new Impl(group, rank, stream);
+  sms_ = sm_count(impl_->device);
+  blocks_ = std::max(1, sms_ / group.problem().ranks);  // the group's kernels run at once
 }
 
 void FusedMoe::set_blocks(int n) {
@@ -197,14 +243,14 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   XS_ASSERT(layout.problem.ranks == m.p.ranks && layout.problem.tokens_per_rank == m.p.tokens_per_rank &&
                 layout.problem.topk == m.p.topk && layout.problem.experts == m.p.experts,
             "moe fused: layout is for {}, kernel for {}", describe(layout.problem), describe(m.p));
-  const RankLayout& R = layout.ranks[m.rank.rank()];
-  XS_ASSERT(R.rows() <= m.max_rows, "moe fused: rank {} receives {} rows but was sized for {}", m.rank.rank(),
+  const RankLayout& R = layout.ranks[m.rank_id];
+  XS_ASSERT(R.rows() <= m.max_rows, "moe fused: rank {} receives {} rows but was sized for {}", m.rank_id,
             R.rows(), m.max_rows);
   // A launch still on the stream may read the buffers that a larger upload frees (and
   // its timed-out waits are reported here). The copies are stream-ordered: the kernel,
   // on the same stream, sees them.
   synchronize();
-  cudaStream_t st = m.rank.stream();
+  cudaStream_t st = m.stream;
   m.x = x;
   upload_on(m.weight, routing.weight, st);
   upload_on(m.expert, routing.expert, st);
@@ -239,7 +285,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
             "moe fused: routing on the device needs recv rows for the worst case, {} (sized for {})",
             route::max_recv_rows(p), m.max_rows);
   const OrderSpec spec = order_spec(config, p, raster_group);
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
   m.dispatch = print_dispatch_once(p, dispatch_plan(spec, p.experts_per_rank()), "config");
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
   const int epr = p.experts_per_rank();
@@ -270,7 +316,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
     m.nonfinite_dev = static_cast<int*>(dp);
   }
-  cudaStream_t st = m.rank.stream();
+  cudaStream_t st = m.stream;
   cudaEvent_t* mk = nullptr;
   if (m.profile) {
     if (m.marks_used == m.marks.size()) {
@@ -287,7 +333,10 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[1], st));
   const int* all = m.expert.get();
   if (p.ranks > 1) {
-    XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.rank.comm(), st));
+    XS_ASSERT(m.comm, "moe fused: route_on_device with P = {} needs a communicator (its all-gather); a OneGpuGroup's "
+                      "ranks take set_inputs",
+              p.ranks);
+    XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.comm->comm(), st));
     all = m.all_expert.get();
   }
   if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[2], st));
@@ -300,7 +349,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   out.items = m.items.get();
   out.n_items = m.n_items_dev.get();
   out.dispatch_expect = m.dispatch_expect.get();
-  route::plan(p, m.rank.rank(), all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get(), m.plan_tables.get()},
+  route::plan(p, m.rank_id, all, spec, m.max_rows, {m.chunk_count.get(), m.expert_start.get(), m.plan_tables.get()},
               out, st, mk ? mk + 3 : nullptr);
   m.have_inputs = true;
 }
@@ -309,8 +358,8 @@ void FusedMoe::profile_planner(bool on) { impl_->profile = on; }
 
 FusedMoe::PlannerPhases FusedMoe::planner_phases() {
   Impl& m = *impl_;
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
-  XS_CHECK_CUDA(cudaStreamSynchronize(m.rank.stream()));
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
+  XS_CHECK_CUDA(cudaStreamSynchronize(m.stream));
   PlannerPhases ph;
   const auto us = [](cudaEvent_t a, cudaEvent_t b) {
     float ms = 0;
@@ -334,8 +383,8 @@ FusedMoe::PlannerPhases FusedMoe::planner_phases() {
 Routing FusedMoe::device_routing() const {
   const Impl& m = *impl_;
   XS_ASSERT(m.inputs == Impl::Inputs::device, "moe fused: device_routing after route_on_device only");
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
-  XS_CHECK_CUDA(cudaStreamSynchronize(m.rank.stream()));
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
+  XS_CHECK_CUDA(cudaStreamSynchronize(m.stream));
   const std::size_t tk = std::size_t(m.p.tokens_per_rank) * m.p.topk;
   return {m.p.tokens_per_rank, m.p.topk, m.expert.to_host(tk), m.weight.to_host(tk)};
 }
@@ -345,7 +394,7 @@ void FusedMoe::set_release(ReleaseMode mode) { impl_->release_mode = mode; }
 
 void FusedMoe::set_profile(bool on) {
   Impl& m = *impl_;
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
   if (!on) {
     m.kernel_profile = {};
     m.profiled_launches = 0;
@@ -369,16 +418,16 @@ FusedMoe::Profile FusedMoe::profile() {
   m.profiled_launches = 0;
   if (launches == 0) return {};
   int khz = 0;
-  XS_CHECK_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, m.rank.device()));
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, m.device));
   return summarize_profile(f, blocks_, launches, khz);
 }
 
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
   ++m.epoch;
-  cudaStream_t st = m.rank.stream();
+  cudaStream_t st = m.stream;
   if (m.inputs == Impl::Inputs::host) {  // route_on_device has added this forward's counts on the device
     for (int e = 0; e < m.p.experts_per_rank(); ++e) m.dispatch_total[e] += m.next_dispatch[e];
     // Stream-ordered: the previous launch may still be reading the old targets.
@@ -391,12 +440,12 @@ void FusedMoe::launch() {
   XS_CHECK_CUDA(cudaMemsetAsync(m.l1_done.get(), 0, m.l1_done.size() * sizeof(unsigned), st));
 
   FusedArgs a{};
-  a.window = m.window.window();
-  a.local = static_cast<char*>(m.window.local());
-  a.dev = m.dev.get();
-  a.recv_off = m.recv_off;
-  a.comb_off = m.comb_off;
-  a.rank = m.rank.rank();
+  if (m.window) a.window = m.window->window();
+  if (m.dev) a.dev = m.dev->get();
+  for (int j = 0; j < kMaxRanks; ++j) a.plain[j] = m.plain[j];
+  a.recv_off = m.win.recv_off;
+  a.comb_off = m.win.comb_off;
+  a.rank = m.rank_id;
   a.ranks = m.p.ranks;
   a.tokens = m.p.tokens_per_rank;
   a.topk = m.p.topk;
@@ -440,20 +489,20 @@ void FusedMoe::launch() {
   a.release_by_agent = m.release_mode == ReleaseMode::by_agent;
   a.profile = m.kernel_profile.get();
   if (a.profile != nullptr) ++m.profiled_launches;
-  a.wait = {comm::wait_timeout_ns(), m.rank.rank()};
+  a.wait = {comm::wait_timeout_ns(), m.rank_id};
   launch_fused(a, blocks_, st);
 }
 
 void FusedMoe::synchronize() {
   Impl& m = *impl_;
-  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
-  const cudaError_t err = cudaStreamSynchronize(m.rank.stream());
+  XS_CHECK_CUDA(cudaSetDevice(m.device));
+  const cudaError_t err = cudaStreamSynchronize(m.stream);
   if (err == cudaSuccess) {
     if (m.nonfinite_host && *static_cast<volatile int*>(m.nonfinite_host) != 0) {
       *m.nonfinite_host = 0;
       XS_FAIL("moe fused: rank {}'s router logits hold a non-finite value (NaN or inf); the forwards since the last "
               "check ranked it as +-FLT_MAX",
-              m.rank.rank());
+              m.rank_id);
     }
     return;
   }
@@ -463,7 +512,7 @@ void FusedMoe::synchronize() {
             "CUDA: {}",
             r->rank, r->block, r->thread, to_string(static_cast<FusedWaitSite>(r->site)), r->index, r->expected,
             r->seen, cudaGetErrorString(err));
-  XS_FAIL("moe fused kernel failed on rank {}: {}", m.rank.rank(), cudaGetErrorString(err));
+  XS_FAIL("moe fused kernel failed on rank {}: {}", m.rank_id, cudaGetErrorString(err));
 }
 
 std::uint16_t* FusedMoe::out() const { return impl_->out.get(); }

@@ -151,20 +151,21 @@ __device__ __forceinline__ void wait_phase(const FusedArgs& a, uint64_t* bar, ui
     if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, parity, 0);
 }
 
-// Byte `off` of rank `rank`'s window (local_window_at: this rank's). With EP = 1
-// there is no device communicator (NCCL gives a one-rank communicator no symmetric
-// memory): every access goes to this rank's own window memory, a.local.
+// Byte `off` of rank `rank`'s window (local_window_at: this rank's): a plain pointer
+// when the host gave them (EP = 1, where NCCL gives a one-rank communicator no
+// symmetric memory; a OneGpuGroup), else the window's LSA pointer.
 __device__ __forceinline__ void* window_at(const FusedArgs& a, std::size_t off, int rank) {
-  return a.ranks == 1 ? a.local + off : ncclGetLsaPointer(a.window, off, rank);
+  return a.plain[0] != nullptr ? a.plain[rank] + off : ncclGetLsaPointer(a.window, off, rank);
 }
 __device__ __forceinline__ void* local_window_at(const FusedArgs& a, std::size_t off) {
-  return a.ranks == 1 ? a.local + off : ncclGetLocalPointer(a.window, off);
+  return a.plain[0] != nullptr ? a.plain[a.rank] + off : ncclGetLocalPointer(a.window, off);
 }
 
 // The LSA barrier of comm::lsa_barrier_sync, with this kernel's printf-free wait.
-// One rank: nothing to wait for (stream order already separates the launches).
+// One rank: nothing to wait for (stream order already separates the launches); a
+// OneGpuGroup: its caller synchronises every rank between launches.
 __device__ __forceinline__ void lsa_barrier(const FusedArgs& a) {
-  if (a.ranks == 1) {
+  if (a.ranks == 1 || a.plain[0] != nullptr) {
     __syncthreads();
     return;
   }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "xstage/comm_device_types.hpp"
+#include "xstage/device_buffer.hpp"
 #include "xstage/moe.hpp"
 
 namespace xstage::comm {
@@ -62,8 +63,11 @@ struct FusedArgs {
   CUtensorMap map_w2;              // W2 as [E/P * hidden, I]
   FusedWaitReport* report;         // host-mapped
   ncclWindow_t window;             // symmetric window (flags, recv, comb)
-  char* local;                     // this rank's window memory (EP = 1: the only one; no window access through NCCL)
-  ncclDevComm dev;                 // LSA barrier at the start of each launch (unused with EP = 1)
+  // Every rank's window memory as plain pointers, or all null: through the window's LSA
+  // pointers. EP = 1: [0] is this rank's own (NCCL gives a one-rank communicator no
+  // symmetric memory); a OneGpuGroup: all P, on this GPU (no LSA barrier either).
+  char* plain[kMaxRanks];
+  ncclDevComm dev;                 // LSA barrier at the start of each launch (unused with plain pointers)
   std::size_t recv_off, comb_off;  // byte offsets in the window
   int rank, ranks, tokens, topk, hidden, inter, experts_local, l1_n_blocks, l2_n_blocks;
   const std::uint16_t* x;          // [T, hidden] bf16, this rank's tokens
@@ -97,10 +101,41 @@ struct FusedArgs {
 // Launches the kernel (grid = blocks, one per SM). Defined in the .cu.
 void launch_fused(const FusedArgs& args, int blocks, cudaStream_t stream);
 
+// Byte offsets of the window's parts, and its size (the same on every rank).
+struct WindowLayout {
+  std::size_t recv_off = 0, comb_off = 0, bytes = 0;
+};
+WindowLayout window_layout(const Problem& p, int max_rows);
+
+// P ranks on the current GPU, without NCCL (tests of the P > 1 code on one GPU): the
+// group holds every rank's window as plain device memory, and each FusedMoe(group, r,
+// stream) reaches the others' through plain pointers. Only the transport differs from P
+// GPUs (no NVLink, no LSA barrier). The P kernels wait for each other's dispatch rows
+// and combine rows, so they must run at once: launch all P (each on its own stream)
+// before synchronising any, with blocks() summing to at most the SM count (the default
+// is SMs / P each), and synchronise all of them before the next launches (no start
+// barrier). Inputs by set_inputs only (route_on_device's all-gather needs NCCL).
+class OneGpuGroup {
+ public:
+  OneGpuGroup(const Problem& p, int max_rows);
+  const Problem& problem() const { return p_; }
+  int max_rows() const { return max_rows_; }
+  const WindowLayout& layout() const { return layout_; }
+  char* window(int rank) { return reinterpret_cast<char*>(windows_.at(rank).get()); }
+
+ private:
+  Problem p_;
+  int max_rows_;
+  WindowLayout layout_;
+  std::vector<DeviceBuffer<unsigned char>> windows_;
+};
+
 class FusedMoe {
  public:
   // Collective over all ranks. max_rows: the most recv rows any forward will have.
   FusedMoe(comm::Rank& rank, const Problem& p, int max_rows);
+  // Rank `rank` of a one-GPU group (above), on `stream`.
+  FusedMoe(OneGpuGroup& group, int rank, cudaStream_t stream);
   ~FusedMoe();
   FusedMoe(const FusedMoe&) = delete;
   FusedMoe& operator=(const FusedMoe&) = delete;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -45,6 +46,28 @@ std::vector<Modes> modes_of(const Case& c) {
   return m;
 }
 
+std::vector<std::uint16_t> download_out(moe::FusedMoe& fused, const moe::Problem& p) {
+  std::vector<std::uint16_t> out(std::size_t(p.tokens_per_rank) * p.hidden);
+  XS_CHECK_CUDA(cudaMemcpy(out.data(), fused.out(), out.size() * 2, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// "" when rank r's output of launch l is within bf16 tolerance of the reference: about
+// 2x the reference's own rounding (2^-8 relative) plus a small atol for the fp32-vs-fp64
+// accumulation order. NaN (the poison) fails.
+std::string compare_with_reference(const std::vector<std::uint16_t>& out, const std::vector<float>& ref, int r, int l) {
+  double scale = 0;
+  for (float v : ref) scale = std::max(scale, double(std::abs(v)));
+  int bad = 0;
+  std::string first;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double got = moe::from_bf16(out[i]), want = ref[i];
+    const double tol = 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale;
+    if (!(std::abs(got - want) <= tol) && bad++ == 0)
+      first = fmt::format("rank {} launch {} elem {}: got {} want {}", r, l, i, got, want);
+  }
+  return bad ? fmt::format("{} ({} bad of {})", first, bad, out.size()) : "";
+}
 
 void run_case(const Case& c) {
   if (comm::visible_gpus() < c.p.ranks) GTEST_SKIP() << "needs " << c.p.ranks << " GPUs";
@@ -75,24 +98,12 @@ void run_case(const Case& c) {
       xstage::fill_device(fused.out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden);
       fused.launch();
       fused.synchronize();
-      std::vector<std::uint16_t> out(std::size_t(c.p.tokens_per_rank) * c.p.hidden);
-      XS_CHECK_CUDA(cudaMemcpy(out.data(), fused.out(), out.size() * 2, cudaMemcpyDeviceToHost));
-      double scale = 0;
-      for (float v : ref[r]) scale = std::max(scale, double(std::abs(v)));
-      int bad = 0;
-      std::string first;
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        const double got = moe::from_bf16(out[i]), want = ref[r][i];
-        // bf16 tolerance: ~2x the reference's own rounding (2^-8 relative) plus a
-        // small atol for the fp32-vs-fp64 accumulation order.
-        const double tol = 2 * std::ldexp(std::abs(want), -8) + 1e-2 * scale;
-        if (!(std::abs(got - want) <= tol) && bad++ == 0)
-          first = fmt::format("rank {} launch {} elem {}: got {} want {}", r, l, i, got, want);
-      }
-      if (bad) {
+      const std::vector<std::uint16_t> out = download_out(fused, c.p);
+      const std::string bad = compare_with_reference(out, ref[r], r, l);
+      if (!bad.empty()) {
         std::lock_guard lock(mu);
-        failures.push_back(fmt::format("{} ({} bad of {}; dispatch mode {}, release mode {})", first, bad, out.size(),
-                                       static_cast<int>(md.dispatch), static_cast<int>(md.release)));
+        failures.push_back(fmt::format("{}; dispatch mode {}, release mode {}", bad, static_cast<int>(md.dispatch),
+                                       static_cast<int>(md.release)));
       }
       if (l == 0) first_out = out;
       else if (out != first_out) {
@@ -161,6 +172,64 @@ TEST(MoeFusedGpu, SingleRank) {
   for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
     run_case({{1, 200, 8, 2, 512, 256}, {.zipf = 1.2, .empty_experts = 2, .seed = 6}, kind, 2, true});
 }
+// P ranks on one GPU (moe::OneGpuGroup: every window plain memory of this GPU, the P
+// kernels at once on P streams, SMs / P CTAs each): the P > 1 dispatch, L2 epilogue and
+// combine index maps and counters without NCCL, for EP = 2, 4, 8; skewed routing with
+// empty experts and same-rank top-k; three launches (cumulative counters), each within
+// tolerance of the reference and bitwise equal to the first; EP = 2 in every dispatch
+// and release mode.
+void run_on_one_gpu(const Case& c) {
+  const auto routing = moe::synthetic_routing(c.p, c.routing);
+  const auto layout = moe::build_layout(c.p, routing);
+  const auto w = moe::random_weights(c.p, 23);
+  const auto x = moe::random_tokens(c.p, 24);
+  const auto ref = moe::reference_forward(c.p, routing, layout, w, x);
+  const int P = c.p.ranks;
+  moe::OneGpuGroup group(c.p, layout.max_rows());
+  std::vector<cudaStream_t> streams(P);
+  std::vector<xstage::DeviceBuffer<std::uint16_t>> w1, w2, xd;
+  std::vector<std::unique_ptr<moe::FusedMoe>> fused;
+  for (int r = 0; r < P; ++r) {
+    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+    w1.push_back(xstage::upload(w.w1[r]));
+    w2.push_back(xstage::upload(w.w2[r]));
+    xd.push_back(xstage::upload(x[r]));
+    fused.push_back(std::make_unique<moe::FusedMoe>(group, r, streams[r]));
+    fused[r]->set_weights(w1[r].get(), w2[r].get());
+    const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
+    const auto cfg = moe::choose_schedule(c.kind, c.p, tiles, fused[r]->blocks(), xstage::burstgap::example_params("peer"));
+    const auto order = moe::make_scheduler(cfg)->order(tiles);
+    moe::check_order(tiles, order);
+    fused[r]->set_inputs(xd[r].get(), routing[r], layout, order);
+  }
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  ASSERT_LE(fused[0]->blocks() * P, sms) << "the P kernels must fit on the GPU at once";
+  const auto modes = modes_of(c);
+  std::vector<std::vector<std::uint16_t>> first_out(P);
+  for (int l = 0; l < c.launches * static_cast<int>(modes.size()); ++l) {
+    const Modes md = modes[l / c.launches];
+    for (int r = 0; r < P; ++r) {
+      fused[r]->set_dispatch(md.dispatch);
+      fused[r]->set_release(md.release);
+      xstage::fill_device(fused[r]->out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden);
+    }
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    for (int r = 0; r < P; ++r) fused[r]->launch();  // all P before any wait
+    for (int r = 0; r < P; ++r) fused[r]->synchronize();
+    for (int r = 0; r < P; ++r) {
+      const auto out = download_out(*fused[r], c.p);
+      const std::string bad = compare_with_reference(out, ref[r], r, l);
+      EXPECT_EQ(bad, "") << "dispatch mode " << static_cast<int>(md.dispatch) << ", release mode "
+                         << static_cast<int>(md.release);
+      if (l == 0) first_out[r] = out;
+      else EXPECT_TRUE(out == first_out[r]) << "rank " << r << " launch " << l << " differs bitwise from the first";
+    }
+  }
+  fused.clear();
+  for (cudaStream_t s : streams) XS_CHECK_CUDA(cudaStreamDestroy(s));
+}
+
 // The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs, then the same with
 // one cuBLAS GEMM per expert) against the host reference, with empty experts (groups left out) and same-rank top-k: it is what the
 // bench times the fused kernel against and checks it with. One rank (no peer) and two.
@@ -400,6 +469,19 @@ TEST(MoeFusedGpu, RoutedOnTheDeviceEqualsRoutedOnTheHost) {
     });
     for (const auto& f : failures) ADD_FAILURE() << f;
   }
+}
+
+TEST(MoeFusedGpu, TwoRanksOnOneGpuEveryMode) {
+  run_on_one_gpu({{2, 200, 8, 2, 512, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 8},
+                  moe::ScheduleKind::interleaved, 1, true});
+}
+TEST(MoeFusedGpu, FourRanksOnOneGpu) {
+  for (auto kind : {moe::ScheduleKind::expert_wave, moe::ScheduleKind::interleaved})
+    run_on_one_gpu({{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4}, kind, 3});
+}
+TEST(MoeFusedGpu, EightRanksOnOneGpu) {
+  run_on_one_gpu({{8, 96, 16, 4, 512, 384}, {.zipf = 1.2, .empty_experts = 3, .same_rank = 0.5, .seed = 9},
+                  moe::ScheduleKind::interleaved, 3});
 }
 
 TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {

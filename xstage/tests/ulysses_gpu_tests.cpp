@@ -8,6 +8,10 @@
 // fp64 reference, twice, with poisoned outputs; on 2+ ranks through the layer,
 // every owner's gathered q, k, v; an owner that never starts makes the kernel
 // time out naming it (one GPU suffices: its ready flag is never raised).
+// On one GPU standing in for P = 2, 4, 8 ranks (every owner's buffers local, the
+// sources' kernels one after the other): both fused kernels deliver every owner's
+// rows (attention: bitwise the plain kernel's; QKV: within one bf16 step of fp64)
+// and count each (owner, source) pair's signals as the receivers expect.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -17,16 +21,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "common/test_child.hpp"
 #include "xstage/attention.hpp"
+#include "xstage/attention_cuda.hpp"
 #include "xstage/check_cuda.hpp"
 #include "xstage/comm.hpp"
 #include "xstage/device_buffer.hpp"
 #include "ulysses/qkv_fused.hpp"
+#include "ulysses/ulysses_fused.hpp"
 #include "xstage/ulysses_cuda.hpp"
 #include "xstage/ulysses_qkv.hpp"
 
@@ -332,6 +339,192 @@ TEST(UlyssesQkvGpu, LayerDeliversEveryHeadToItsOwner) {
       failures.insert(failures.end(), bad.begin(), bad.end());
     });
     for (const auto& f : failures) ADD_FAILURE() << f;
+  }
+}
+
+// ---- P source ranks on one GPU ------------------------------------------------
+// The fused kernels take each owner's buffers and counters as plain pointers, so one
+// GPU can stand in for P ranks: every owner's window is a local buffer, and the P
+// sources' kernels run one after the other on one stream (nothing in them waits for
+// another source). That runs the kernels' P > 1 index maps, owner offsets and signal
+// counts for P = 2, 4 and 8 without NCCL; only the transport (NVLink) is left out.
+
+int sm_count() {
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return sms;
+}
+
+// Heads [r·H/P, (r+1)·H/P) of full [B, S, H, D] tensors: what rank r's attention reads
+// after the pre-attention All-to-All, [B, S, H/P, D] as bf16 bits.
+std::vector<uint16_t> head_group(const Problem& p, const std::vector<float>& full, int r) {
+  const int64_t B = p.batch, S = p.seq, H = p.heads, Hp = p.heads_per_rank(), D = p.head_dim;
+  std::vector<uint16_t> g(std::size_t(B * S * Hp * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < Hp; ++h)
+        for (int64_t d = 0; d < D; ++d)
+          g[((b * S + s) * Hp + h) * D + d] = attention::float_to_bf16_bits(full[((b * S + s) * H + r * Hp + h) * D + d]);
+  return g;
+}
+
+TEST(UlyssesGpu, FusedEpilogueDeliversEveryOwnersRowsOnOneGpu) {
+  // P = 2 (B = 2, D = 64), P = 4 with padding (valid < S), P = 8 (one 128-row tile per slice).
+  Problem padded{4, 1, 1024, 8, 128};
+  padded.valid = 900;
+  for (const Problem& p : {Problem{2, 2, 512, 6, 64}, padded, Problem{8, 1, 1024, 16, 128}}) {
+    SCOPED_TRACE(describe(p));
+    const int P = p.ranks;
+    const int64_t B = p.batch, S = p.seq, R = p.rows_per_rank(), H = p.heads, Hp = p.heads_per_rank(),
+                  D = p.head_dim;
+    const Inputs in = make_inputs(p, 77 + uint32_t(P));
+    const std::size_t gathered = std::size_t(B * S * Hp * D), owned = std::size_t(B * R * H * D);
+    std::vector<DeviceBuffer<uint16_t>> q, k, v, plain, owner_out;
+    std::vector<attention::FwdArgs> args(P);
+    std::vector<attention::FwdConfig> cfg(P);
+    std::vector<std::vector<uint16_t>> plain_host(P);
+    DeviceBuffer<uint32_t> counters(std::size_t(P) * P);  // [owner][source]
+    fill_device(counters.get(), 0, counters.size() * 4);
+    for (int r = 0; r < P; ++r) {
+      q.push_back(upload(head_group(p, in.fq, r)));
+      k.push_back(upload(head_group(p, in.fk, r)));
+      v.push_back(upload(head_group(p, in.fv, r)));
+      plain.emplace_back(gathered);
+      owner_out.emplace_back(owned);
+      auto view = [&](const uint16_t* b, int64_t rows) {
+        attention::Tensor4 t = attention::Tensor4::bshd(const_cast<uint16_t*>(b), B, rows, Hp, D);
+        t.stride_b = S * Hp * D;
+        return t;
+      };
+      args[r].q = view(q[r].get(), S);
+      args[r].k = view(k[r].get(), p.keys());  // padded rows are not keys
+      args[r].v = view(v[r].get(), p.keys());
+      args[r].o = view(plain[r].get(), S);
+      cfg[r] = attention::choose_config(attention::validate(args[r]), sm_count());
+      cfg[r].tiles = choose_schedule(p, r, cfg[r].grid, params()).tiles;
+      // The same kernel and tile order without the remote-store epilogue: what each owner must get, bitwise.
+      attention::flash_fwd_with(args[r], cfg[r], nullptr);
+      XS_CHECK_CUDA(cudaDeviceSynchronize());
+      plain_host[r] = download(plain[r].get(), gathered);
+    }
+    std::vector<uint32_t> expected(std::size_t(P) * P, 0);
+    for (FusedSignal sig : {FusedSignal::per_cta, FusedSignal::per_slice, FusedSignal::by_agent}) {
+      SCOPED_TRACE(to_string(sig));
+      for (auto& o : owner_out) fill_device(o.get(), 0xFF, owned * 2);  // NaN poison
+      for (int r = 0; r < P; ++r) {
+        FusedTargets t;
+        for (int j = 0; j < P; ++j) {
+          t.out[j] = owner_out[j].get();
+          t.counter[j] = counters.get() + j * P + r;  // owner j's counter for source r
+          expected[std::size_t(j) * P + r] += fused_signals_per_forward(p, sig, cfg[r].grid, cfg[r].consumer_wgs);
+        }
+        t.geo = fused_geometry(p, r);
+        t.signal = sig;
+        launch_fused_attention(args[r], cfg[r], t, nullptr);
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      // Owner j's [B, R, H, D]: row s of its slice, head h = rank h / Hp's head h % Hp at row j·R + s.
+      for (int j = 0; j < P; ++j) {
+        const auto got = download(owner_out[j].get(), owned);
+        std::size_t bad = 0, first = 0;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < R; ++s)
+            for (int64_t h = 0; h < H; ++h)
+              for (int64_t d = 0; d < D; ++d) {
+                const std::size_t i = std::size_t(((b * R + s) * H + h) * D + d);
+                const uint16_t want = plain_host[h / Hp][std::size_t(((b * S + j * R + s) * Hp + h % Hp) * D + d)];
+                if (got[i] != want && bad++ == 0) first = i;
+              }
+        EXPECT_EQ(bad, 0u) << "owner " << j << ": " << bad << " of " << owned << " elements differ from the plain kernel"
+                           << " (first at " << first << ")";
+      }
+      EXPECT_EQ(counters.to_host(expected.size()), expected) << "signal counts per (owner, source)";
+    }
+    if (P == 2) {  // and the plain kernel against fp64 (the attention tests pin it down more tightly)
+      std::vector<float> keys_k, keys_v;
+      for (int64_t b = 0; b < B; ++b) {
+        keys_k.insert(keys_k.end(), in.fk.begin() + b * S * H * D, in.fk.begin() + (b * S + p.keys()) * H * D);
+        keys_v.insert(keys_v.end(), in.fv.begin() + b * S * H * D, in.fv.begin() + (b * S + p.keys()) * H * D);
+      }
+      const auto ref = attention::reference_fwd(in.fq, keys_k, keys_v, B, S, p.keys(), H, D, p.causal,
+                                                1.0 / std::sqrt(double(D)));
+      double num = 0, den = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t d = 0; d < D; ++d) {
+              const double x = attention::bf16_bits_to_float(
+                  plain_host[h / Hp][std::size_t(((b * S + s) * Hp + h % Hp) * D + d)]);
+              const double y = ref.o[std::size_t(((b * S + s) * H + h) * D + d)];
+              num += (x - y) * (x - y);
+              den += y * y;
+            }
+      EXPECT_LT(std::sqrt(num / den), 1e-2);
+    }
+  }
+}
+
+TEST(UlyssesQkvGpu, EveryOwnerGetsItsHeadsOnOneGpu) {
+  // P = 2, P = 4 (B = 2), P = 8 (H/P = 2, one column tile per owner and part).
+  for (const Problem& p : {Problem{2, 1, 512, 6, 128}, Problem{4, 2, 1024, 8, 128}, Problem{8, 1, 1024, 16, 128}}) {
+    SCOPED_TRACE(describe(p));
+    const int P = p.ranks;
+    const QkvHost in = qkv_random_inputs(p, 31 + uint32_t(P));
+    const std::size_t gathered = std::size_t(p.batch * p.seq * p.heads_per_rank() * p.head_dim);
+    std::vector<std::unique_ptr<QkvDevice>> dev;
+    std::vector<DeviceBuffer<uint16_t>> out;  // owner j's q, k, v at 3 j + part
+    std::vector<DeviceBuffer<int>> order;
+    std::vector<QkvArgs> a(P);
+    std::vector<int> grid(P);
+    // done [owner][source]; raised [owner][source]: the ready flags the sources raise;
+    // ready: every source's view of its owners' flags, raised here (no owner runs).
+    DeviceBuffer<uint32_t> done(std::size_t(P) * P), raised(std::size_t(P) * P), ready(std::size_t(P) * P);
+    fill_device(done.get(), 0, done.size() * 4);
+    fill_device(raised.get(), 0, raised.size() * 4);
+    for (int j = 0; j < 3 * P; ++j) out.emplace_back(gathered);
+    for (int r = 0; r < P; ++r) {
+      dev.push_back(std::make_unique<QkvDevice>(in, r));
+      grid[r] = std::min(sm_count(), qkv_tiles(p));
+      const QkvSchedule sched = choose_qkv_schedule(p, r, grid[r], params());
+      order.push_back(upload(sched.order));
+      a[r] = qkv_shape_args(p, r);
+      qkv_bind_inputs(a[r], dev[r]->inputs());
+      a[r].order = order[r].get();
+      a[r].n_entries = int(sched.order.size());
+      for (int j = 0; j < P; ++j) {
+        for (int part = 0; part < 3; ++part) a[r].dst[part][j] = out[3 * j + part].get();
+        a[r].done[j] = done.get() + j * P + r;
+        a[r].ready_out[j] = raised.get() + j * P + r;
+      }
+      a[r].ready_in = ready.get() + r * P;
+      a[r].timeout_ns = comm::wait_timeout_ns();
+      a[r].report = hopper::timeout_report_device();
+    }
+    std::vector<QkvOwnerOut> want;
+    for (int j = 0; j < P; ++j) want.push_back(qkv_reference(p, in, j));
+    for (uint32_t launch = 1; launch <= 2; ++launch) {  // the agent's release, then the consumers'
+      SCOPED_TRACE("launch " + std::to_string(launch));
+      for (auto& o : out) fill_device(o.get(), 0xFF, gathered * 2);  // NaN poison
+      copy_to_device(ready.get(), std::vector<uint32_t>(ready.size(), launch).data(), ready.size() * 4);
+      for (int r = 0; r < P; ++r) {
+        a[r].epoch = launch;
+        a[r].release_by_agent = launch == 1 ? 1 : 0;
+        launch_qkv_fused(a[r], std::min(grid[r], a[r].n_entries), nullptr);
+      }
+      const cudaError_t e = cudaDeviceSynchronize();
+      ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e) << " " << qkv_explain_failure();
+      for (int j = 0; j < P; ++j) {
+        const std::vector<float>* refs[3] = {&want[j].q, &want[j].k, &want[j].v};
+        const char* names[3] = {"q", "k", "v"};
+        for (int part = 0; part < 3; ++part)
+          EXPECT_EQ(compare_qkv(download(out[3 * j + part].get(), gathered), *refs[part], names[part]), "")
+              << "owner " << j;
+      }
+      EXPECT_EQ(done.to_host(done.size()), std::vector<uint32_t>(done.size(), launch * qkv_signals_per_source(p)))
+          << "completion counts per (owner, source)";
+      EXPECT_EQ(raised.to_host(raised.size()), std::vector<uint32_t>(raised.size(), launch))
+          << "every source raises its ready flag at every owner";
+    }
   }
 }
 
