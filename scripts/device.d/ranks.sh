@@ -4,7 +4,7 @@
 # 1. own build (RANKS_BUILD_DIR, default build-ranks) of the MoE, Ulysses and DiT GPU tests;
 # 2. the one-GPU stand-ins for P ranks: moe::OneGpuGroup (EP = 2, 4, 8, the P kernels at once)
 #    and the Ulysses kernels with every owner's buffers local (P = 2, 4, 8);
-# 3. compute-sanitizer (RANKS_SANITIZE, default "memcheck racecheck synccheck") on the MoE
+# 3. compute-sanitizer (RANKS_SANITIZE, default "memcheck racecheck synccheck"; "none" skips) on the MoE
 #    kernel at EP = 1, the fused QKV kernel, the fused attention epilogue and the DiT's own
 #    kernels. Not the OneGpuGroup tests: the sanitizer runs one kernel at a time, and those
 #    kernels wait for each other (they would time out). Each wait's budget is raised to
@@ -24,7 +24,9 @@ grep -hE "^\[  (FAILED|PASSED|SKIPPED) |Failure|differ|bad of" "$OUT/ranks_moe.l
 SAN_MOE='MoeFusedGpu.SingleRank:MoeRouteGpu.*'
 SAN_ULY='UlyssesQkvGpu.OneRankKernelMatchesTheReference:UlyssesQkvGpu.EveryOwnerGetsItsHeadsOnOneGpu:UlyssesGpu.FusedEpilogueDeliversEveryOwnersRowsOnOneGpu'
 SAN_DIT='DitGpu.SingleGpuForwardMatchesCpuReference:DitGpu.MoeSingleGpuForwardMatchesCpuReference:DitGpu.GatedResidualLnModulateMatchesHostReference:DitGpu.BiasGeluEpilogueMatchesHostReference'
-for tool in ${RANKS_SANITIZE:-memcheck racecheck synccheck}; do
+SAN_TOOLS=${RANKS_SANITIZE:-memcheck racecheck synccheck}
+[ "$SAN_TOOLS" = none ] && SAN_TOOLS=""
+for tool in $SAN_TOOLS; do
   for t in moe ulysses dit; do
     case $t in moe) f=$SAN_MOE ;; ulysses) f=$SAN_ULY ;; dit) f=$SAN_DIT ;; esac
     # racecheck and synccheck look at shared memory and barriers: the fused kernels only.

@@ -51,6 +51,7 @@ struct DitCli {
   int moe_raster = xstage::moe::kMoeRasterGroup;
   std::string moe_routing = "device";
   std::string gemm_epilogues = "fused";
+  bool breakdown = false;
   bool quiet = false;
 };
 
@@ -147,6 +148,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   opt.params = o.params;
   opt.warmup = o.warmup;
   opt.samples = o.samples;
+  opt.breakdown_steps = o.breakdown ? o.samples : 0;
   opt.progress = !o.quiet;
   if (!o.weights.empty() || !o.save_weights.empty()) {
     w = host_weights(o, c, blocks);
@@ -188,9 +190,19 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
       r["moe_host_us_per_block"][path] = {{"wait", t.wait_us}, {"route", t.route_us}, {"upload_launch", t.upload_us}};
     moe_lines.push_back({path, t});
   };
+  // --breakdown: each path's phases per step (printed after the table).
+  std::vector<std::pair<std::string, dit::PhaseTimes>> phase_cols;
+  auto add_phases = [&](nlohmann::json& r, const std::string& path, const dit::GpuResult& g) {
+    if (!o.breakdown) return;
+    nlohmann::json ph = nlohmann::json::object();
+    for (int i = 0; i < dit::kPhases; ++i) ph[dit::to_string(dit::Phase(i))] = g.phases.per_step(dit::Phase(i));
+    r["phases_ms_per_step"][path] = ph;
+    phase_cols.push_back({path, g.phases});
+  };
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json r1 = row(1);
   add_moe(r1, "single", single.moe_host);
+  add_phases(r1, "single", single);
   r1.update({{"serial_step_ms", nullptr}, {"fused_step_ms", nullptr}, {"speedup", nullptr},
              {"max_abs_diff_vs_single_gpu", 0.0}, {"latent_max_abs", max_abs(single.latent)}});
   rows.push_back(r1);
@@ -214,6 +226,8 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
               {"latent_max_abs", max_abs(single.latent)}});
     add_moe(r, "serial", serial.moe_host);
     if (!o.serial_only) add_moe(r, "fused", fused.moe_host);
+    add_phases(r, "serial", serial);
+    if (!o.serial_only) add_phases(r, "fused", fused);
     rows.push_back(r);
     std::printf("%-10s %6ld %2d %6d | %9.3f %9.3f %9.3f | %7.3f | %10.3e %10.3e\n", c.name.c_str(), long(run.tokens),
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
@@ -221,6 +235,24 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
   std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
               "final latent (max |x_1| %.3f); GEMM tails: %s\n",
               o.samples, o.warmup, max_abs(single.latent), single.gemm_epilogues.c_str());
+  if (!phase_cols.empty()) {
+    std::printf("where a step's time goes (ms per step; %d more steps with a CUDA event after each phase, the slowest "
+                "rank; qkv and attention hold the fused path's All-to-Alls):\n%-13s",
+                o.samples, "phase");
+    for (const auto& [path, t] : phase_cols) std::printf(" %9s %6s", path.c_str(), "share");
+    std::printf("\n");
+    for (int i = 0; i < dit::kPhases; ++i) {
+      std::printf("%-13s", dit::to_string(dit::Phase(i)));
+      for (const auto& [path, t] : phase_cols) {
+        const double v = t.per_step(dit::Phase(i)), tot = t.total_per_step();
+        std::printf(" %9.3f %5.1f%%", v, tot > 0 ? 100 * v / tot : 0.0);
+      }
+      std::printf("\n");
+    }
+    std::printf("%-13s", "sum");
+    for (const auto& [path, t] : phase_cols) std::printf(" %9.3f %6s", t.total_per_step(), "");
+    std::printf("\n");
+  }
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
                 "the round trip)\n");
@@ -252,6 +284,7 @@ void run(const DitCli& o) {
   c.moe_device_routing = o.moe_routing == "device";
   c.gemm_epilogues = o.gemm_epilogues == "fused";
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
+  XS_ASSERT(!(o.cpu && o.breakdown), "dit: --breakdown times the GPU path's phases; it does not go with --cpu");
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);
@@ -426,6 +459,9 @@ void add_dit_commands(CLI::App& app) {
                   "or a cuBLAS GEMM with fp32 output and a bias + GELU kernel (separate)")
       ->check(CLI::IsMember({"fused", "separate"}))
       ->capture_default_str();
+  cmd->add_flag("--breakdown", o->breakdown,
+                "After the timed steps, as many more with a CUDA event after each phase: ms per phase and path "
+                "(table, and phases_ms_per_step in the JSON row)");
   cmd->add_flag("--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run(*o); });
 }

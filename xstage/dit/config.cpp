@@ -203,4 +203,36 @@ RopeTable rope_table(const Config& c, const std::vector<Pos>& pos) {
   return tb;
 }
 
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::conditioning: return "conditioning";
+    case Phase::qkv: return "qkv";
+    case Phase::pre_a2a: return "pre_a2a";
+    case Phase::attention: return "attention";
+    case Phase::post_a2a: return "post_a2a";
+    case Phase::proj: return "proj";
+    case Phase::ffn: return "ffn";
+    case Phase::final_layer: return "final_layer";
+  }
+  return "?";
+}
+
+void PhaseTimes::add_forward(const std::vector<Phase>& labels, const std::vector<double>& interval_ms) {
+  XS_ASSERT(labels.size() == interval_ms.size(), "dit: {} phase labels for {} intervals", labels.size(),
+            interval_ms.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    XS_ASSERT(int(labels[i]) >= 0 && int(labels[i]) < kPhases, "dit: phase {} is not a phase", int(labels[i]));
+    XS_ASSERT(interval_ms[i] >= 0, "dit: phase {} took {} ms (events out of order)", to_string(labels[i]),
+              interval_ms[i]);
+    ms[int(labels[i])] += interval_ms[i];
+  }
+  ++steps;
+}
+
+double PhaseTimes::total_per_step() const {
+  double t = 0;
+  for (int i = 0; i < kPhases; ++i) t += per_step(Phase(i));
+  return t;
+}
+
 }  // namespace xstage::dit

@@ -93,6 +93,12 @@ struct RankModel::Impl {
   DeviceBuffer<std::uint16_t> lat_bf, h, q, k, v, o, g, tfeat, c1_bf, cond_bf;
   std::vector<std::uint16_t> tfeat_host;
   bool loaded = false;
+  // Breakdown (set_breakdown): an event at the start of each forward and at the end of
+  // each phase; marks[i] ends phase labels[i - 1].
+  bool marking = false;
+  std::vector<cudaEvent_t> marks;
+  std::vector<Phase> labels;
+  std::size_t used = 0;
 
   Impl(const Config& cfg, int nblocks, const Grid& grid, int P, int r, cudaStream_t s, ulysses::Layer* l,
        comm::Rank* comm, const burstgap::ModelParams* moe_params, int64_t padded)
@@ -138,6 +144,7 @@ struct RankModel::Impl {
     if (c.gemm_epilogues) plan_epilogues();
   }
   ~Impl() {
+    for (cudaEvent_t e : marks) cudaEventDestroy(e);
     fc1_lt.reset();
     if (lt) cublasLtDestroy(lt);
     if (blas) cublasDestroy(blas);
@@ -170,6 +177,33 @@ struct RankModel::Impl {
     return c.gemm_epilogues ? "separate (no cuBLASLt algorithm)" : "separate";
   }
 
+  void record_mark() {
+    if (used == marks.size()) {
+      cudaEvent_t e;
+      XS_CHECK_CUDA(cudaEventCreate(&e));
+      marks.push_back(e);
+    }
+    XS_CHECK_CUDA(cudaEventRecord(marks[used++], stream));
+  }
+  // The phase that ends here (no-op unless marking).
+  void mark(Phase p) {
+    if (!marking) return;
+    labels.push_back(p);
+    record_mark();
+  }
+  // The last forward's phases into t (waits for its events).
+  void add_marks(PhaseTimes& t) {
+    if (used < 2) return;
+    XS_CHECK_CUDA(cudaEventSynchronize(marks[used - 1]));
+    std::vector<double> ms(used - 1);
+    for (std::size_t i = 1; i < used; ++i) {
+      float v = 0;
+      XS_CHECK_CUDA(cudaEventElapsedTime(&v, marks[i - 1], marks[i]));
+      ms[i - 1] = v;
+    }
+    t.add_forward(labels, ms);
+  }
+
   const std::uint16_t* mat(const std::string& name) const { return w.at(name).bf16.get(); }
   const float* vec(const std::string& name) const { return w.at(name).f32.get(); }
 
@@ -192,14 +226,22 @@ struct RankModel::Impl {
       a.v = Tensor4::bshd(v.get(), 1, keys, H, D);
       a.o = Tensor4::bshd(o.get(), 1, L, H, D);
       flash_fwd(a, stream);
+      mark(Phase::attention);
       return o.get();
     }
-    if (!gathered) layer->pre_attention();  // [L, H, D] -> [N, H/P, D]
+    if (!gathered) {
+      layer->pre_attention();  // [L, H, D] -> [N, H/P, D]
+      mark(Phase::pre_a2a);
+    }
     if (path == AttnPath::serial) {
-      layer->serial();  // attention, then NCCL back
+      layer->attention_only();
+      mark(Phase::attention);
+      layer->post_attention();  // NCCL back
+      mark(Phase::post_a2a);
       return layer->serial_out();
     }
     layer->fused(ulysses::Completion::receiver_complete);  // attention storing to the owners
+    mark(Phase::attention);
     return layer->fused_out();
   }
 
@@ -208,6 +250,9 @@ struct RankModel::Impl {
     XS_ASSERT((path == AttnPath::single) == (layer == nullptr), "dit: the {} path needs {}", to_string(path),
               path == AttnPath::single ? "P = 1" : "P > 1 (a Ulysses layer)");
     using kernels::Act;
+    used = 0;
+    labels.clear();
+    if (marking) record_mark();  // the forward's start
     // Conditioning (a few GEMVs).
     const auto feat = timestep_features(c, t);
     tfeat_host.resize(feat.size());
@@ -235,6 +280,7 @@ struct RankModel::Impl {
     // with the gated residual before it.
     const float* first_mod = blocks > 0 ? mods.get() : fmod.get();
     kernels::ln_modulate(h.get(), x.get(), first_mod, first_mod + C, L, C, stream);
+    mark(Phase::conditioning);
     for (int b = 0; b < blocks; ++b) {
       const float* m = mods.get() + int64_t(b) * 6 * C;  // shift1 scale1 gate1 shift2 scale2 gate2
       const float* next = b + 1 < blocks ? m + 6 * C : fmod.get();  // the next LN's shift, then scale
@@ -255,10 +301,12 @@ struct RankModel::Impl {
                               vec(block_param(b, "attn.q_norm.weight")), vec(block_param(b, "attn.k_norm.weight")),
                               cos.get(), sin.get(), L, H, D, stream);
       }
+      mark(Phase::qkv);
       const std::uint16_t* a = attention(path, fused_qkv);
       linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
       kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C,
                                           h.get(), m + 3 * C, m + 4 * C, L, C, stream);
+      mark(Phase::proj);
       if (moe) {  // [L, C] bf16 from the fused MoE kernel (no bias)
         linear(h.get(), block_param(b, "moe.router"), moe->logits(), L, c.experts, C);
         const std::uint16_t* y = moe->forward(h.get(), mat(block_param(b, "moe.w1")), mat(block_param(b, "moe.w2")));
@@ -275,9 +323,11 @@ struct RankModel::Impl {
         kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C,
                                             h.get(), next, next + C, L, C, stream);
       }
+      mark(Phase::ffn);
     }
     linear(h.get(), "final.proj", vel.get(), L, in, C);  // h: the final layer's LN (above)
     kernels::bias_act(vel.get(), nullptr, vec("final.proj.bias"), L, in, Act::none, stream);
+    mark(Phase::final_layer);
   }
 };
 
@@ -355,6 +405,8 @@ void RankModel::euler(float dt) {
   kernels::axpy(impl_->lat.get(), impl_->vel.get(), dt, impl_->L * impl_->in, impl_->stream);
 }
 int64_t RankModel::local_tokens() const { return impl_->L; }
+void RankModel::set_breakdown(bool on) { impl_->marking = on; }
+void RankModel::add_breakdown(PhaseTimes& t) { impl_->add_marks(t); }
 std::string RankModel::gemm_epilogues() const { return impl_->epilogues(); }
 
 MoeTimes RankModel::moe_host_times() const { return impl_->moe ? impl_->moe->host_times() : MoeTimes{}; }

@@ -95,7 +95,17 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
     const std::vector<float> x = m.latent();
     const double ms = opt.time ? median_step_ms(m, rank.stream(), path, opt.warmup, opt.samples) : 0.0;
     const MoeTimes host = m.moe_host_times().per_forward();
+    PhaseTimes phases;  // after the timed steps, so that their events cost the figure above nothing
+    m.set_breakdown(true);
+    for (int i = 0; i < opt.breakdown_steps; ++i) {
+      m.forward(1.0f, path);
+      m.euler(0.0f);
+      m.synchronize();
+      m.add_breakdown(phases);
+    }
+    m.set_breakdown(false);
     std::lock_guard lock(mu);
+    if (phases.total_per_step() > res.phases.total_per_step()) res.phases = phases;
     res.moe_host.wait_us = std::max(res.moe_host.wait_us, host.wait_us);
     res.moe_host.route_us = std::max(res.moe_host.route_us, host.route_us);
     res.moe_host.upload_us = std::max(res.moe_host.upload_us, host.upload_us);

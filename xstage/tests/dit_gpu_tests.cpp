@@ -95,6 +95,31 @@ TEST(DitGpu, SingleGpuForwardMatchesCpuReference) {
     }
 }
 
+// --breakdown's steps (GpuOptions::breakdown_steps, after the timed ones): every phase of
+// a one-GPU forward has time, the All-to-Alls none (P = 1), and its events change nothing:
+// the sampled latent is the same bitwise with and without them (the extra steps use dt = 0).
+TEST(DitGpu, BreakdownTimesEveryPhaseOfTheForward) {
+  for (const char* name : {"tiny", "tiny-moe"}) {
+    const Config c = preset(name);
+    const dit::Run run{512, 1, 2, 0};
+    GpuOptions opt;
+    opt.warmup = 1;
+    opt.samples = 2;
+    const GpuResult plain = run_gpu(c, run, AttnPath::single, opt);
+    opt.breakdown_steps = 3;
+    const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
+    EXPECT_EQ(plain.phases.steps, 0) << name;
+    EXPECT_EQ(r.phases.steps, 3) << name;
+    for (Phase p : {Phase::conditioning, Phase::qkv, Phase::attention, Phase::proj, Phase::ffn, Phase::final_layer})
+      EXPECT_GT(r.phases.per_step(p), 0.0) << name << " " << to_string(p);
+    EXPECT_EQ(r.phases.per_step(Phase::pre_a2a), 0.0) << name;
+    EXPECT_EQ(r.phases.per_step(Phase::post_a2a), 0.0) << name;
+    EXPECT_TRUE(r.latent == plain.latent) << name << ": the breakdown's steps moved the latent";
+    std::printf("%s breakdown: %.3f ms per step over the phases (timed step %.3f ms)\n", name,
+                r.phases.total_per_step(), r.step_ms);
+  }
+}
+
 // BiasGeluGemm against an fp64 host reference on bf16-exact inputs, M not a multiple of
 // any tile. Y = X Wᵀ has a standard deviation of about 2, so the GELU's inputs cover
 // [-6, 6], where tanh-GELU and erf-GELU differ by up to 4.7e-4: the fp32 check's 2e-5

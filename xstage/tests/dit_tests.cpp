@@ -461,3 +461,31 @@ TEST(DitSampler, ReferenceSampleMovesTheLatent) {
   EXPECT_EQ(x1, y);
   EXPECT_NE(x1, x0);
 }
+
+// xstage dit --breakdown: one forward's marks into per-phase sums (events of the GPU path).
+TEST(DitBreakdown, IntervalsGoToTheirPhases) {
+  using xstage::dit::Phase;
+  xstage::dit::PhaseTimes t;
+  // Two blocks of a serial-path forward, then another forward with other figures.
+  const std::vector<Phase> f = {Phase::conditioning, Phase::qkv, Phase::pre_a2a, Phase::attention, Phase::post_a2a,
+                                Phase::proj, Phase::ffn, Phase::qkv, Phase::pre_a2a, Phase::attention,
+                                Phase::post_a2a, Phase::proj, Phase::ffn, Phase::final_layer};
+  t.add_forward(f, {0.5, 1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6, 0.25});
+  t.add_forward(f, {1.5, 3, 0, 1, 0, 1, 2, 3, 0, 1, 0, 1, 2, 0.75});
+  EXPECT_EQ(t.steps, 2);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::conditioning), 1.0);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::qkv), 4.0);       // (1 + 1 + 3 + 3) / 2
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::pre_a2a), 2.0);   // (2 + 2 + 0 + 0) / 2
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::attention), 4.0);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::post_a2a), 4.0);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::proj), 6.0);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::ffn), 8.0);
+  EXPECT_DOUBLE_EQ(t.per_step(Phase::final_layer), 0.5);
+  EXPECT_DOUBLE_EQ(t.total_per_step(), 29.5);  // every interval of both forwards, halved
+  EXPECT_STREQ(xstage::dit::to_string(Phase::post_a2a), "post_a2a");
+  EXPECT_DOUBLE_EQ(xstage::dit::PhaseTimes{}.per_step(Phase::qkv), 0.0);  // no steps: zero, not NaN
+  // A label per interval, and no negative interval (events out of order).
+  EXPECT_TRUE(contains(error_of([&] { t.add_forward({Phase::qkv}, {1.0, 2.0}); }), "1 phase labels for 2 intervals"));
+  EXPECT_TRUE(contains(error_of([&] { t.add_forward({Phase::qkv}, {-1.0}); }), "events out of order"));
+  EXPECT_EQ(t.steps, 2);
+}

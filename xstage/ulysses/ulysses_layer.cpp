@@ -257,10 +257,15 @@ void Layer::attention_only() {
   attention::flash_fwd(m.args(nullptr), m.rank.stream());
 }
 
-void Layer::serial() {
+void Layer::post_attention() {
   Impl& m = *impl_;
-  attention_only();
+  XS_CHECK_CUDA(cudaSetDevice(m.rank.device()));
   m.run_plan(m.post, {nullptr, m.send.get(), m.recv.get(), m.attn_out.get(), m.serial_out.get()}, m.rank.stream());
+}
+
+void Layer::serial() {
+  attention_only();
+  post_attention();
 }
 
 void Layer::coarse() {

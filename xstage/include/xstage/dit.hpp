@@ -220,6 +220,33 @@ std::vector<float> reference_forward(const Config& c, int blocks, const Weights&
 std::vector<float> reference_moe_ffn(const Config& c, const Weights& w, int block, const std::vector<float>& h,
                                      int64_t n);
 
+// ---- where a GPU step's time goes (xstage dit --breakdown) --------------------
+// The phases of one forward in stream order; each ends at a CUDA event:
+//   conditioning  timestep embedding, every block's modulation, patch embedding, the first LN
+//   qkv           QKV GEMM + bias, RMSNorm, RoPE (fused path at D = 128: one kernel that also
+//                 stores each head to its owner, and the wait for every source's heads)
+//   pre_a2a       the pre-attention All-to-All (serial path: NCCL)
+//   attention     attention (fused path: with the epilogue's stores to the owners and the
+//                 wait for every source's rows, i.e. the post-attention All-to-All)
+//   post_a2a      the post-attention All-to-All (serial path: NCCL)
+//   proj          output projection, gated residual + the next LN
+//   ffn           GELU MLP or MoE FFN (router, planner, fused kernel), gated residual + LN
+//   final_layer   the final projection
+enum class Phase : int { conditioning, qkv, pre_a2a, attention, post_a2a, proj, ffn, final_layer };
+inline constexpr int kPhases = 8;
+const char* to_string(Phase p);
+
+// Per-phase sums over `steps` forwards.
+struct PhaseTimes {
+  double ms[kPhases] = {};
+  int steps = 0;
+  // One forward's marks: labels[i] is the phase that ends at mark i + 1, and interval_ms[i]
+  // the time from mark i to mark i + 1 (sizes must match; negative intervals refused).
+  void add_forward(const std::vector<Phase>& labels, const std::vector<double>& interval_ms);
+  double per_step(Phase p) const { return steps > 0 ? ms[int(p)] / steps : 0.0; }
+  double total_per_step() const;  // the sum of per_step over the phases
+};
+
 // ---- flow-matching Euler sampler --------------------------------------------
 // t runs from 1 (noise) to 0 (data) over `steps` equal steps: t_k = 1 - k/steps,
 // dt = -1/steps, x_{k+1} = x_k + dt * v(x_k, t_k).

@@ -193,6 +193,11 @@ class RankModel {
   void forward(float t, AttnPath path);              // v = model(x, t), enqueued on the stream
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
+  // Breakdown: with it on, each forward records a CUDA event at its start and at the end
+  // of each phase (Phase, xstage/dit.hpp); add_breakdown waits for the last forward's
+  // events and adds its phases to t. Off by default (the events cost a little host time).
+  void set_breakdown(bool on);
+  void add_breakdown(PhaseTimes& t);
   // How the GELU MLP's fc1 tail runs (Config::gemm_epilogues): "fused" (cuBLASLt epilogue),
   // "separate", "separate (no cuBLASLt algorithm)", or "none" (an MoE FFN has no fc1).
   std::string gemm_epilogues() const;
@@ -215,6 +220,7 @@ struct GpuOptions {
   int warmup = 2, samples = 5;       // timing: per rank, the same count on every rank
   bool time = true;
   bool progress = false;
+  int breakdown_steps = 0;           // > 0: that many more steps after the timed ones, with phase events
 };
 struct GpuResult {
   std::vector<float> first_velocity;  // v(x_1, t = 1), all tokens [N, in_dim]
@@ -222,6 +228,7 @@ struct GpuResult {
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
   MoeTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
   std::string gemm_epilogues;     // rank 0's RankModel::gemm_epilogues()
+  PhaseTimes phases;              // breakdown_steps > 0: the phases of the rank whose steps took longest
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
 // needs path == single; P > 1 serial or fused. MoE presets run their FFN through

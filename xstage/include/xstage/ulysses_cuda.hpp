@@ -64,6 +64,9 @@ class Layer {
   // what pre_attention() or pre_attention_qkv() delivered (diagnostic, tests).
   const std::uint16_t* gathered(int part) const;
   void attention_only();
+  // The serial path's post-attention All-to-All (NCCL) of what attention_only() wrote,
+  // into serial_out(); serial() is the two in turn.
+  void post_attention();
   void serial();
   void coarse();  // B = 1 only
   // signal: per_cta or per_slice completion counting (FusedSignal; automatic:
