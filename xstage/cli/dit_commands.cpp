@@ -177,6 +177,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
                      {"P", P}, {"blocks", blocks}, {"steps", run.steps}, {"single_step_ms", single.step_ms}};
     if (c.ffn == dit::Ffn::moe) j["moe_routing"] = c.moe_device_routing ? "device" : "host";
     if (c.ffn == dit::Ffn::gelu_mlp) j["gemm_epilogues"] = single.gemm_epilogues;
+    j["single_qkv_projection"] = single.qkv_projection;
     return j;
   };
   const bool moe = c.ffn == dit::Ffn::moe;
@@ -233,8 +234,9 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
                 run.ranks, blocks, single.step_ms, serial.step_ms, fused.step_ms, speedup, ds, df);
   }
   std::printf("per-step latency: median of %d steps after %d warm-up, slowest rank; diff: max |x_P - x_1| of the "
-              "final latent (max |x_1| %.3f); GEMM tails: %s\n",
-              o.samples, o.warmup, max_abs(single.latent), single.gemm_epilogues.c_str());
+              "final latent (max |x_1| %.3f); GEMM tails: %s; P = 1 QKV projection: %s\n",
+              o.samples, o.warmup, max_abs(single.latent), single.gemm_epilogues.c_str(),
+              single.qkv_projection.c_str());
   if (!phase_cols.empty()) {
     std::printf("where a step's time goes (ms per step; %d more steps with a CUDA event after each phase, the slowest "
                 "rank; qkv and attention hold the fused path's All-to-Alls):\n%-13s",
@@ -456,7 +458,9 @@ void add_dit_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gemm-epilogues", o->gemm_epilogues,
                   "GELU MLP presets: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its epilogue (fused), "
-                  "or a cuBLAS GEMM with fp32 output and a bias + GELU kernel (separate)")
+                  "or a cuBLAS GEMM with fp32 output and a bias + GELU kernel (separate); and at P = 1 with head dim "
+                  "128, any preset: the QKV projection as the fused QKV kernel (GEMM, bias, norms, RoPE) or as "
+                  "cuBLAS + qk_norm_rope")
       ->check(CLI::IsMember({"fused", "separate"}))
       ->capture_default_str();
   cmd->add_flag("--breakdown", o->breakdown,

@@ -31,6 +31,7 @@
 #include "xstage/check_cuda.hpp"
 #include "xstage/device_buffer.hpp"
 #include "xstage/dit_cuda.hpp"
+#include "ulysses/qkv_fused.hpp"
 #include "xstage/ulysses_cuda.hpp"
 
 namespace xstage::dit {
@@ -87,12 +88,24 @@ struct RankModel::Impl {
   std::unique_ptr<BiasGeluGemm> fc1_lt;
   DeviceBuffer<unsigned char> lt_workspace;
   DeviceBuffer<std::uint16_t> fc1_bias_bf16;  // [blocks, F]: a bf16 output's epilogue takes a bf16 bias
+  // Config::gemm_epilogues at P = 1 with D = 128: the QKV projection as the fused QKV kernel
+  // with this rank the owner of every head (no store leaves the GPU), so q, k, v [L, H, D]
+  // come out of the GEMM's epilogue without the fp32 [L, 3C] round trip. Null: cuBLAS +
+  // qk_norm_rope (also when the shape does not suit the kernel).
+  struct LocalQkv {
+    ulysses::QkvArgs args;          // shape, order, owner pointers; inputs bound per block
+    DeviceBuffer<int> order;
+    DeviceBuffer<uint32_t> flags{2};  // [0] completion count (nobody waits), [1] ready flag (its own)
+    int grid = 0;
+  };
+  std::unique_ptr<LocalQkv> qkv1;
   std::vector<ParamSpec> specs;
   std::map<std::string, DevParam> w;
   DeviceBuffer<float> lat, vel, x, qkv, proj, f1, cos, sin, c1, cond, mods, fmod;
   DeviceBuffer<std::uint16_t> lat_bf, h, q, k, v, o, g, tfeat, c1_bf, cond_bf;
   std::vector<std::uint16_t> tfeat_host;
   bool loaded = false;
+  uint32_t qkv1_epoch = 0;  // launches of the local fused QKV kernel
   // Breakdown (set_breakdown): an event at the start of each forward and at the end of
   // each phase; marks[i] ends phase labels[i - 1].
   bool marking = false;
@@ -133,7 +146,7 @@ struct RankModel::Impl {
     }
     auto f = [](int64_t n) { return DeviceBuffer<float>(size_t(n)); };
     auto b = [](int64_t n) { return DeviceBuffer<std::uint16_t>(size_t(n)); };
-    lat = f(L * in), vel = f(L * in), x = f(L * C), qkv = f(L * 3 * C), proj = f(L * C), f1 = f(L * F);
+    lat = f(L * in), vel = f(L * in), x = f(L * C), proj = f(L * C);
     cos = f(L * D / 2), sin = f(L * D / 2), c1 = f(C), cond = f(C), mods = f(int64_t(blocks) * 6 * C), fmod = f(2 * C);
     lat_bf = b(L * in), h = b(L * C), q = b(L * C), k = b(L * C), v = b(L * C), o = b(L * C), g = b(L * F);
     tfeat = b(c.time_freq_dim), c1_bf = b(C), cond_bf = b(C);
@@ -142,6 +155,10 @@ struct RankModel::Impl {
     copy_to_device(sin.get(), rt.sin.data(), rt.sin.size() * 4);
     if (layer) layer->set_inputs(q.get(), k.get(), v.get());
     if (c.gemm_epilogues) plan_epilogues();
+    // The fp32 GEMM outputs that only the separate tails read: [L, 3C] for qk_norm_rope (any
+    // P > 1: its serial path), [L, F] for bias_act.
+    if (!qkv1) qkv = f(L * 3 * C);
+    if (c.ffn == Ffn::gelu_mlp && !fc1_lt) f1 = f(L * F);
   }
   ~Impl() {
     for (cudaEvent_t e : marks) cudaEventDestroy(e);
@@ -153,6 +170,7 @@ struct RankModel::Impl {
   // The cuBLASLt plan of Config::gemm_epilogues; a shape cuBLASLt has no algorithm for
   // keeps the GEMM and bias_act (one line on stderr says so).
   void plan_epilogues() {
+    plan_local_qkv();
     if (c.ffn != Ffn::gelu_mlp) return;
     check_cublas(cublasLtCreate(&lt), "Lt create");
     fc1_lt = std::make_unique<BiasGeluGemm>(lt, L, F, C, CUDA_R_16BF, kLtWorkspaceBytes);
@@ -165,6 +183,38 @@ struct RankModel::Impl {
     lt_workspace = DeviceBuffer<unsigned char>(kLtWorkspaceBytes);
     fc1_bias_bf16 = DeviceBuffer<std::uint16_t>(size_t(blocks) * F);
   }
+  void plan_local_qkv() {
+    if (layer || D != ulysses::kQkvHeadDim) return;
+    const ulysses::Problem one{1, 1, L, H, D};
+    try {
+      ulysses::validate_qkv(one);
+    } catch (const common::Error&) {
+      return;  // e.g. L not a multiple of 128 rows: cuBLAS + qk_norm_rope
+    }
+    int dev = 0, sms = 0;
+    XS_CHECK_CUDA(cudaGetDevice(&dev));
+    XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    auto lq = std::make_unique<LocalQkv>();
+    lq->grid = std::min(sms, ulysses::qkv_tiles(one));
+    const std::vector<int> order = ulysses::qkv_split_tail(
+        one, ulysses::qkv_tile_order(one, 0, ulysses::QkvOrder::natural, ulysses::qkv_raster_group(one, lq->grid)),
+        lq->grid);
+    lq->order = upload(order);
+    fill_device(lq->flags.get(), 0, 2 * sizeof(uint32_t));
+    ulysses::QkvArgs& a = lq->args;
+    a = ulysses::qkv_shape_args(one, 0);
+    a.order = lq->order.get();
+    a.n_entries = static_cast<int>(order.size());
+    a.dst[0][0] = q.get();
+    a.dst[1][0] = k.get();
+    a.dst[2][0] = v.get();
+    a.done[0] = lq->flags.get();
+    a.ready_out[0] = lq->flags.get() + 1;
+    a.ready_in = lq->flags.get() + 1;
+    a.timeout_ns = comm::wait_timeout_ns();
+    a.report = hopper::timeout_report_device();
+    qkv1 = std::move(lq);
+  }
   // After the weights change: the bf16 copies of the fc1 biases.
   void weights_changed() {
     if (!fc1_lt) return;
@@ -175,6 +225,10 @@ struct RankModel::Impl {
     if (c.ffn != Ffn::gelu_mlp) return "none";
     if (fc1_lt) return "fused";
     return c.gemm_epilogues ? "separate (no cuBLASLt algorithm)" : "separate";
+  }
+  std::string qkv_form() const {
+    if (layer) return "per path (serial: cuBLAS + qk_norm_rope; fused: the fused QKV kernel at D = 128)";
+    return qkv1 ? "fused" : "cuBLAS + qk_norm_rope";
   }
 
   void record_mark() {
@@ -213,6 +267,19 @@ struct RankModel::Impl {
   }
   void linear(const std::uint16_t* X, const std::string& name, float* Y, int64_t M, int64_t N, int64_t K) {
     gemm(X, mat(name + ".weight"), Y, M, N, K);
+  }
+
+  // Block b's inputs of the fused QKV projection (h: the block's first LN).
+  ulysses::QkvInputs qkv_inputs(int b) const {
+    ulysses::QkvInputs in;
+    in.h = h.get();
+    in.w = mat(block_param(b, "attn.qkv.weight"));
+    in.bias = vec(block_param(b, "attn.qkv.bias"));
+    in.q_norm = vec(block_param(b, "attn.q_norm.weight"));
+    in.k_norm = vec(block_param(b, "attn.k_norm.weight"));
+    in.cos = cos.get();
+    in.sin = sin.get();
+    return in;
   }
 
   // This rank's tokens, all heads, after attention: [L, H, D] bf16. `gathered`:
@@ -286,15 +353,12 @@ struct RankModel::Impl {
       const float* next = b + 1 < blocks ? m + 6 * C : fmod.get();  // the next LN's shift, then scale
       const bool fused_qkv = path == AttnPath::fused && layer->fused_qkv_supported();
       if (fused_qkv) {
-        ulysses::QkvInputs in;
-        in.h = h.get();
-        in.w = mat(block_param(b, "attn.qkv.weight"));
-        in.bias = vec(block_param(b, "attn.qkv.bias"));
-        in.q_norm = vec(block_param(b, "attn.q_norm.weight"));
-        in.k_norm = vec(block_param(b, "attn.k_norm.weight"));
-        in.cos = cos.get();
-        in.sin = sin.get();
-        layer->pre_attention_qkv(in);  // -> [N, H/P, D] on every owner
+        layer->pre_attention_qkv(qkv_inputs(b));  // -> [N, H/P, D] on every owner
+      } else if (qkv1) {
+        ulysses::QkvArgs a = qkv1->args;
+        ulysses::qkv_bind_inputs(a, qkv_inputs(b));
+        a.epoch = ++qkv1_epoch;
+        ulysses::launch_qkv_fused(a, qkv1->grid, stream);  // -> q, k, v [L, H, D]
       } else {
         linear(h.get(), block_param(b, "attn.qkv"), qkv.get(), L, 3 * C, C);
         kernels::qk_norm_rope(q.get(), k.get(), v.get(), qkv.get(), vec(block_param(b, "attn.qkv.bias")),
@@ -389,8 +453,17 @@ void RankModel::set_latent(const std::vector<float>& local) {
 }
 
 void RankModel::synchronize() const {
-  if (impl_->moe) impl_->moe->synchronize();  // names a timed-out MoE kernel wait or non-finite router logits
-  XS_CHECK_CUDA(cudaStreamSynchronize(impl_->stream));
+  const cudaError_t e = cudaStreamSynchronize(impl_->stream);
+  if (e == cudaSuccess) {
+    if (impl_->moe) impl_->moe->synchronize();  // non-finite router logits are reported here
+    return;
+  }
+  // A kernel that timed out names its wait: the fused QKV kernel's (a report of its own),
+  // or the MoE kernel's (its synchronize reads its report).
+  const std::string qkv = ulysses::qkv_explain_failure();
+  XS_ASSERT(qkv.empty(), "dit: rank {}: {} ({})", impl_->rank, qkv, cudaGetErrorString(e));
+  if (impl_->moe) impl_->moe->synchronize();
+  XS_FAIL("dit: rank {}: a kernel failed: {}", impl_->rank, cudaGetErrorString(e));
 }
 std::vector<float> RankModel::latent() const {
   synchronize();
@@ -408,6 +481,7 @@ int64_t RankModel::local_tokens() const { return impl_->L; }
 void RankModel::set_breakdown(bool on) { impl_->marking = on; }
 void RankModel::add_breakdown(PhaseTimes& t) { impl_->add_marks(t); }
 std::string RankModel::gemm_epilogues() const { return impl_->epilogues(); }
+std::string RankModel::qkv_projection() const { return impl_->qkv_form(); }
 
 MoeTimes RankModel::moe_host_times() const { return impl_->moe ? impl_->moe->host_times() : MoeTimes{}; }
 void RankModel::reset_moe_host_times() {

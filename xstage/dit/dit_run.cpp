@@ -117,7 +117,10 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
       std::copy(x.begin(), x.begin() + valid * in, res.latent.begin() + r * L * in);
     }
     res.step_ms = std::max(res.step_ms, ms);
-    if (r == 0) res.gemm_epilogues = m.gemm_epilogues();
+    if (r == 0) {
+      res.gemm_epilogues = m.gemm_epilogues();
+      res.qkv_projection = m.qkv_projection();
+    }
   });
   return res;
 }

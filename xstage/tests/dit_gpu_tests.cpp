@@ -273,9 +273,10 @@ TEST(DitGpu, GatedResidualLnModulateMatchesHostReference) {
     }
 }
 
-// The model with fc1's tail fused and separate gives the same sampled latent up to bf16
-// rounding (flux-like, 2 blocks, 1024 tokens, two steps): the fc1 bias in bf16 and
-// another accumulation order are the only differences.
+// The model with fc1's tail and the QKV projection fused and separate gives the same
+// sampled latent up to bf16 rounding (flux-like, 2 blocks, 1024 tokens, two steps): the fc1
+// bias in bf16, q, k, v rounded from the fused kernel's registers, and other accumulation
+// orders are the only differences.
 TEST(DitGpu, FusedGemmEpiloguesMatchSeparateKernels) {
   Config fused = preset("flux-like"), separate = fused;
   separate.gemm_epilogues = false;
@@ -285,12 +286,17 @@ TEST(DitGpu, FusedGemmEpiloguesMatchSeparateKernels) {
   const GpuResult a = run_gpu(fused, run, AttnPath::single, opt), b = run_gpu(separate, run, AttnPath::single, opt);
   ASSERT_EQ(a.gemm_epilogues, "fused");
   ASSERT_EQ(b.gemm_epilogues, "separate");
+  // At P = 1 with D = 128 the QKV projection goes with them: the fused QKV kernel, or cuBLAS.
+  ASSERT_EQ(a.qkv_projection, "fused");
+  ASSERT_EQ(b.qkv_projection, "cuBLAS + qk_norm_rope");
   const Diff d = diff(a.latent, b.latent);
-  std::printf("flux-like, 2 blocks, 2 steps: latent, fc1 tail fused vs separate: max |diff| %.3e rel %.3e (max |x| "
-              "%.3f)\n",
+  std::printf("flux-like, 2 blocks, 2 steps: latent, fc1 tail and QKV fused vs separate: max |diff| %.3e rel %.3e "
+              "(max |x| %.3f)\n",
               d.max_abs, d.rel_l2, d.ref_max);
   EXPECT_LT(d.rel_l2, 1e-2);
   EXPECT_GT(d.ref_max, 0.5);
+  // 1000 rows are not whole 128-row tiles: cuBLAS + qk_norm_rope, also with the epilogues on.
+  EXPECT_EQ(run_gpu(fused, dit::Run{1000, 1, 1, 1}, AttnPath::single, opt).qkv_projection, "cuBLAS + qk_norm_rope");
 }
 
 // The MoE FFN through the fused MoE kernel (P = 1: one rank holds all experts).

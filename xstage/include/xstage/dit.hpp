@@ -53,7 +53,9 @@ struct Config {
   int moe_raster_group = moe::kMoeRasterGroup;  // fused MoE kernel's tile raster (1: m-major); not a weight
   bool moe_device_routing = true;  // MoE routing, layout and order on the GPU (false: on the host); not a weight
   // GPU path, GELU MLP: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its
-  // epilogue, bf16 out (false: a cuBLAS GEMM with fp32 output, then bias_act); not a weight.
+  // epilogue, bf16 out (false: a cuBLAS GEMM with fp32 output, then bias_act); and at P = 1
+  // with D = 128 and L % 128 == 0, the QKV projection as the fused QKV kernel (false: cuBLAS
+  // GEMM, then qk_norm_rope). Not a weight.
   bool gemm_epilogues = true;
   int64_t latent_channels = 4; // c
   int patch = 2;               // ps (spatial)

@@ -201,6 +201,9 @@ class RankModel {
   // How the GELU MLP's fc1 tail runs (Config::gemm_epilogues): "fused" (cuBLASLt epilogue),
   // "separate", "separate (no cuBLASLt algorithm)", or "none" (an MoE FFN has no fc1).
   std::string gemm_epilogues() const;
+  // How the QKV projection runs: "fused" (P = 1 with Config::gemm_epilogues and D = 128: the
+  // fused QKV kernel, every head local), "cuBLAS + qk_norm_rope", or per path at P > 1.
+  std::string qkv_projection() const;
   // The MoE FFN's times (MoeTimes: host round trips with host routing, GPU planner and
   // kernel in both modes) since the last reset; all zero without an MoE FFN.
   MoeTimes moe_host_times() const;
@@ -228,6 +231,7 @@ struct GpuResult {
   double step_ms = 0;                 // median per-step latency of the slowest rank (0 when !time)
   MoeTimes moe_host;              // MoE presets, timed steps: per forward of one block's FFN, slowest rank
   std::string gemm_epilogues;     // rank 0's RankModel::gemm_epilogues()
+  std::string qkv_projection;     // rank 0's RankModel::qkv_projection()
   PhaseTimes phases;              // breakdown_steps > 0: the phases of the rank whose steps took longest
 };
 // Runs the sampler on GPUs 0 .. P-1 (P = run.ranks; one thread per rank). P = 1
