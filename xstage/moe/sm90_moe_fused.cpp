@@ -78,7 +78,7 @@ const char* to_string(FusedWaitSite s) {
 }
 
 struct FusedMoe::Impl {
-  comm::Rank* comm;  // null: a rank of a OneGpuGroup
+  comm::Rank* nccl;  // this rank's communicator; null: a rank of a OneGpuGroup
   int rank_id, device;
   cudaStream_t stream;
   Problem p;
@@ -134,7 +134,7 @@ struct FusedMoe::Impl {
 
   // With a communicator: the symmetric window and the device communicator (collective).
   Impl(comm::Rank& r, const Problem& prob, int rows)
-      : comm(&r), rank_id(r.rank()), device(r.device()), stream(r.stream()), p(prob), max_rows(std::max(rows, 1)),
+      : nccl(&r), rank_id(r.rank()), device(r.device()), stream(r.stream()), p(prob), max_rows(std::max(rows, 1)),
         win(window_layout(prob, max_rows)) {
     XS_CHECK_CUDA(cudaSetDevice(device));
     window = std::make_unique<comm::SymmetricWindow>(r, win.bytes);
@@ -148,7 +148,7 @@ struct FusedMoe::Impl {
   }
   // Rank `r` of a OneGpuGroup: the group's windows, plain pointers, no communicator.
   Impl(OneGpuGroup& g, int r, cudaStream_t s)
-      : comm(nullptr), rank_id(r), stream(s), p(g.problem()), max_rows(g.max_rows()), win(g.layout()) {
+      : nccl(nullptr), rank_id(r), stream(s), p(g.problem()), max_rows(g.max_rows()), win(g.layout()) {
     XS_CHECK_CUDA(cudaGetDevice(&device));
     for (int j = 0; j < p.ranks; ++j) plain[j] = g.window(j);
     window_local = plain[r];
@@ -333,10 +333,10 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
   if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[1], st));
   const int* all = m.expert.get();
   if (p.ranks > 1) {
-    XS_ASSERT(m.comm, "moe fused: route_on_device with P = {} needs a communicator (its all-gather); a OneGpuGroup's "
+    XS_ASSERT(m.nccl, "moe fused: route_on_device with P = {} needs a communicator (its all-gather); a OneGpuGroup's "
                       "ranks take set_inputs",
               p.ranks);
-    XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.comm->comm(), st));
+    XS_CHECK_NCCL(ncclAllGather(m.expert.get(), m.all_expert.get(), tk, ncclInt32, m.nccl->comm(), st));
     all = m.all_expert.get();
   }
   if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[2], st));
