@@ -1,8 +1,9 @@
 # Stage `epilogue` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT, $FINAL_OUT):
 # the GEMM tails of Config::gemm_epilogues at P = 1 against the separate kernels: the GELU
-# MLP's fc1 + bias + GELU as one cuBLASLt GEMM (dit::BiasGeluGemm) against the cuBLAS GEMM +
-# bias_act, and (session 13) the QKV projection as the fused QKV kernel with every head local
-# against the cuBLAS GEMM + qk_norm_rope.
+# MLP's fc1 + bias + GELU as one cuBLASLt GEMM (dit::BiasGemm) against the cuBLAS GEMM +
+# bias_act; (session 13) the projection's and fc2's bias in cuBLASLt epilogues with bf16
+# branches into the gated residual, against fp32 GEMM outputs; and the QKV projection as the
+# fused QKV kernel with every head local against the cuBLAS GEMM + qk_norm_rope.
 #   RUN_NAME=epilogue ./run device epilogue
 # 1. own build (build-epilogue) and the MoE and DiT tests (moe_build_and_test);
 # 2. of the DiT GPU tests' output, BiasGeluEpilogueMatchesHostReference's and
@@ -40,7 +41,7 @@ python3 "$ROOT/scripts/merge_run_rows.py" "$OUT/dit_epilogue.json" \
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
 print("---- xstage dit, P = 1 (ms per Euler step, median of 7), in run order ----")
-print(f"{'preset':>10} {'tokens':>6} {'blocks':>6} {'fc1 tail':>9} {'qkv':>22} {'step ms':>9} {'qkv ms':>8} {'ffn ms':>8}")
+print(f"{'preset':>10} {'tokens':>6} {'blocks':>6} {'tails':>9} {'qkv':>22} {'step ms':>9} {'qkv ms':>8} {'ffn ms':>8}")
 for r in rows:
     ph = r.get("phases_ms_per_step", {}).get("single", {})
     print(f"{r['preset']:>10} {r['tokens']:>6} {r['blocks']:>6} {r.get('gemm_epilogues', '-'):>9} "

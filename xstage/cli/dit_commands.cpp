@@ -176,7 +176,7 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     nlohmann::json j{{"preset", c.name}, {"tokens", run.tokens}, {"padded_tokens", dit::padded_tokens(c, at)},
                      {"P", P}, {"blocks", blocks}, {"steps", run.steps}, {"single_step_ms", single.step_ms}};
     if (c.ffn == dit::Ffn::moe) j["moe_routing"] = c.moe_device_routing ? "device" : "host";
-    if (c.ffn == dit::Ffn::gelu_mlp) j["gemm_epilogues"] = single.gemm_epilogues;
+    j["gemm_epilogues"] = single.gemm_epilogues;
     j["single_qkv_projection"] = single.qkv_projection;
     return j;
   };
@@ -457,10 +457,10 @@ void add_dit_commands(CLI::App& app) {
                   "per block (host)")
       ->capture_default_str();
   cmd->add_option("--gemm-epilogues", o->gemm_epilogues,
-                  "GELU MLP presets: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its epilogue (fused), "
-                  "or a cuBLAS GEMM with fp32 output and a bias + GELU kernel (separate); and at P = 1 with head dim "
-                  "128, any preset: the QKV projection as the fused QKV kernel (GEMM, bias, norms, RoPE) or as "
-                  "cuBLAS + qk_norm_rope")
+                  "The GEMM tails: the attention projection's bias, and for GELU MLP presets fc1's bias + GELU and "
+                  "fc2's bias, in cuBLASLt epilogues with bf16 outputs (fused), or cuBLAS GEMMs with fp32 outputs "
+                  "and kernels of their own (separate); and at P = 1 with head dim 128 the QKV projection as the "
+                  "fused QKV kernel (GEMM, bias, norms, RoPE) or as cuBLAS + qk_norm_rope")
       ->check(CLI::IsMember({"fused", "separate"}))
       ->capture_default_str();
   cmd->add_flag("--breakdown", o->breakdown,

@@ -8,10 +8,13 @@
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
 //              (each gated residual and the LN after it are one kernel, gated_residual_ln_modulate)
 //              (fused path with D = 128: the QKV GEMM, norms, RoPE and the pre-attention
-//               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv)
+//               All-to-All are one kernel, ulysses::Layer::pre_attention_qkv; at P = 1 with
+//               Config::gemm_epilogues the same kernel with every head local)
 //              -> ln_modulate -> FFN -> gated residual, the FFN being
-//                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM (Config::gemm_epilogues: the first
-//                           two are one cuBLASLt GEMM with a bias + GELU epilogue, bf16 out)
+//                 GELU MLP: fc1 GEMM -> bias + GELU -> fc2 GEMM
+//                 (Config::gemm_epilogues: fc1 + bias + GELU, and the projection and fc2 with
+//                  their biases, are cuBLASLt GEMMs with the tail in the epilogue, bf16 out;
+//                  the gated residuals then take the bf16 branch)
 //                 MoE:      router GEMM -> fused MoE kernel with routing on the GPU (bf16 out);
 //                           or, with host routing, logits to the host, routing there, then the kernel
 //   v = final.proj(ln_modulate(x))
@@ -82,12 +85,20 @@ struct RankModel::Impl {
   int64_t keys;   // the real tokens N: attention's keys (the rest is padding)
   int64_t L, C, H, D, F, in;
   cublasHandle_t blas = nullptr;
-  // Config::gemm_epilogues, GELU MLP: fc1 + bias + GELU in one cuBLASLt GEMM (null: the
-  // GEMM and bias_act, also when cuBLASLt offers no algorithm).
+  // Config::gemm_epilogues: a block's GEMM with its bias (fc1: bias + GELU) in a cuBLASLt
+  // epilogue, bf16 out; the blocks' biases in bf16 (a bf16 output's epilogue takes a bf16
+  // bias). Null gemm: the cuBLAS GEMM (fp32 out) and the tail as a kernel of its own
+  // (not asked for, or cuBLASLt offers no algorithm for the shape).
+  struct LtGemm {
+    const char* param;  // the block parameter: attn.proj, mlp.fc1, mlp.fc2
+    std::unique_ptr<BiasGemm> gemm;
+    DeviceBuffer<std::uint16_t> bias_bf16;  // [blocks, N]
+    int64_t n = 0;
+  };
   cublasLtHandle_t lt = nullptr;
-  std::unique_ptr<BiasGeluGemm> fc1_lt;
+  LtGemm proj_lt{"attn.proj"}, fc1_lt{"mlp.fc1"}, fc2_lt{"mlp.fc2"};
   DeviceBuffer<unsigned char> lt_workspace;
-  DeviceBuffer<std::uint16_t> fc1_bias_bf16;  // [blocks, F]: a bf16 output's epilogue takes a bf16 bias
+  DeviceBuffer<std::uint16_t> branch;  // [L, C] bf16: the projection's or fc2's output (with a cuBLASLt tail)
   // Config::gemm_epilogues at P = 1 with D = 128: the QKV projection as the fused QKV kernel
   // with this rank the owner of every head (no store leaves the GPU), so q, k, v [L, H, D]
   // come out of the GEMM's epilogue without the fp32 [L, 3C] round trip. Null: cuBLAS +
@@ -146,7 +157,7 @@ struct RankModel::Impl {
     }
     auto f = [](int64_t n) { return DeviceBuffer<float>(size_t(n)); };
     auto b = [](int64_t n) { return DeviceBuffer<std::uint16_t>(size_t(n)); };
-    lat = f(L * in), vel = f(L * in), x = f(L * C), proj = f(L * C);
+    lat = f(L * in), vel = f(L * in), x = f(L * C);
     cos = f(L * D / 2), sin = f(L * D / 2), c1 = f(C), cond = f(C), mods = f(int64_t(blocks) * 6 * C), fmod = f(2 * C);
     lat_bf = b(L * in), h = b(L * C), q = b(L * C), k = b(L * C), v = b(L * C), o = b(L * C), g = b(L * F);
     tfeat = b(c.time_freq_dim), c1_bf = b(C), cond_bf = b(C);
@@ -156,32 +167,46 @@ struct RankModel::Impl {
     if (layer) layer->set_inputs(q.get(), k.get(), v.get());
     if (c.gemm_epilogues) plan_epilogues();
     // The fp32 GEMM outputs that only the separate tails read: [L, 3C] for qk_norm_rope (any
-    // P > 1: its serial path), [L, F] for bias_act.
+    // P > 1: its serial path), [L, F] for bias_act, [L, C] for the fp32 gated residual.
     if (!qkv1) qkv = f(L * 3 * C);
-    if (c.ffn == Ffn::gelu_mlp && !fc1_lt) f1 = f(L * F);
+    if (c.ffn == Ffn::gelu_mlp && !fc1_lt.gemm) f1 = f(L * F);
+    if (!proj_lt.gemm || (c.ffn == Ffn::gelu_mlp && !fc2_lt.gemm)) proj = f(L * C);
   }
   ~Impl() {
     for (cudaEvent_t e : marks) cudaEventDestroy(e);
-    fc1_lt.reset();
+    for (LtGemm* lg : {&proj_lt, &fc1_lt, &fc2_lt}) lg->gemm.reset();
     if (lt) cublasLtDestroy(lt);
     if (blas) cublasDestroy(blas);
   }
 
-  // The cuBLASLt plan of Config::gemm_epilogues; a shape cuBLASLt has no algorithm for
-  // keeps the GEMM and bias_act (one line on stderr says so).
+  // The cuBLASLt plans of Config::gemm_epilogues; a shape cuBLASLt has no algorithm for
+  // keeps the GEMM and its separate tail (one line on stderr says so).
   void plan_epilogues() {
     plan_local_qkv();
-    if (c.ffn != Ffn::gelu_mlp) return;
     check_cublas(cublasLtCreate(&lt), "Lt create");
-    fc1_lt = std::make_unique<BiasGeluGemm>(lt, L, F, C, CUDA_R_16BF, kLtWorkspaceBytes);
-    if (!fc1_lt->supported()) {
-      std::fprintf(stderr, "dit: rank %d: cuBLASLt offers no algorithm for %s; it runs as GEMM + bias_act\n", rank,
-                   fc1_lt->describe().c_str());
-      fc1_lt.reset();
+    plan_lt(proj_lt, LtTail::bias, C, C);
+    if (c.ffn == Ffn::gelu_mlp) {
+      plan_lt(fc1_lt, LtTail::bias_gelu, F, C);
+      plan_lt(fc2_lt, LtTail::bias, C, F);
+    }
+    if (proj_lt.gemm || fc1_lt.gemm || fc2_lt.gemm) lt_workspace = DeviceBuffer<unsigned char>(kLtWorkspaceBytes);
+    if (proj_lt.gemm || fc2_lt.gemm) branch = DeviceBuffer<std::uint16_t>(size_t(L * C));
+  }
+  void plan_lt(LtGemm& g, LtTail tail, int64_t N, int64_t K) {
+    g.gemm = std::make_unique<BiasGemm>(lt, tail, L, N, K, CUDA_R_16BF, kLtWorkspaceBytes);
+    if (!g.gemm->supported()) {
+      std::fprintf(stderr, "dit: rank %d: cuBLASLt offers no algorithm for %s's %s; it runs as GEMM + its tail\n",
+                   rank, g.param, g.gemm->describe().c_str());
+      g.gemm.reset();
       return;
     }
-    lt_workspace = DeviceBuffer<unsigned char>(kLtWorkspaceBytes);
-    fc1_bias_bf16 = DeviceBuffer<std::uint16_t>(size_t(blocks) * F);
+    g.n = N;
+    g.bias_bf16 = DeviceBuffer<std::uint16_t>(size_t(blocks) * N);
+  }
+  // Block b's GEMM of `g` (planned) on X into out [L, N] bf16.
+  void run_lt(const LtGemm& g, int b, const std::uint16_t* X, std::uint16_t* out) {
+    g.gemm->run(X, mat(block_param(b, g.param) + ".weight"), out, g.bias_bf16.get() + int64_t(b) * g.n,
+                lt_workspace.get(), stream);
   }
   void plan_local_qkv() {
     if (layer || D != ulysses::kQkvHeadDim) return;
@@ -215,16 +240,22 @@ struct RankModel::Impl {
     a.report = hopper::timeout_report_device();
     qkv1 = std::move(lq);
   }
-  // After the weights change: the bf16 copies of the fc1 biases.
+  // After the weights change: the bf16 copies of the cuBLASLt tails' biases.
   void weights_changed() {
-    if (!fc1_lt) return;
-    for (int b = 0; b < blocks; ++b)
-      kernels::to_bf16(fc1_bias_bf16.get() + int64_t(b) * F, vec(block_param(b, "mlp.fc1.bias")), F, stream);
+    for (const LtGemm* lg : {&proj_lt, &fc1_lt, &fc2_lt}) {
+      if (!lg->gemm) continue;
+      for (int b = 0; b < blocks; ++b)
+        kernels::to_bf16(lg->bias_bf16.get() + int64_t(b) * lg->n,
+                         vec(block_param(b, lg->param) + ".bias"), lg->n, stream);
+    }
   }
   std::string epilogues() const {
-    if (c.ffn != Ffn::gelu_mlp) return "none";
-    if (fc1_lt) return "fused";
-    return c.gemm_epilogues ? "separate (no cuBLASLt algorithm)" : "separate";
+    if (!c.gemm_epilogues) return "separate";
+    std::string missing;  // the GEMMs cuBLASLt had no algorithm for
+    for (const LtGemm* lg : {&proj_lt, &fc1_lt, &fc2_lt})
+      if (!lg->gemm && (lg == &proj_lt || c.ffn == Ffn::gelu_mlp))
+        missing += std::string(missing.empty() ? "" : ", ") + lg->param;
+    return missing.empty() ? "fused" : "fused except " + missing + " (no cuBLASLt algorithm)";
   }
   std::string qkv_form() const {
     if (layer) return "per path (serial: cuBLAS + qk_norm_rope; fused: the fused QKV kernel at D = 128)";
@@ -367,25 +398,36 @@ struct RankModel::Impl {
       }
       mark(Phase::qkv);
       const std::uint16_t* a = attention(path, fused_qkv);
-      linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
-      kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C,
-                                          h.get(), m + 3 * C, m + 4 * C, L, C, stream);
+      if (proj_lt.gemm) {  // the bias in the GEMM's epilogue, the branch in bf16
+        run_lt(proj_lt, b, a, branch.get());
+        kernels::gated_residual_ln_modulate_bf16(x.get(), branch.get(), m + 2 * C, h.get(), m + 3 * C, m + 4 * C, L,
+                                                 C, stream);
+      } else {
+        linear(a, block_param(b, "attn.proj"), proj.get(), L, C, C);
+        kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "attn.proj.bias")), m + 2 * C,
+                                            h.get(), m + 3 * C, m + 4 * C, L, C, stream);
+      }
       mark(Phase::proj);
       if (moe) {  // [L, C] bf16 from the fused MoE kernel (no bias)
         linear(h.get(), block_param(b, "moe.router"), moe->logits(), L, c.experts, C);
         const std::uint16_t* y = moe->forward(h.get(), mat(block_param(b, "moe.w1")), mat(block_param(b, "moe.w2")));
         kernels::gated_residual_ln_modulate_bf16(x.get(), y, m + 5 * C, h.get(), next, next + C, L, C, stream);
       } else {
-        if (fc1_lt) {
-          fc1_lt->run(h.get(), mat(block_param(b, "mlp.fc1.weight")), g.get(), fc1_bias_bf16.get() + int64_t(b) * F,
-                      lt_workspace.get(), stream);
+        if (fc1_lt.gemm) {
+          run_lt(fc1_lt, b, h.get(), g.get());
         } else {
           linear(h.get(), block_param(b, "mlp.fc1"), f1.get(), L, F, C);
           kernels::bias_act(f1.get(), g.get(), vec(block_param(b, "mlp.fc1.bias")), L, F, Act::gelu_tanh, stream);
         }
-        linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
-        kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C,
-                                            h.get(), next, next + C, L, C, stream);
+        if (fc2_lt.gemm) {
+          run_lt(fc2_lt, b, g.get(), branch.get());
+          kernels::gated_residual_ln_modulate_bf16(x.get(), branch.get(), m + 5 * C, h.get(), next, next + C, L, C,
+                                                   stream);
+        } else {
+          linear(g.get(), block_param(b, "mlp.fc2"), proj.get(), L, C, F);
+          kernels::gated_residual_ln_modulate(x.get(), proj.get(), vec(block_param(b, "mlp.fc2.bias")), m + 5 * C,
+                                              h.get(), next, next + C, L, C, stream);
+        }
       }
       mark(Phase::ffn);
     }

@@ -1,5 +1,5 @@
-// The GELU MLP's fc1 with its bias and GELU in cuBLASLt's epilogue (dit_cuda.hpp,
-// BiasGeluGemm): one plan per shape, its algorithm chosen once by cuBLASLt's
+// GEMMs with their bias (and for the GELU MLP's fc1 its GELU) in cuBLASLt's epilogue
+// (dit_cuda.hpp, BiasGemm): one plan per shape, its algorithm chosen once by cuBLASLt's
 // heuristic, then run as often as the model needs it.
 //
 // Row-major Y [M, N] = X [M, K] · W [N, K]ᵀ is, to cuBLAS's column-major view,
@@ -11,6 +11,8 @@
 // the attention projection and fc2 as CUBLASLT_EPILOGUE_BIAS with
 // CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST (alpha = gate, C = D = x): the
 // heuristic offers no algorithm for bf16 inputs with fp32 compute (docs/xstage-dit.md).
+// Instead (session 13) those GEMMs add their bias here and write Y + b in bf16, and the
+// gated residual kernel takes that bf16 branch.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -35,15 +37,16 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T&
 }
 }  // namespace
 
-BiasGeluGemm::BiasGeluGemm(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, cudaDataType out_type,
-                           std::size_t workspace_bytes)
-    : lt_(lt), m_(M), n_(N), k_(K), out_type_(out_type), workspace_bytes_(workspace_bytes) {
-  XS_ASSERT(M > 0 && N > 0 && K > 0, "dit: BiasGeluGemm needs a non-empty shape (M {} N {} K {})", M, N, K);
-  XS_ASSERT(out_type == CUDA_R_16BF || out_type == CUDA_R_32F, "dit: BiasGeluGemm writes bf16 or fp32");
+BiasGemm::BiasGemm(cublasLtHandle_t lt, LtTail tail, int64_t M, int64_t N, int64_t K, cudaDataType out_type,
+                   std::size_t workspace_bytes)
+    : lt_(lt), tail_(tail), m_(M), n_(N), k_(K), out_type_(out_type), workspace_bytes_(workspace_bytes) {
+  XS_ASSERT(M > 0 && N > 0 && K > 0, "dit: BiasGemm needs a non-empty shape (M {} N {} K {})", M, N, K);
+  XS_ASSERT(out_type == CUDA_R_16BF || out_type == CUDA_R_32F, "dit: BiasGemm writes bf16 or fp32");
   check_lt(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "create matmul");
   set_attr(desc_, CUBLASLT_MATMUL_DESC_TRANSA, int32_t(CUBLAS_OP_T));
   set_attr(desc_, CUBLASLT_MATMUL_DESC_TRANSB, int32_t(CUBLAS_OP_N));
-  set_attr(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_GELU_BIAS);
+  set_attr(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+           tail == LtTail::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
   // The heuristic looks at the bias pointer only for its alignment.
   set_attr(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, reinterpret_cast<const void*>(uintptr_t(256)));
   check_lt(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, uint64_t(K), uint64_t(N), K), "create layout A");
@@ -70,18 +73,19 @@ BiasGeluGemm::BiasGeluGemm(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K,
   if (supported_) algo_ = found.algo;
 }
 
-BiasGeluGemm::~BiasGeluGemm() {
+BiasGemm::~BiasGemm() {
   if (d_) cublasLtMatrixLayoutDestroy(d_);
   if (b_) cublasLtMatrixLayoutDestroy(b_);
   if (a_) cublasLtMatrixLayoutDestroy(a_);
   if (desc_) cublasLtMatmulDescDestroy(desc_);
 }
 
-std::string BiasGeluGemm::describe() const {
-  return fmt::format("bias + GELU GEMM M {} N {} K {} -> {}", m_, n_, k_, out_type_ == CUDA_R_16BF ? "bf16" : "fp32");
+std::string BiasGemm::describe() const {
+  return fmt::format("{} GEMM M {} N {} K {} -> {}", tail_ == LtTail::bias_gelu ? "bias + GELU" : "bias", m_, n_, k_,
+                     out_type_ == CUDA_R_16BF ? "bf16" : "fp32");
 }
 
-void BiasGeluGemm::run(const std::uint16_t* X, const std::uint16_t* W, void* out, const void* bias, void* workspace,
+void BiasGemm::run(const std::uint16_t* X, const std::uint16_t* W, void* out, const void* bias, void* workspace,
                        cudaStream_t s) const {
   XS_ASSERT(supported_, "dit: cuBLASLt has no algorithm for {}", describe());
   XS_ASSERT(X && W && out && bias && (workspace || !workspace_bytes_), "dit: {} is missing an operand", describe());

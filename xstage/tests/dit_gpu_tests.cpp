@@ -2,7 +2,7 @@
 // reference (tiny presets, host weights), and the P = 2 sampler (serial and
 // fused Ulysses attention) against the single-GPU sampler, for the GELU MLP and
 // the MoE FFN (the fused EP MoE kernel); padded token counts against unpadded ones;
-// refusals; fc1's cuBLASLt bias + GELU epilogue (BiasGeluGemm) against an fp64 host reference.
+// refusals; the cuBLASLt bias and bias + GELU epilogues (BiasGemm) against an fp64 host reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,7 +69,7 @@ std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Conf
   opt.latent_seed = 5;
   const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
   // fc1's tail ran as asked (a fallback would leave the fused form untested).
-  EXPECT_EQ(r.gemm_epilogues, c.ffn == Ffn::moe ? "none" : c.gemm_epilogues ? "fused" : "separate") << c.name;
+  EXPECT_EQ(r.gemm_epilogues, c.gemm_epilogues ? "fused" : "separate") << c.name;
   return {r.first_velocity,
           reference_forward(c, c.blocks, w, token_grid(c, run.tokens), random_latent(c, run.tokens, 5), 1.0f)};
 }
@@ -120,8 +120,8 @@ TEST(DitGpu, BreakdownTimesEveryPhaseOfTheForward) {
   }
 }
 
-// BiasGeluGemm against an fp64 host reference on bf16-exact inputs, M not a multiple of
-// any tile. Y = X Wᵀ has a standard deviation of about 2, so the GELU's inputs cover
+// BiasGemm, both tails, against an fp64 host reference on bf16-exact inputs, M not a
+// multiple of any tile. Y = X Wᵀ has a standard deviation of about 2, so the GELU's inputs cover
 // [-6, 6], where tanh-GELU and erf-GELU differ by up to 4.7e-4: the fp32 check's 2e-5
 // (fp32 accumulation over K = 320 is about 1e-6) tells them apart. bf16 output: one
 // rounding to nearest, at most half a unit in the last place, 2^-8 relative (8
@@ -164,38 +164,43 @@ TEST(DitGpu, BiasGeluEpilogueMatchesHostReference) {
     gelu_region += std::fabs(gelu(v) - 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))) > 1e-4;
   EXPECT_GT(gelu_region, M * N / 20) << "the data must exercise the GELU's shape";
 
-  {  // bias + GELU, fp32 out
-    BiasGeluGemm g(lt, M, N, K, CUDA_R_32F, kLtWorkspaceBytes);
-    ASSERT_TRUE(g.supported()) << g.describe();
-    DeviceBuffer<float> out(static_cast<size_t>(M * N));
-    fill_device(out.get(), 0xFF, out.size() * 4);  // NaN poison
-    g.run(dX.get(), dW.get(), out.get(), dB.get(), ws.get(), s);
-    XS_CHECK_CUDA(cudaStreamSynchronize(s));
-    const auto got = out.to_host(out.size());
-    double worst = 0;
-    for (int64_t i = 0; i < M * N; ++i) {
-      const double ref = gelu(Y[size_t(i)] + bias[size_t(i % N)]);
-      worst = std::max(worst, std::fabs(got[size_t(i)] - ref) / (2e-5 + 1e-5 * std::fabs(ref)));
+  // Both tails (the identity: the projection and fc2; GELU: fc1), fp32 out with an fp32 bias
+  // and bf16 out with a bf16 bias (the model's form).
+  for (LtTail tail : {LtTail::bias_gelu, LtTail::bias}) {
+    auto act = [&](double v) { return tail == LtTail::bias_gelu ? gelu(v) : v; };
+    {
+      BiasGemm g(lt, tail, M, N, K, CUDA_R_32F, kLtWorkspaceBytes);
+      ASSERT_TRUE(g.supported()) << g.describe();
+      DeviceBuffer<float> out(static_cast<size_t>(M * N));
+      fill_device(out.get(), 0xFF, out.size() * 4);  // NaN poison
+      g.run(dX.get(), dW.get(), out.get(), dB.get(), ws.get(), s);
+      XS_CHECK_CUDA(cudaStreamSynchronize(s));
+      const auto got = out.to_host(out.size());
+      double worst = 0;
+      for (int64_t i = 0; i < M * N; ++i) {
+        const double ref = act(Y[size_t(i)] + bias[size_t(i % N)]);
+        worst = std::max(worst, std::fabs(got[size_t(i)] - ref) / (2e-5 + 1e-5 * std::fabs(ref)));
+      }
+      std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
+      EXPECT_LE(worst, 1.0) << g.describe();
     }
-    std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
-    EXPECT_LE(worst, 1.0) << "fp32 bias + GELU (tanh)";
-  }
-  {  // bias + GELU, bf16 out, bf16 bias (the model's fc1)
-    BiasGeluGemm g(lt, M, N, K, CUDA_R_16BF, kLtWorkspaceBytes);
-    ASSERT_TRUE(g.supported()) << g.describe();
-    DeviceBuffer<std::uint16_t> out(static_cast<size_t>(M * N));
-    fill_device(out.get(), 0xFF, out.size() * 2);
-    g.run(dX.get(), dW.get(), out.get(), dBb.get(), ws.get(), s);
-    XS_CHECK_CUDA(cudaStreamSynchronize(s));
-    const auto got = out.to_host(out.size());
-    double worst = 0;
-    for (int64_t i = 0; i < M * N; ++i) {
-      const double ref = gelu(Y[size_t(i)] + bias[size_t(i % N)]);  // bias is bf16-exact
-      const double e = std::fabs(attention::bf16_bits_to_float(got[size_t(i)]) - ref);
-      worst = std::max(worst, e / (std::ldexp(std::fabs(ref), -8) + 2e-5));
+    {
+      BiasGemm g(lt, tail, M, N, K, CUDA_R_16BF, kLtWorkspaceBytes);
+      ASSERT_TRUE(g.supported()) << g.describe();
+      DeviceBuffer<std::uint16_t> out(static_cast<size_t>(M * N));
+      fill_device(out.get(), 0xFF, out.size() * 2);
+      g.run(dX.get(), dW.get(), out.get(), dBb.get(), ws.get(), s);
+      XS_CHECK_CUDA(cudaStreamSynchronize(s));
+      const auto got = out.to_host(out.size());
+      double worst = 0;
+      for (int64_t i = 0; i < M * N; ++i) {
+        const double ref = act(Y[size_t(i)] + bias[size_t(i % N)]);  // bias is bf16-exact
+        const double e = std::fabs(attention::bf16_bits_to_float(got[size_t(i)]) - ref);
+        worst = std::max(worst, e / (std::ldexp(std::fabs(ref), -8) + 2e-5));
+      }
+      std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
+      EXPECT_LE(worst, 1.0) << g.describe();
     }
-    std::printf("%s: worst error / tolerance %.3f\n", g.describe().c_str(), worst);
-    EXPECT_LE(worst, 1.0) << "bf16 bias + GELU";
   }
   cublasLtDestroy(lt);
   cudaStreamDestroy(s);

@@ -52,9 +52,10 @@ struct Config {
   int64_t moe_inter = 0;
   int moe_raster_group = moe::kMoeRasterGroup;  // fused MoE kernel's tile raster (1: m-major); not a weight
   bool moe_device_routing = true;  // MoE routing, layout and order on the GPU (false: on the host); not a weight
-  // GPU path, GELU MLP: fc1 + bias + GELU as one cuBLASLt GEMM with the tail in its
-  // epilogue, bf16 out (false: a cuBLAS GEMM with fp32 output, then bias_act); and at P = 1
-  // with D = 128 and L % 128 == 0, the QKV projection as the fused QKV kernel (false: cuBLAS
+  // GPU path: the attention projection with its bias, and for the GELU MLP fc1 + bias + GELU
+  // and fc2 + bias, as cuBLASLt GEMMs with the tail in the epilogue, bf16 out (false: cuBLAS
+  // GEMMs with fp32 outputs, then bias_act and the fp32 gated residual); and at P = 1 with
+  // D = 128 and L % 128 == 0, the QKV projection as the fused QKV kernel (false: cuBLAS
   // GEMM, then qk_norm_rope). Not a weight.
   bool gemm_epilogues = true;
   int64_t latent_channels = 4; // c

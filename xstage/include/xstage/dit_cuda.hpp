@@ -69,20 +69,23 @@ void axpy(float* x, const float* v, float dt, int64_t n, cudaStream_t s);
 void gemm_bf16_f32(cublasHandle_t blas, const std::uint16_t* X, const std::uint16_t* W, float* Y, int64_t M,
                    int64_t N, int64_t K);
 
-// The GELU MLP's fc1 with its tail in cuBLASLt's epilogue (lt_gemm.cpp), for one shape:
-// out = gelu_tanh(X [M, K] · W [N, K]ᵀ + bias) (row-major, bf16 in, fp32 accumulate),
+// A GEMM with its tail in cuBLASLt's epilogue (lt_gemm.cpp), for one shape:
+// out = tail(X [M, K] · W [N, K]ᵀ + bias) (row-major, bf16 in, fp32 accumulate), tail the
+// identity (LtTail::bias: the attention projection and fc2, whose bf16 output goes to
+// gated_residual_ln_modulate_bf16) or gelu_tanh (LtTail::bias_gelu: the GELU MLP's fc1);
 // out bf16 with a bf16 bias, or fp32 with an fp32 bias (cuBLASLt's bias has D's type).
-// One kernel instead of the GEMM's fp32 [M, N] output and bias_act's pass over it.
-// The algorithm is cuBLASLt's heuristic choice, made once here; supported() is false
-// when it offers none (the caller then runs gemm_bf16_f32 and bias_act). Every operand
-// is 16-byte aligned; workspace holds workspace_bytes.
-class BiasGeluGemm {
+// One kernel instead of the GEMM's fp32 [M, N] output and a pass of another kernel over
+// it. The algorithm is cuBLASLt's heuristic choice, made once here; supported() is false
+// when it offers none (the caller then runs gemm_bf16_f32 and its own tail). Every
+// operand is 16-byte aligned; workspace holds workspace_bytes.
+enum class LtTail { bias, bias_gelu };
+class BiasGemm {
  public:
-  BiasGeluGemm(cublasLtHandle_t lt, int64_t M, int64_t N, int64_t K, cudaDataType out_type,
-               std::size_t workspace_bytes);
-  ~BiasGeluGemm();
-  BiasGeluGemm(const BiasGeluGemm&) = delete;
-  BiasGeluGemm& operator=(const BiasGeluGemm&) = delete;
+  BiasGemm(cublasLtHandle_t lt, LtTail tail, int64_t M, int64_t N, int64_t K, cudaDataType out_type,
+           std::size_t workspace_bytes);
+  ~BiasGemm();
+  BiasGemm(const BiasGemm&) = delete;
+  BiasGemm& operator=(const BiasGemm&) = delete;
   bool supported() const { return supported_; }
   std::string describe() const;  // "bias + GELU GEMM M 4096 N 12288 K 3072 -> bf16"
   // Enqueued on s; throws when !supported().
@@ -91,6 +94,7 @@ class BiasGeluGemm {
 
  private:
   cublasLtHandle_t lt_;
+  LtTail tail_;
   int64_t m_, n_, k_;
   cudaDataType out_type_;
   std::size_t workspace_bytes_;
@@ -198,8 +202,9 @@ class RankModel {
   // events and adds its phases to t. Off by default (the events cost a little host time).
   void set_breakdown(bool on);
   void add_breakdown(PhaseTimes& t);
-  // How the GELU MLP's fc1 tail runs (Config::gemm_epilogues): "fused" (cuBLASLt epilogue),
-  // "separate", "separate (no cuBLASLt algorithm)", or "none" (an MoE FFN has no fc1).
+  // How the GEMM tails run (Config::gemm_epilogues): "fused" (every one in a cuBLASLt
+  // epilogue: the projection's and fc2's bias, fc1's bias + GELU), "separate", or "fused
+  // except ..." naming the GEMMs cuBLASLt offered no algorithm for (they run separately).
   std::string gemm_epilogues() const;
   // How the QKV projection runs: "fused" (P = 1 with Config::gemm_epilogues and D = 128: the
   // fused QKV kernel, every head local), "cuBLAS + qk_norm_rope", or per path at P > 1.
