@@ -12,8 +12,9 @@
 #    dit-moe (DIT_MOE_BLOCKS blocks, default 4; the fused MoE kernel as FFN) and
 #    wan-like at 75,600 tokens (DIT_WAN_BLOCKS blocks, default 2). With P = 4 the issue's
 #    must-show rows go first (flux-like and wan-like at P = 4); a row that no longer
-#    fits the budget is skipped with a note;
-# 4. a short table of the rows.
+#    fits the budget is skipped with a note; the timing rows run with --breakdown
+#    (DIT_BREAKDOWN=0 leaves it out): each path's phases per step, the All-to-Alls included;
+# 4. a short table of the rows, and of the timing rows' phases.
 DIT_T0=$(date +%s)
 DIT_BUDGET=${DIT_BUDGET_S:-480}
 dit_left() { echo $((DIT_BUDGET - ($(date +%s) - DIT_T0))); }
@@ -40,10 +41,11 @@ dit_run() { # name, timeout, xstage dit arguments...
   [ "$limit" -gt $((left - 15)) ] && limit=$((left - 15))
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
 }
-dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1"; }
+BD=$([ "${DIT_BREAKDOWN:-1}" = 0 ] || echo --breakdown)
+dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1" $BD; }
 # wan-like at the exact 720p length: 75,600 = 21 frames x 60 x 60 tokens (P = 2, 4, 8 pad
 # it to 75,776: whole 128-row tiles per rank, the padding masked as keys).
-dit_wan() { dit_run "dit_wan_p$1" 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$1"; }
+dit_wan() { dit_run "dit_wan_p$1" 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$1" $BD; }
 for P in $DIT_PS; do  # the issue's must-shows are at P = 4: those rows first
   [ "$P" = 4 ] && { dit_flux 4; dit_wan 4; }
 done
@@ -51,7 +53,7 @@ for P in $DIT_PS; do
   [ $((2 % P)) = 0 ] && dit_run "dit_tiny_p$P" 45 --preset tiny --tokens 512 --steps 4 --gpus "$P"
   dit_run "dit_tiny_moe_p$P" 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$P"
   [ "$P" != 4 ] && dit_flux "$P"
-  dit_run "dit_moe_p$P" 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$P"
+  dit_run "dit_moe_p$P" 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$P" $BD
   [ "$P" != 4 ] && dit_wan "$P"
 done
 [ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"
@@ -66,7 +68,16 @@ for r in d["rows"]:
     print(f"{r['preset']:<10} {r['tokens']:>6} {r['P']:>2} {r['blocks']:>6} | {f(r.get('single_step_ms')):>8} "
           f"{f(r.get('serial_step_ms')):>8} {f(r.get('fused_step_ms')):>8} | {f(r.get('speedup')):>7} | "
           f"{f(r.get('max_abs_diff_vs_single_gpu'), '{:.2e}'):>9}")
+phases = ["conditioning", "qkv", "pre_a2a", "attention", "post_a2a", "proj", "ffn"]
+rows = [r for r in d["rows"] if r.get("phases_ms_per_step")]
+if rows:
+    print("---- --breakdown: ms per step and phase (qkv and attention hold the fused path's All-to-Alls) ----")
+    print(f"{'preset':<10} {'P':>2} {'path':<7} " + " ".join(f"{p:>12}" for p in phases))
+    for r in rows:
+        for path, ph in r["phases_ms_per_step"].items():
+            print(f"{r['preset']:<10} {r['P']:>2} {path:<7} " + " ".join(f"{ph.get(p, 0):>12.3f}" for p in phases))
 PY
-  note dit_result "$(awk 'NR>1 && $3>1 {printf "%s P%s speedup %s diff %s; ", $1, $3, $10, $12}' "$OUT/dit_table.txt")"
+  note dit_result "$(awk '/^---- --breakdown/{exit} NR>1 && $3>1 {printf "%s P%s speedup %s diff %s; ", $1, $3, $10, $12}' \
+    "$OUT/dit_table.txt")"
 fi
 note dit_stage "$(( $(date +%s) - DIT_T0 )) s of $DIT_BUDGET"
