@@ -68,8 +68,11 @@ std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Conf
   opt.time = false;
   opt.latent_seed = 5;
   const GpuResult r = run_gpu(c, run, AttnPath::single, opt);
-  // fc1's tail ran as asked (a fallback would leave the fused form untested).
+  // The tails ran as asked (a fallback would leave the fused form untested); so did the QKV
+  // projection (the fused QKV kernel at P = 1 needs D = 128 and whole 128-row tiles).
   EXPECT_EQ(r.gemm_epilogues, c.gemm_epilogues ? "fused" : "separate") << c.name;
+  const bool fused_qkv = c.gemm_epilogues && c.head_dim == 128 && tokens % 128 == 0;
+  EXPECT_EQ(r.qkv_projection, fused_qkv ? "fused" : "cuBLAS + qk_norm_rope") << c.name;
   return {r.first_velocity,
           reference_forward(c, c.blocks, w, token_grid(c, run.tokens), random_latent(c, run.tokens, 5), 1.0f)};
 }
@@ -79,16 +82,24 @@ std::pair<std::vector<float>, std::vector<float>> single_vs_reference(const Conf
 // bf16 GEMM inputs and attention (8 mantissa bits) through two blocks: the
 // velocity's relative L2 error against fp32 stays near bf16's 2^-8; 2.5e-2 is
 // about 6x that, far below what a wrong index or a missing term gives (O(1)).
-// Both forms of fc1's tail (Config::gemm_epilogues): the cuBLASLt epilogue, whose bias
-// is rounded to bf16, and the cuBLAS GEMM with bias_act.
+// Both forms of the GEMM tails (Config::gemm_epilogues): the cuBLASLt epilogues, whose
+// biases are rounded to bf16 and whose projection and fc2 branches are bf16, and the cuBLAS
+// GEMMs with fp32 outputs and the tail kernels. tiny-d128 (tiny with 2 heads of 128) also
+// runs the QKV projection as the fused QKV kernel in the fused form.
 TEST(DitGpu, SingleGpuForwardMatchesCpuReference) {
-  for (const char* name : {"tiny", "tiny-video"})
+  for (const char* name : {"tiny", "tiny-video", "tiny-d128"})
     for (bool fused : {true, false}) {
-      Config c = preset(name);
+      Config c = preset(std::string(name) == "tiny-d128" ? "tiny" : name);
+      if (std::string(name) == "tiny-d128") {
+        c.name = name;
+        c.head_dim = 128;
+        c.hidden = c.heads * c.head_dim;  // 256
+        c.ffn_hidden = 4 * c.hidden;
+      }
       c.gemm_epilogues = fused;
       const auto [got, ref] = single_vs_reference(c, 512);
       const Diff d = diff(got, ref);
-      std::printf("%s, fc1 tail %s: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e\n", name,
+      std::printf("%s, GEMM tails %s: velocity vs CPU fp32: max |diff| %.3e (max |ref| %.3f), rel L2 %.3e\n", name,
                   fused ? "fused" : "separate", d.max_abs, d.ref_max, d.rel_l2);
       EXPECT_LT(d.rel_l2, 2.5e-2) << name << (fused ? " fused" : " separate");
       EXPECT_LT(d.max_abs, 0.1 * d.ref_max) << name << (fused ? " fused" : " separate");
