@@ -42,10 +42,11 @@ dit_run() { # name, timeout, xstage dit arguments...
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
 }
 BD=$([ "${DIT_BREAKDOWN:-1}" = 0 ] || echo --breakdown)
-dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1" $BD; }
+bd_png() { [ -n "$BD" ] && echo "--png $OUT/dit_phases_$1.png"; }  # NAME: the chart of a --breakdown row
+dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1" $BD $(bd_png "flux_p$1"); }
 # wan-like at the exact 720p length: 75,600 = 21 frames x 60 x 60 tokens (P = 2, 4, 8 pad
 # it to 75,776: whole 128-row tiles per rank, the padding masked as keys).
-dit_wan() { dit_run "dit_wan_p$1" 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$1" $BD; }
+dit_wan() { dit_run "dit_wan_p$1" 150 --preset wan-like --tokens 75600 --steps 2 --blocks "${DIT_WAN_BLOCKS:-2}" --gpus "$1" $BD $(bd_png "wan_p$1"); }
 for P in $DIT_PS; do  # the issue's must-shows are at P = 4: those rows first
   [ "$P" = 4 ] && { dit_flux 4; dit_wan 4; }
 done
@@ -53,7 +54,7 @@ for P in $DIT_PS; do
   [ $((2 % P)) = 0 ] && dit_run "dit_tiny_p$P" 45 --preset tiny --tokens 512 --steps 4 --gpus "$P"
   dit_run "dit_tiny_moe_p$P" 45 --preset tiny-moe --tokens 512 --steps 4 --gpus "$P"
   [ "$P" != 4 ] && dit_flux "$P"
-  dit_run "dit_moe_p$P" 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$P" $BD
+  dit_run "dit_moe_p$P" 120 --preset dit-moe --tokens 4096 --steps 2 --blocks "${DIT_MOE_BLOCKS:-4}" --gpus "$P" $BD $(bd_png "moe_p$P")
   [ "$P" != 4 ] && dit_wan "$P"
 done
 [ -f "$OUT/dit.json" ] && cp "$OUT/dit.json" "$FINAL_OUT/dit.json"

@@ -52,6 +52,7 @@ struct DitCli {
   std::string moe_routing = "device";
   std::string gemm_epilogues = "fused";
   bool breakdown = false;
+  std::string png;  // --breakdown's chart
   bool quiet = false;
 };
 
@@ -254,6 +255,13 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     std::printf("%-13s", "sum");
     for (const auto& [path, t] : phase_cols) std::printf(" %9.3f %6s", t.total_per_step(), "");
     std::printf("\n");
+    if (!o.png.empty()) {
+      dit::write_breakdown_png(phase_cols,
+                               fmt::format("xstage dit: {}, {} tokens, {} blocks, P = {} ({})", c.name, run.tokens,
+                                           blocks, run.ranks, prop.name),
+                               o.png);
+      std::printf("wrote %s\n", o.png.c_str());
+    }
   }
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
@@ -287,6 +295,7 @@ void run(const DitCli& o) {
   c.gemm_epilogues = o.gemm_epilogues == "fused";
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
   XS_ASSERT(!(o.cpu && o.breakdown), "dit: --breakdown times the GPU path's phases; it does not go with --cpu");
+  XS_ASSERT(o.png.empty() || o.breakdown, "dit: --png draws --breakdown's phases; give --breakdown too");
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);
@@ -466,6 +475,7 @@ void add_dit_commands(CLI::App& app) {
   cmd->add_flag("--breakdown", o->breakdown,
                 "After the timed steps, as many more with a CUDA event after each phase: ms per phase and path "
                 "(table, and phases_ms_per_step in the JSON row)");
+  cmd->add_option("--png", o->png, "With --breakdown: a chart of each path's phases (ms per step) to this PNG");
   cmd->add_flag("--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run(*o); });
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/check.hpp"
+#include "common/plot.hpp"
 #include "xstage/dit.hpp"
 #include "xstage/ulysses.hpp"  // kTileRows
 
@@ -233,6 +234,40 @@ double PhaseTimes::total_per_step() const {
   double t = 0;
   for (int i = 0; i < kPhases; ++i) t += per_step(Phase(i));
   return t;
+}
+
+void write_breakdown_png(const std::vector<std::pair<std::string, PhaseTimes>>& paths, const std::string& title,
+                         const std::string& png) {
+  namespace plot = common::plot;
+  XS_ASSERT(!paths.empty(), "dit: no path's phases to plot");
+  static const char* const kShort[kPhases] = {"cond", "qkv", "pre a2a", "attn", "post a2a", "proj", "ffn", "final"};
+  plot::Chart c;
+  c.title = title;
+  c.x = {.label = "phase"};
+  c.x.min = -0.5;
+  c.x.max = kPhases - 0.5;
+  for (int i = 0; i < kPhases; ++i) c.x.ticks.push_back(i);
+  c.x.tick_format = [](double v) {
+    const int i = int(std::lround(v));
+    return i >= 0 && i < kPhases ? std::string(kShort[i]) : std::string();
+  };
+  c.y = {.label = "ms per step", .include_zero = true};
+  c.width = 1100;
+  const plot::Marker marks[] = {plot::Marker::circle, plot::Marker::square, plot::Marker::diamond};
+  for (std::size_t k = 0; k < paths.size(); ++k) {
+    const auto& [path, t] = paths[k];
+    XS_ASSERT(t.steps > 0, "dit: the {} path has no timed phases to plot", path);
+    plot::Series s{.label = fmt::format("{} ({:.2f} ms)", path, t.total_per_step()),
+                   .line = plot::LineStyle::none,
+                   .marker = marks[k % 3],
+                   .marker_radius = 6};
+    for (int i = 0; i < kPhases; ++i) {
+      s.x.push_back(i + 0.12 * (double(k) - 0.5 * double(paths.size() - 1)));  // side by side per phase
+      s.y.push_back(t.per_step(Phase(i)));
+    }
+    c.series.push_back(std::move(s));
+  }
+  plot::write_chart(c, png);
 }
 
 }  // namespace xstage::dit

@@ -131,6 +131,7 @@ TEST_F(BurstGapCli, BenchOptionsOutOfRangeAreRefused) {
   expect_one_line_error(xstage("bench qkv --count-checks 0"), "--count-checks: Value 0 not in range");
   expect_one_line_error(xstage("dit --gemm-epilogues bogus"), "--gemm-epilogues: bogus not in {fused,separate}");
   expect_one_line_error(xstage("dit --cpu --breakdown"), "--breakdown times the GPU path's phases");
+  expect_one_line_error(xstage("dit --png phases.png"), "--png draws --breakdown's phases");
 }
 
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {

@@ -489,3 +489,22 @@ TEST(DitBreakdown, IntervalsGoToTheirPhases) {
   EXPECT_TRUE(contains(error_of([&] { t.add_forward({Phase::qkv}, {-1.0}); }), "events out of order"));
   EXPECT_EQ(t.steps, 2);
 }
+
+// --breakdown's chart: one series per path; refusals name what is missing.
+TEST(DitBreakdown, ChartOfThePathsPhases) {
+  using xstage::dit::Phase;
+  xstage::dit::PhaseTimes serial, fused;
+  const std::vector<Phase> f = {Phase::conditioning, Phase::qkv, Phase::pre_a2a, Phase::attention,
+                                Phase::post_a2a, Phase::proj, Phase::ffn, Phase::final_layer};
+  serial.add_forward(f, {0.1, 0.5, 0.3, 0.4, 0.2, 0.2, 1.0, 0.01});
+  fused.add_forward(f, {0.1, 0.6, 0, 0.5, 0, 0.2, 1.0, 0.01});
+  const auto png = temp_path("breakdown.png");
+  std::filesystem::remove(png);
+  xstage::dit::write_breakdown_png({{"serial", serial}, {"fused", fused}}, "flux-like, P = 4", png.string());
+  EXPECT_GT(std::filesystem::file_size(png), 1000u);
+  EXPECT_TRUE(contains(error_of([&] { xstage::dit::write_breakdown_png({}, "t", png.string()); }), "no path's phases"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         xstage::dit::write_breakdown_png({{"single", xstage::dit::PhaseTimes{}}}, "t", png.string());
+                       }),
+                       "the single path has no timed phases"));
+}

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xstage/moe.hpp"
@@ -249,6 +250,12 @@ struct PhaseTimes {
   double per_step(Phase p) const { return steps > 0 ? ms[int(p)] / steps : 0.0; }
   double total_per_step() const;  // the sum of per_step over the phases
 };
+
+// The phases per step of each path as a chart (x: the phases, y: ms per step, one series
+// per path, e.g. single / serial / fused), written to `png`. Throws (one line) when there is
+// no path or a path has no steps.
+void write_breakdown_png(const std::vector<std::pair<std::string, PhaseTimes>>& paths, const std::string& title,
+                         const std::string& png);
 
 // ---- flow-matching Euler sampler --------------------------------------------
 // t runs from 1 (noise) to 0 (data) over `steps` equal steps: t_k = 1 - k/steps,
