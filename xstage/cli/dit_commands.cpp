@@ -255,13 +255,6 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     std::printf("%-13s", "sum");
     for (const auto& [path, t] : phase_cols) std::printf(" %9.3f %6s", t.total_per_step(), "");
     std::printf("\n");
-    if (!o.png.empty()) {
-      dit::write_breakdown_png(phase_cols,
-                               fmt::format("xstage dit: {}, {} tokens, {} blocks, P = {} ({})", c.name, run.tokens,
-                                           blocks, run.ranks, prop.name),
-                               o.png);
-      std::printf("wrote %s\n", o.png.c_str());
-    }
   }
   if (moe && c.moe_device_routing)
     std::printf("MoE FFN: routing, layout and tile order on the GPU (no host round trip; --moe-routing host for "
@@ -282,6 +275,13 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
                           "median of the slowest rank; serial/fused: the Ulysses layer's post-attention All-to-All"}},
                rows);
   }
+  if (!o.png.empty() && !phase_cols.empty()) {  // after the rows: a chart that fails loses no figure
+    dit::write_breakdown_png(phase_cols,
+                             fmt::format("xstage dit: {}, {} tokens, {} blocks, P = {} ({})", c.name, run.tokens,
+                                         blocks, run.ranks, prop.name),
+                             o.png);
+    std::printf("wrote %s\n", o.png.c_str());
+  }
 }
 #endif
 
@@ -296,6 +296,10 @@ void run(const DitCli& o) {
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
   XS_ASSERT(!(o.cpu && o.breakdown), "dit: --breakdown times the GPU path's phases; it does not go with --cpu");
   XS_ASSERT(o.png.empty() || o.breakdown, "dit: --png draws --breakdown's phases; give --breakdown too");
+  if (!o.png.empty()) {
+    const auto dir = std::filesystem::path(o.png).parent_path();
+    XS_ASSERT(dir.empty() || std::filesystem::is_directory(dir), "dit: --png {}: no directory {}", o.png, dir.string());
+  }
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);

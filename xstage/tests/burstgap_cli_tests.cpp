@@ -132,6 +132,7 @@ TEST_F(BurstGapCli, BenchOptionsOutOfRangeAreRefused) {
   expect_one_line_error(xstage("dit --gemm-epilogues bogus"), "--gemm-epilogues: bogus not in {fused,separate}");
   expect_one_line_error(xstage("dit --cpu --breakdown"), "--breakdown times the GPU path's phases");
   expect_one_line_error(xstage("dit --png phases.png"), "--png draws --breakdown's phases");
+  expect_one_line_error(xstage("dit --breakdown --png /nonexistent-dir/phases.png"), "no directory /nonexistent-dir");
 }
 
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
