@@ -28,11 +28,12 @@ SAN_TOOLS=${RANKS_SANITIZE:-memcheck racecheck synccheck}
 [ "$SAN_TOOLS" = none ] && SAN_TOOLS=""
 for tool in $SAN_TOOLS; do
   for t in moe ulysses dit; do
-    case $t in moe) f=$SAN_MOE ;; ulysses) f=$SAN_ULY ;; dit) f=$SAN_DIT ;; esac
     # racecheck and synccheck look at shared memory and barriers: the fused kernels only.
-    [ "$tool" != memcheck ] && [ "$t" = dit ] && continue
-    [ "$tool" != memcheck ] && [ "$t" = moe ] && f='MoeFusedGpu.SingleRank'
-    [ "$tool" != memcheck ] && [ "$t" = ulysses ] && f='UlyssesQkvGpu.OneRankKernelMatchesTheReference'
+    case $tool/$t in
+      memcheck/moe) f=$SAN_MOE ;; memcheck/ulysses) f=$SAN_ULY ;; memcheck/dit) f=$SAN_DIT ;;
+      */moe) f='MoeFusedGpu.SingleRank' ;; */ulysses) f='UlyssesQkvGpu.OneRankKernelMatchesTheReference' ;;
+      *) continue ;;
+    esac
     step "san_${tool}_$t" timeout "${RANKS_SAN_LIMIT:-150}" env XSTAGE_WAIT_TIMEOUT_MS="${RANKS_SAN_WAIT_MS:-60000}" \
       XSTAGE_SOURCE_DIR="$ROOT" compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 "$RT/xstage_${t}_gpu_tests" \
       --gtest_filter="$f"
