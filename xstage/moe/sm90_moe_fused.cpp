@@ -70,7 +70,7 @@ const char* to_string(FusedWaitSite s) {
     case FusedWaitSite::stage_empty: return "mbarrier empty (producer waits for consumers to free a stage)";
     case FusedWaitSite::release_full:
       return "release agent waits for a finished tile (index = bit mask of the consumer warpgroups still running; no tile "
-             "for twice the budget)";
+             "for six budgets)";
     case FusedWaitSite::release_empty:
       return "mbarrier release_empty (consumer waits for the release agent; index = warpgroup * slots + slot)";
   }
@@ -107,6 +107,9 @@ struct FusedMoe::Impl {
   FusedWaitReport* report_dev = nullptr;
   std::vector<unsigned> dispatch_total;  // cumulative per local expert
   std::vector<unsigned> next_dispatch;   // this forward's counts
+  // Host inputs: where this forward's rows come from, for a timed-out wait's message.
+  std::vector<std::vector<int>> dispatch_from;  // [E/P][P] recv rows of each local expert from each source
+  std::vector<int> combine_from;                // [P] this rank's (token, slot) rows computed on each rank
   int n_items = 0, max_m_blocks = 1;
   DispatchPlan dispatch;      // of the current inputs
   DispatchMode dispatch_mode = DispatchMode::overlapped;
@@ -122,6 +125,26 @@ struct FusedMoe::Impl {
     if (nonfinite_host) cudaFreeHost(nonfinite_host);
     for (auto& m : marks)
       for (cudaEvent_t e : m) cudaEventDestroy(e);
+  }
+
+  // For a timed-out counter wait: the ranks whose rows it counts in this forward (host
+  // inputs), e.g. "; this launch's rows of local expert 3: 5 from rank 0, 7 from rank 1".
+  std::string sources_of(FusedWaitSite site, int index) const {
+    const bool rows = site == FusedWaitSite::dispatch_rows, comb = site == FusedWaitSite::combine_rows;
+    if (!rows && !comb) return "";
+    if (inputs != Inputs::host) return "; (routed on the device: the rows' sources are not on the host)";
+    if (rows && (index < 0 || index >= static_cast<int>(dispatch_from.size()))) return "";
+    const std::vector<int>& n = rows ? dispatch_from[index] : combine_from;
+    std::string s = rows ? fmt::format("; this launch's rows of local expert {}:", index)
+                         : fmt::format("; this launch's (token, slot) rows of this rank (each back once per {} columns):",
+                                       kL2TileN);
+    const char* sep = " ";
+    for (int src = 0; src < static_cast<int>(n.size()); ++src) {
+      if (n[src] == 0) continue;
+      s += fmt::format("{}{} {} rank {}", sep, n[src], rows ? "from" : "computed on", src);
+      sep = ", ";
+    }
+    return s;
   }
 
   void take_inputs(Inputs how) {
@@ -265,10 +288,14 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   XS_CHECK_CUDA(cudaMemcpyAsync(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice, st));
   m.max_m_blocks = 1;
   m.next_dispatch.assign(m.p.experts_per_rank(), 0);
+  m.dispatch_from.assign(m.p.experts_per_rank(), std::vector<int>(m.p.ranks, 0));
   for (int e = 0; e < m.p.experts_per_rank(); ++e) {
     m.max_m_blocks = std::max(m.max_m_blocks, (R.count(e) + kTileM - 1) / kTileM);
     m.next_dispatch[e] = static_cast<unsigned>(R.count(e));
+    for (int row = R.expert_offset[e]; row < R.expert_offset[e + 1]; ++row) ++m.dispatch_from[e][R.recv_src_rank[row]];
   }
+  m.combine_from.assign(m.p.ranks, 0);
+  for (int d : R.send_rank) ++m.combine_from[d];
   if (m.l1_done.size() < std::size_t(m.max_m_blocks) * m.p.experts_per_rank())
     m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * m.p.experts_per_rank());
   m.have_inputs = true;
@@ -508,10 +535,10 @@ void FusedMoe::synchronize() {
   }
   volatile FusedWaitReport* r = m.report_host;
   if (r->flag != 0)  // 1, or 2 when the trap came before the final flag store landed
-    XS_FAIL("moe fused kernel: device wait timed out on rank {} block {} thread {}: {} (index {}, expected {}, saw {}); "
+    XS_FAIL("moe fused kernel: device wait timed out on rank {} block {} thread {}: {} (index {}, expected {}, saw {}){}; "
             "CUDA: {}",
             r->rank, r->block, r->thread, to_string(static_cast<FusedWaitSite>(r->site)), r->index, r->expected,
-            r->seen, cudaGetErrorString(err));
+            r->seen, m.sources_of(static_cast<FusedWaitSite>(r->site), r->index), cudaGetErrorString(err));
   XS_FAIL("moe fused kernel failed on rank {}: {}", m.rank_id, cudaGetErrorString(err));
 }
 

@@ -56,7 +56,10 @@
 // rel_full[wg][slot] (the warpgroup's thread 0) / rel_empty[wg][slot] (the agent).
 // Timeouts: each wait records site, rank, block, thread, index, expected/seen in
 // the host-mapped FusedWaitReport, then traps; no printf anywhere (a call in the
-// kernel would make ptxas serialise the wgmmas).
+// kernel would make ptxas serialise the wgmmas). Waits on other ranks only have one
+// budget, waits that this rank's CTAs can hold up (the combine's among them) two, the mbarrier waits inside a CTA three and the
+// release agent six (kPeerBudgets ...), so that the first wait to report is the one on
+// the rank or CTA that stalled, not a wait it holds up.
 #pragma once
 
 #include <cuda.h>
@@ -127,9 +130,20 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   __builtin_unreachable();
 }
 
-// Spins until *flag >= expected (wrap-safe), acquire at system scope.
+// Budgets, in units of WaitBudget::timeout_ns, by what a wait depends on. A stalled rank
+// holds up waits on this rank's other CTAs, which hold up the waits inside a CTA, and a
+// wait starts no earlier than the one that holds it up; so with longer budgets further
+// down the chain the first wait to report is the one on the rank that stalled, not one
+// it holds up (the timer's and the polls' jitter is microseconds, the budgets' gaps are
+// whole budgets).
+constexpr unsigned long long kPeerBudgets = 1;    // other ranks only: LSA barrier, dispatch rows
+constexpr unsigned long long kCtaBudgets = 2;     // this rank's CTAs too: start gate, L1 row blocks, combine rows
+constexpr unsigned long long kInCtaBudgets = 3;   // mbarriers inside the CTA
+constexpr unsigned long long kAgentBudgets = 6;   // the release agent's idle wait (a consumer's wait + a tile)
+
+// Spins until *flag >= expected (wrap-safe), acquire at system scope, for `budgets` budgets.
 __device__ __forceinline__ void wait_counter(const FusedArgs& a, const unsigned* flag, unsigned expected,
-                                             FusedWaitSite site, int index) {
+                                             FusedWaitSite site, int index, unsigned long long budgets) {
   unsigned seen = comm::load_acquire_sys(flag);
   if (static_cast<int>(seen - expected) >= 0) return;
   const unsigned long long start = comm::global_ns();
@@ -137,18 +151,18 @@ __device__ __forceinline__ void wait_counter(const FusedArgs& a, const unsigned*
   while (true) {
     seen = comm::load_acquire_sys(flag);
     if (static_cast<int>(seen - expected) >= 0) return;
-    if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, expected, seen);
+    if (comm::global_ns() - start > budgets * a.wait.timeout_ns) report_and_trap(a, site, index, expected, seen);
   }
 }
 
-// mbarrier phase wait with the same ns budget.
+// mbarrier phase wait (inside the CTA: kInCtaBudgets).
 __device__ __forceinline__ void wait_phase(const FusedArgs& a, uint64_t* bar, uint32_t parity, FusedWaitSite site,
                                            int index) {
   if (hopper::mbar_try_wait(bar, parity)) return;
   const unsigned long long start = comm::global_ns();
 #pragma unroll 1
   while (!hopper::mbar_try_wait(bar, parity))
-    if (comm::global_ns() - start > a.wait.timeout_ns) report_and_trap(a, site, index, parity, 0);
+    if (comm::global_ns() - start > kInCtaBudgets * a.wait.timeout_ns) report_and_trap(a, site, index, parity, 0);
 }
 
 // Byte `off` of rank `rank`'s window (local_window_at: this rank's): a plain pointer
@@ -174,7 +188,8 @@ __device__ __forceinline__ void lsa_barrier(const FusedArgs& a) {
   bar.arrive(cta, cuda::memory_order_release);
   for (int i = threadIdx.x; i < bar.team.nRanks - 1; i += blockDim.x) {
     const int peer = i + (bar.team.rank <= i ? 1 : 0);
-    wait_counter(a, bar.ucInbox(bar.team.rank, peer), bar.epoch + 1, FusedWaitSite::lsa_barrier, peer);
+    wait_counter(a, bar.ucInbox(bar.team.rank, peer), bar.epoch + 1, FusedWaitSite::lsa_barrier, peer,
+                 kPeerBudgets);
   }
   bar.epoch += 1;
   __syncthreads();
@@ -309,10 +324,11 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar) {
       it = a.items[t];
       const long long tw = prof_now<kProf>();
       if (it.kind == TileKind::l1)
-        wait_counter(a, flags + it.expert, a.dispatch_expect[it.expert], FusedWaitSite::dispatch_rows, it.expert);
+        wait_counter(a, flags + it.expert, a.dispatch_expect[it.expert], FusedWaitSite::dispatch_rows, it.expert,
+                     kPeerBudgets);
       else
         wait_counter(a, a.l1_done + it.expert * a.max_m_blocks + it.m_block, l1_expect, FusedWaitSite::l1_row_block,
-                     it.expert * a.max_m_blocks + it.m_block);
+                     it.expert * a.max_m_blocks + it.m_block, kCtaBudgets);
       prof_lap<kProf>(bar, 0, P::dependency, tw, true);
       hopper::fence_proxy_async_global();  // generic writes of recv / H before the TMA reads
     }
@@ -528,8 +544,8 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, int w
 // in order (both queues in turn, each with a suspending try_wait), then one fence.acq_rel.sys for all it took and their
 // red.adds. Ends when both warpgroups queued their stop. A tile's queue entry follows
 // its warpgroup barrier, so the fence orders all of the warpgroup's stores of the tile
-// (cumulativity) before the counts. Waits at most twice the budget for the next entry
-// (a consumer's own waits have the budget, plus one tile).
+// (cumulativity) before the counts. Waits at most kAgentBudgets for the next entry (a
+// consumer's own waits have kInCtaBudgets, plus one tile).
 constexpr uint32_t kAgentPollNs = 200;
 __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
   Ring pos[Shape::kConsumerWGs];
@@ -556,7 +572,7 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
       fence |= req[w].kind != kReleaseStop;
     }
     if (!any) {
-      if (comm::global_ns() - idle_since > 2 * a.wait.timeout_ns) {
+      if (comm::global_ns() - idle_since > kAgentBudgets * a.wait.timeout_ns) {
         unsigned waiting = 0;  // bit w: warpgroup w has not stopped
 #pragma unroll
         for (int w = 0; w < Shape::kConsumerWGs; ++w) waiting |= live[w] ? 1u << w : 0u;
@@ -594,7 +610,7 @@ __device__ void combine(const FusedArgs& a, int ctid, Barriers& bar) {
   long long tp = prof_now<kProf>();
   if (ctid == 0) {
     const auto* cnt = static_cast<const unsigned*>(local_window_at(a, 0)) + kMaxLocalExperts;
-    wait_counter(a, cnt, a.combine_expect, FusedWaitSite::combine_rows, -1);
+    wait_counter(a, cnt, a.combine_expect, FusedWaitSite::combine_rows, -1, kCtaBudgets);
   }
   hopper::named_sync(kConsumersBar, kCombineThreads);
   tp = prof_lap<kProf>(bar, role, C::combine_wait, tp, writer);
@@ -680,7 +696,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
     lsa_barrier(a);
     if (threadIdx.x == 0) comm::store_release_sys(a.gate, a.epoch);
   }
-  if (threadIdx.x == 0) wait_counter(a, a.gate, a.epoch, FusedWaitSite::start_gate, -1);
+  if (threadIdx.x == 0) wait_counter(a, a.gate, a.epoch, FusedWaitSite::start_gate, -1, kCtaBudgets);
   __syncthreads();
   long long tp = prof_lap<kProf>(bar, 0, ProducerPhase::start, t_entry, threadIdx.x == 0);
   if constexpr (kProf) {

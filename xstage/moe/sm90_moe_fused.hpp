@@ -48,8 +48,8 @@ struct FusedWaitReport {
   unsigned expected, seen;  // counter waits: target and last value; mbarriers: parity
 };
 enum class FusedWaitSite : int {
-  start_gate = 1, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters (ns budget)
-  item_full, item_empty, stage_full, stage_empty,                           // mbarriers (same budget)
+  start_gate = 1, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters: 1 budget (peers), 2 (CTAs too)
+  item_full, item_empty, stage_full, stage_empty,                           // mbarriers: 3 budgets
   release_full, release_empty                                               // the release agent's queue
 };
 const char* to_string(FusedWaitSite s);

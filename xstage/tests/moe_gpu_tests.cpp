@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/test_child.hpp"
 #include "moe/device_route.hpp"
 #include "moe/moe_unfused.hpp"
 #include "moe/sm90_moe_fused.hpp"
@@ -494,3 +495,50 @@ TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
     EXPECT_NE(std::string(e.what()).find("GPUs but only"), std::string::npos) << e.what();
   }
 }
+
+// A rank that never launches (moe::OneGpuGroup, P = 2, rank 1 absent): rank 0's kernel must
+// not hang. Its producer's wait for the dispatch rows of a local expert times out first
+// (the waits inside its CTA, which that wait holds up, have twice the budget), traps, and
+// synchronize() throws one line naming the rank, the wait, and the ranks the rows come from.
+static int absent_peer_child() {
+  const moe::Problem p{2, 200, 8, 2, 512, 256};
+  const auto routing = moe::synthetic_routing(p, {.seed = 12});
+  const auto layout = moe::build_layout(p, routing);
+  const auto w = moe::random_weights(p, 23);
+  const auto x = moe::random_tokens(p, 24);
+  moe::OneGpuGroup group(p, layout.max_rows());
+  cudaStream_t stream;
+  XS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto w1 = xstage::upload(w.w1[0]), w2 = xstage::upload(w.w2[0]), xd = xstage::upload(x[0]);
+  moe::FusedMoe fused(group, 0, stream);
+  fused.set_weights(w1.get(), w2.get());
+  const auto tiles = moe::build_tiles(p, layout.ranks[0]);
+  const auto cfg = moe::choose_schedule(moe::ScheduleKind::interleaved, p, tiles, fused.blocks(),
+                                        xstage::burstgap::example_params("peer"));
+  fused.set_inputs(xd.get(), routing[0], layout, moe::make_scheduler(cfg)->order(tiles));
+  std::printf("child: rank 0 receives %d rows from rank 1\n", layout.ranks[0].recv_from[1]);
+  fused.launch();  // rank 1 never launches
+  try {
+    fused.synchronize();
+  } catch (const std::exception& e) {
+    std::printf("child: %s\n", e.what());
+    std::fflush(stdout);
+    std::_Exit(7);  // the context is gone after the trap: no clean-up
+  }
+  std::printf("child: rank 0 finished without rank 1\n");
+  return 0;
+}
+
+static int child_main(const std::string& name) { return name == "absent" ? absent_peer_child() : 2; }
+
+TEST(MoeFusedGpu, AbsentPeerTimesOutNamingTheWaitAndTheSources) {
+  // `timeout` turns a hang into exit status 124 (a failure here, not a stuck test).
+  const auto [code, out] = common::run_self_as_child("absent", "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("device wait timed out on rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("dispatch rows of a local expert"), std::string::npos) << out;
+  EXPECT_NE(out.find("from rank 1"), std::string::npos) << out;
+  std::printf("%s", out.c_str());  // the child's lines: the message a user sees
+}
+
+int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }
