@@ -10,8 +10,9 @@
 #    GatedResidualLnModulateMatchesHostReference's margins and the velocity against the CPU
 #    reference with both forms;
 # 3. `xstage dit --gpus 1 --breakdown` with --gemm-epilogues fused and separate in turns
-#    (f s f s): flux-like 4096 tokens, 4 blocks; wan-like 75,600, 2 blocks (f s; 75,600 rows
-#    are not whole 128-row tiles, so its QKV stays cuBLAS); flux-like 4096, all 57 blocks;
+#    (f s f s): flux-like 4096 tokens, 4 blocks; wan-like 75,600, 2 blocks (since session 14
+#    the fused form pads them to 75,648, whole 128-row tiles, and runs the fused QKV kernel;
+#    the separate form does not pad); flux-like 4096, all 57 blocks;
 #    dit-moe 4096, 28 blocks (no fc1: the QKV projection only); rows into
 #    $OUT/dit_epilogue.json, in run order;
 # 4. a short table (step time, and the qkv and ffn phases of the breakdown).
@@ -31,7 +32,7 @@ run_turns() { # preset tokens blocks timeout turns... (extra xstage dit args in 
   done
 }
 run_turns flux-like 4096 4 90 fused separate fused separate
-run_turns wan-like 75600 2 150 fused separate
+run_turns wan-like 75600 2 150 fused separate fused separate
 run_turns flux-like 4096 0 150 fused separate fused separate
 run_turns dit-moe 4096 28 150 fused separate fused separate
 python3 "$ROOT/scripts/merge_run_rows.py" "$OUT/dit_epilogue.json" \

@@ -165,7 +165,9 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
     std::printf("dit: the ranks pad the sequence to %ld tokens (%ld per rank at P = %d%s); the %ld padding tokens are "
                 "masked as keys and dropped from the output\n",
                 long(padded), long(padded / run.ranks), run.ranks,
-                run.pad_multiple > 0 ? ", --pad-multiple" : ": whole 128-row attention tiles",
+                run.pad_multiple > 0   ? ", --pad-multiple"
+                : run.ranks > 1        ? ": whole 128-row attention tiles"
+                                       : ": whole 128-row tiles of the fused QKV projection",
                 long(padded - run.tokens));
 
   dit::Run one = run;

@@ -9,7 +9,8 @@
 #include "common/check.hpp"
 #include "common/plot.hpp"
 #include "xstage/dit.hpp"
-#include "xstage/ulysses.hpp"  // kTileRows
+#include "xstage/ulysses.hpp"      // kTileRows
+#include "xstage/ulysses_qkv.hpp"  // kQkvTileRows, kQkvHeadDim
 
 namespace xstage::dit {
 
@@ -97,10 +98,15 @@ void validate(const Config& c) {
 
 int blocks_used(const Config& c, const Run& r) { return r.blocks == 0 ? c.blocks : r.blocks; }
 
-int64_t padded_tokens(const Config&, const Run& r) {
+bool single_gpu_pads_for_qkv(const Config& c) {
+  return c.gemm_epilogues && c.head_dim == ulysses::kQkvHeadDim;
+}
+
+int64_t padded_tokens(const Config& c, const Run& r) {
   XS_ASSERT(r.tokens >= 1 && r.ranks >= 1 && r.pad_multiple >= 0, "dit: no padding for {} tokens over P = {} ranks",
             r.tokens, r.ranks);
   int64_t m = r.ranks > 1 ? int64_t{ulysses::kTileRows} * r.ranks : 1;  // every rank: whole attention tiles
+  if (r.ranks == 1 && single_gpu_pads_for_qkv(c)) m = ulysses::kQkvTileRows;  // whole tiles of the fused QKV kernel
   if (r.pad_multiple > 0) m = std::lcm(m, r.pad_multiple);
   return (r.tokens + m - 1) / m * m;
 }

@@ -311,8 +311,10 @@ TEST(DitGpu, FusedGemmEpiloguesMatchSeparateKernels) {
               d.max_abs, d.rel_l2, d.ref_max);
   EXPECT_LT(d.rel_l2, 1e-2);
   EXPECT_GT(d.ref_max, 0.5);
-  // 1000 rows are not whole 128-row tiles: cuBLAS + qk_norm_rope, also with the epilogues on.
-  EXPECT_EQ(run_gpu(fused, dit::Run{1000, 1, 1, 1}, AttnPath::single, opt).qkv_projection, "cuBLAS + qk_norm_rope");
+  // 1000 rows are not whole 128-row tiles: with the epilogues on, P = 1 pads them to 1024
+  // (single_gpu_pads_for_qkv) and runs the fused QKV kernel; with them off it does not pad.
+  EXPECT_EQ(run_gpu(fused, dit::Run{1000, 1, 1, 1}, AttnPath::single, opt).qkv_projection, "fused");
+  EXPECT_EQ(run_gpu(separate, dit::Run{1000, 1, 1, 1}, AttnPath::single, opt).qkv_projection, "cuBLAS + qk_norm_rope");
 }
 
 // The MoE FFN through the fused MoE kernel (P = 1: one rank holds all experts).
@@ -401,18 +403,30 @@ TEST(DitGpu, TwoRankSerialAndFusedMatchSingleGpu) {
 // Token counts that no 128-row tile divides; the padded tokens are a sizeable share of
 // the keys (56 of 256 for tiny), so attending to them would move the output by far more
 // than the bf16 tolerance. The GEMM shapes differ (cuBLAS algorithms), so not bitwise.
+// flux-like (D = 128, fused GEMM epilogues) pads itself at P = 1 (whole tiles of the fused
+// QKV kernel, single_gpu_pads_for_qkv): its unpadded reference runs the separate
+// epilogues, which do not pad, and its plain run is the self-padded one.
 TEST(DitGpu, PaddingChangesNoRealToken) {
   for (const char* name : {"tiny", "tiny-moe", "flux-like"}) {
     const Config c = preset(name);
     const int64_t tokens = c.name == "flux-like" ? 1000 : 200;
     const dit::Run plain{tokens, 1, 2, 2}, padded{tokens, 1, 2, 2, 128};
     ASSERT_GT(padded_tokens(c, padded), tokens);
+    Config unpadded = c;
+    if (single_gpu_pads_for_qkv(c)) unpadded.gemm_epilogues = false;
+    ASSERT_EQ(padded_tokens(unpadded, plain), tokens);
     GpuOptions opt;
     opt.time = false;
-    const GpuResult ref = run_gpu(c, plain, AttnPath::single, opt);
+    const GpuResult ref = run_gpu(unpadded, plain, AttnPath::single, opt);
     ASSERT_EQ(ref.latent.size(), size_t(tokens * c.in_dim()));
     std::vector<std::pair<std::string, GpuResult>> runs;
     runs.emplace_back("P = 1 padded", run_gpu(c, padded, AttnPath::single, opt));
+    if (single_gpu_pads_for_qkv(c)) {
+      ASSERT_EQ(padded_tokens(c, plain), 1024);
+      GpuResult self = run_gpu(c, plain, AttnPath::single, opt);
+      EXPECT_EQ(self.qkv_projection, "fused") << name << ": the self-padded run should use the fused QKV kernel";
+      runs.emplace_back("P = 1 self-padded (fused QKV kernel)", std::move(self));
+    }
     if (comm::visible_gpus() >= 2) {
       const dit::Run two{tokens, 2, 2, 2};
       runs.emplace_back("P = 2 serial", run_gpu(c, two, AttnPath::serial, opt));

@@ -131,7 +131,17 @@ TEST(DitGrid, SquareAsPossibleAndRasterOrder) {
 TEST(DitPadding, WholeTilesPerRankAndNoMoreThanOneTileRowOfPadding) {
   const Config f = preset("flux-like"), w = preset("wan-like");
   EXPECT_EQ(padded_tokens(f, {4096, 1}), 4096);
-  EXPECT_EQ(padded_tokens(f, {4097, 1}), 4097);  // one rank: attention takes any length
+  // One rank: attention takes any length, the fused QKV kernel (gemm_epilogues, D = 128)
+  // whole 128-row tiles.
+  ASSERT_TRUE(single_gpu_pads_for_qkv(f));
+  EXPECT_EQ(padded_tokens(f, {4097, 1}), 4224);
+  Config f_separate = f, tiny = preset("tiny");
+  f_separate.gemm_epilogues = false;
+  EXPECT_FALSE(single_gpu_pads_for_qkv(f_separate));
+  EXPECT_EQ(padded_tokens(f_separate, {4097, 1}), 4097);
+  EXPECT_FALSE(single_gpu_pads_for_qkv(tiny)) << "tiny's heads are not 128 wide";
+  EXPECT_EQ(padded_tokens(tiny, {300, 1}), 300);
+  EXPECT_EQ(padded_tokens(w, {75600, 1}), 75648);  // 591 tiles of 128: 48 padding tokens
   EXPECT_EQ(padded_tokens(f, {4096, 4}), 4096);  // 1024 per rank: no padding
   EXPECT_EQ(padded_tokens(f, {4000, 2}), 4096);
   EXPECT_EQ(padded_tokens(f, {100, 2}), 256);

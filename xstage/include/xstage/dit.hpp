@@ -98,11 +98,16 @@ int blocks_used(const Config& c, const Run& r);
 
 // The tokens the ranks hold, N_pad >= N = tokens: N rounded up to a multiple of
 // 128·P when P > 1 (Ulysses: every rank's N_pad/P rows split into whole 128-row
-// attention tiles) and of pad_multiple when it is set. Tokens [N, N_pad) are
+// attention tiles), of 128 when P = 1 and single_gpu_pads_for_qkv (the QKV projection
+// is then the fused QKV kernel, which takes whole 128-row tiles), and of pad_multiple
+// when it is set. Tokens [N, N_pad) are
 // padding: a zero latent, RoPE position (0, 0, 0), masked as attention keys
 // (ulysses::Problem::valid), so no real token depends on them; they go through
 // every per-token layer (MoE included) and are dropped from the output.
 int64_t padded_tokens(const Config& c, const Run& r);
+// Config::gemm_epilogues with head_dim 128: at P = 1 the QKV projection runs as the
+// fused QKV kernel, so the single GPU pads its tokens to whole 128-row tiles.
+bool single_gpu_pads_for_qkv(const Config& c);
 
 // ---- token grid, SP sharding, rotary embedding --------------------------------
 struct Grid {
