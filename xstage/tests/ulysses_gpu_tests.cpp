@@ -597,8 +597,47 @@ int qkv_unready_child() {
   std::_Exit(e == cudaSuccess ? 0 : 7);
 }
 
+// One GPU stands in for P = 2 (as in FusedEpilogueDeliversEveryOwnersRowsOnOneGpu): source
+// rank 0's fused kernel stores its tiles into both owners' buffers, source rank 1's never
+// runs, and owner 0's receiver-complete wait (the Layer's, launch_wait_sources) must time
+// out naming source rank 1 and its slice counter, not hang.
+int absent_source_one_gpu_child() {
+  const Problem p{2, 1, 512, 4, 64};
+  const int P = p.ranks;
+  const int64_t R = p.rows_per_rank(), H = p.heads, Hp = p.heads_per_rank(), D = p.head_dim, S = p.seq;
+  const Inputs in = make_inputs(p, 5);
+  DeviceBuffer<uint16_t> q = upload(head_group(p, in.fq, 0)), k = upload(head_group(p, in.fk, 0)),
+                         v = upload(head_group(p, in.fv, 0)), o(std::size_t(S * Hp * D));
+  std::vector<DeviceBuffer<uint16_t>> owner_out;
+  for (int j = 0; j < P; ++j) owner_out.emplace_back(std::size_t(R * H * D));
+  DeviceBuffer<uint32_t> counters(std::size_t(P) * P);  // [owner][source]
+  fill_device(counters.get(), 0, counters.size() * 4);
+  attention::FwdArgs args;
+  args.q = attention::Tensor4::bshd(q.get(), 1, S, Hp, D);
+  args.k = attention::Tensor4::bshd(k.get(), 1, S, Hp, D);
+  args.v = attention::Tensor4::bshd(v.get(), 1, S, Hp, D);
+  args.o = attention::Tensor4::bshd(o.get(), 1, S, Hp, D);
+  attention::FwdConfig cfg = attention::choose_config(attention::validate(args), sm_count());
+  cfg.tiles = choose_schedule(p, 0, cfg.grid, params()).tiles;
+  FusedTargets t;
+  for (int j = 0; j < P; ++j) {
+    t.out[j] = owner_out[j].get();
+    t.counter[j] = counters.get() + j * P;  // owner j's counter for source 0
+  }
+  t.geo = fused_geometry(p, 0);
+  launch_fused_attention(args, cfg, t, nullptr);  // source 1 never launches
+  SourceCounts want;
+  for (int src = 0; src < P; ++src) want.v[src] = fused_signals_per_forward(p, t.signal, cfg.grid, cfg.consumer_wgs);
+  launch_wait_sources(counters.get(), P, want, {comm::wait_timeout_ns(), 0}, nullptr);  // owner 0
+  const cudaError_t e = cudaDeviceSynchronize();
+  std::printf("child: owner 0 sync: %s\n", cudaGetErrorString(e));
+  std::fflush(stdout);
+  std::_Exit(e == cudaSuccess ? 0 : 7);
+}
+
 int child_main(const std::string& name) {
   if (name == "qkv_unready") return qkv_unready_child();
+  if (name == "absent_one_gpu") return absent_source_one_gpu_child();
   if (name != "absent") return 2;
   try {
     const Problem p{2, 1, 1024, 4, 64};
@@ -634,6 +673,15 @@ TEST(UlyssesGpu, AbsentPeerTimesOutNamingRankAndFlag) {
   EXPECT_EQ(code, 7) << out;
   EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
+}
+
+TEST(UlyssesGpu, AbsentSourceTimesOutNamingRankAndFlagOnOneGpu) {
+  auto [code, out] = common::run_self_as_child("absent_one_gpu", "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("source rank 0's tiles"), std::string::npos) << "source 0's tiles all arrived:\n" << out;
+  std::printf("%s", out.c_str());
 }
 
 TEST(UlyssesQkvGpu, AnOwnerThatNeverStartsTimesOutNamingIt) {
