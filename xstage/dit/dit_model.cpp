@@ -3,7 +3,7 @@
 // and the MoE FFN (dit_moe_ffn.hpp: the fused EP MoE kernel).
 //
 // Order of one forward on the rank's stream (shapes in xstage/dit.hpp):
-//   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C], final mod [2C]
+//   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C] (one batched GEMV), final mod [2C]
 //   x = patch_embed(latent)
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
 //              (each gated residual and the LN after it are one kernel, gated_residual_ln_modulate)
@@ -110,6 +110,11 @@ struct RankModel::Impl {
     int grid = 0;
   };
   std::unique_ptr<LocalQkv> qkv1;
+  // The blocks' adaLN modulation as one batched GEMV (cuBLAS GemmBatchedEx over the blocks'
+  // separate weights): device arrays of the A (mod.weight), B (cond_bf) and C (mods rows)
+  // pointers, and the blocks' mod biases side by side [blocks, 6C] for one bias kernel.
+  DeviceBuffer<const void*> mod_ptrs;  // [3, blocks]
+  DeviceBuffer<float> mod_bias;
   std::vector<ParamSpec> specs;
   std::map<std::string, DevParam> w;
   DeviceBuffer<float> lat, vel, x, qkv, proj, f1, cos, sin, c1, cond, mods, fmod;
@@ -165,6 +170,7 @@ struct RankModel::Impl {
     copy_to_device(cos.get(), rt.cos.data(), rt.cos.size() * 4);
     copy_to_device(sin.get(), rt.sin.data(), rt.sin.size() * 4);
     if (layer) layer->set_inputs(q.get(), k.get(), v.get());
+    plan_modulation();
     if (c.gemm_epilogues) plan_epilogues();
     // The fp32 GEMM outputs that only the separate tails read: [L, 3C] for qk_norm_rope (any
     // P > 1: its serial path), [L, F] for bias_act, [L, C] for the fp32 gated residual.
@@ -240,8 +246,36 @@ struct RankModel::Impl {
     a.report = hopper::timeout_report_device();
     qkv1 = std::move(lq);
   }
-  // After the weights change: the bf16 copies of the cuBLASLt tails' biases.
+  void plan_modulation() {
+    if (blocks == 0) return;
+    std::vector<const void*> p(std::size_t(3) * blocks);
+    for (int b = 0; b < blocks; ++b) {
+      p[b] = mat(block_param(b, "mod") + ".weight");
+      p[blocks + b] = cond_bf.get();
+      p[2 * blocks + b] = mods.get() + int64_t(b) * 6 * C;
+    }
+    mod_ptrs = upload(p);
+    mod_bias = DeviceBuffer<float>(size_t(blocks) * 6 * C);
+  }
+  // mods [blocks, 6C] = cond · mod.weightᵀ of every block, + mod.bias: one batched GEMV and
+  // one bias kernel instead of a GEMV and a bias kernel per block.
+  void modulation() {
+    if (blocks == 0) return;
+    const float one = 1.f, zero = 0.f;
+    const void* const* p = mod_ptrs.get();
+    check_cublas(cublasGemmBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(6 * C), 1, int(C), &one, p, CUDA_R_16BF,
+                                     int(C), p + blocks, CUDA_R_16BF, int(C), &zero,
+                                     const_cast<void* const*>(p + 2 * blocks), CUDA_R_32F, int(6 * C), blocks,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "GemmBatchedEx (modulation)");
+    kernels::bias_act(mods.get(), nullptr, mod_bias.get(), 1, int64_t(blocks) * 6 * C, kernels::Act::none, stream);
+  }
+  // After the weights change: the bf16 copies of the cuBLASLt tails' biases, and the blocks'
+  // modulation biases side by side.
   void weights_changed() {
+    for (int b = 0; b < blocks; ++b)
+      XS_CHECK_CUDA(cudaMemcpyAsync(mod_bias.get() + int64_t(b) * 6 * C, vec(block_param(b, "mod.bias")),
+                                    size_t(6 * C) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     for (const LtGemm* lg : {&proj_lt, &fc1_lt, &fc2_lt}) {
       if (!lg->gemm) continue;
       for (int b = 0; b < blocks; ++b)
@@ -361,11 +395,7 @@ struct RankModel::Impl {
     kernels::bias_act(c1.get(), c1_bf.get(), vec("time_embed.fc1.bias"), 1, C, Act::silu, stream);
     linear(c1_bf.get(), "time_embed.fc2", cond.get(), 1, C, C);
     kernels::bias_act(cond.get(), cond_bf.get(), vec("time_embed.fc2.bias"), 1, C, Act::silu, stream);
-    for (int b = 0; b < blocks; ++b) {
-      float* m = mods.get() + int64_t(b) * 6 * C;
-      linear(cond_bf.get(), block_param(b, "mod"), m, 1, 6 * C, C);
-      kernels::bias_act(m, nullptr, vec(block_param(b, "mod.bias")), 1, 6 * C, Act::none, stream);
-    }
+    modulation();  // every block's shift, scale and gate: [blocks, 6C]
     linear(cond_bf.get(), "final.mod", fmod.get(), 1, 2 * C, C);
     kernels::bias_act(fmod.get(), nullptr, vec("final.mod.bias"), 1, 2 * C, Act::none, stream);
 
