@@ -34,6 +34,21 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   }
 }
 
+void check_output_path(const std::filesystem::path& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
+  if (fs::is_directory(path, ec)) throw Error(fmt::format("{} {}: is a directory", what, path.string()));
+  for (fs::path dir = path.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir, ec)) {
+      if (!fs::is_directory(dir, ec))
+        throw Error(fmt::format("{} {}: {} is not a directory", what, path.string(), dir.string()));
+      return;
+    }
+    if (dir == dir.parent_path()) return;
+  }
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot open for reading", path.string()));

@@ -123,6 +123,30 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
   fs::remove_all(dir);
 }
 
+TEST(Files, OutputPathCheckedBeforeALongRun) {
+  const fs::path dir = fs::temp_directory_path() / "xs_common_outcheck";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  common::write_file_atomic(dir / "afile", "x");
+  auto message = [](const fs::path& p) {
+    try {
+      common::check_output_path(p, "--json");
+    } catch (const common::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message(dir / "out.json"), "");
+  EXPECT_EQ(message(dir / "new" / "deeper" / "out.json"), "") << "missing directories are created later";
+  EXPECT_EQ(message("relative.json"), "");
+  EXPECT_NE(message(dir).find("is a directory"), std::string::npos) << message(dir);
+  EXPECT_NE(message(dir / "afile" / "out.json").find("afile is not a directory"), std::string::npos)
+      << message(dir / "afile" / "out.json");
+  EXPECT_NE(message(dir / "afile" / "sub" / "out.json").find("afile is not a directory"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "new")) << "the check creates nothing";
+  fs::remove_all(dir);
+}
+
 TEST(Png, RoundTripGrayAndRgb) {
   std::mt19937 rng(7);
   for (int ch : {1, 3}) {

@@ -344,6 +344,7 @@ void add_attention_commands(CLI::App& app) {
                   "Causal heads per longest-first section: heuristic, all, auto (~8 grid rounds), or a number")
       ->capture_default_str();
   cmd->callback([c] {
+    check_outputs("bench attention", c->json);
 #ifdef XSTAGE_HAVE_CUDA
     run_bench(*c);
 #else

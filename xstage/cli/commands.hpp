@@ -15,6 +15,9 @@ const std::string& command_line();
 std::string today_utc();
 // The `bench` parent command, created on first use (bench attention, bench moe).
 CLI::App* bench_group(CLI::App& app);
+// Before a command's run: its --json and --png (empty: not asked for) must be writable
+// later (common::check_output_path), so that a bad path fails now, not after the run.
+void check_outputs(const std::string& command, const std::string& json, const std::string& png = "");
 
 // fit, predict, plot, demo (host only; xstage/cli/model_commands.cpp)
 void add_model_commands(CLI::App& app);

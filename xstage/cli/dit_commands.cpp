@@ -298,10 +298,7 @@ void run(const DitCli& o) {
   const dit::Run run{o.tokens, o.gpus, o.steps, o.blocks, o.pad_multiple};
   XS_ASSERT(!(o.cpu && o.breakdown), "dit: --breakdown times the GPU path's phases; it does not go with --cpu");
   XS_ASSERT(o.png.empty() || o.breakdown, "dit: --png draws --breakdown's phases; give --breakdown too");
-  if (!o.png.empty()) {
-    const auto dir = std::filesystem::path(o.png).parent_path();
-    XS_ASSERT(dir.empty() || std::filesystem::is_directory(dir), "dit: --png {}: no directory {}", o.png, dir.string());
-  }
+  check_outputs("dit", o.json, o.png);  // before the run: a bad path loses no figure
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);
@@ -436,7 +433,10 @@ void add_dit_commands(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--params", q->params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
     cmd->add_option("--json", q->json, "Results file (rewritten after every row)")->capture_default_str();
-    cmd->callback([q] { run_qkv(*q); });
+    cmd->callback([q] {
+      check_outputs("bench qkv", q->json);
+      run_qkv(*q);
+    });
   }
   auto* cmd = app.add_subcommand("dit", "DiT denoiser over Ulysses SP GPUs: per-step latency of the serial and "
                                         "fused post-attention All-to-All, speedup, difference to one GPU");

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/cli.hpp"
+#include "common/files.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -19,6 +20,11 @@ std::string today_utc() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
   return buf;
+}
+
+void check_outputs(const std::string& command, const std::string& json, const std::string& png) {
+  if (!json.empty()) common::check_output_path(json, command + ": --json");
+  if (!png.empty()) common::check_output_path(png, command + ": --png");
 }
 
 CLI::App* bench_group(CLI::App& app) {

@@ -319,6 +319,7 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_option("--json", c->json, "Results file (empty: none)")->capture_default_str();
   cmd->add_option("--png", c->png, "Speedup plot (empty: none)")->capture_default_str();
   cmd->callback([c] {
+    check_outputs("bench moe", c->json, c->png);
 #ifdef XSTAGE_HAVE_CUDA
     run(*c);
 #else

@@ -292,6 +292,7 @@ void add_ulysses_commands(CLI::App& app) {
       ->capture_default_str();
   auto* json_opt = cmd->get_option("--json");
   cmd->callback([c, json_opt] {
+    check_outputs("bench ulysses", c->json, c->png);
 #ifdef XSTAGE_HAVE_CUDA
     if (c->kernel_only) {
       run_kernel_only(*c, json_opt->count() > 0 ? c->json : std::string());

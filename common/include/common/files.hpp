@@ -10,6 +10,10 @@
 namespace common {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+// Before a long run: throws one line naming `what` (e.g. "--json") when write_file_atomic
+// could not write `path` later: the path is a directory, or a part of its directory exists
+// and is not a directory. A directory that does not exist yet is fine (it is created).
+void check_output_path(const std::filesystem::path& path, std::string_view what);
 std::string read_file(const std::filesystem::path& path);  // throws naming the file
 
 // Parses sizes such as "16384", "16KiB", "16K", "2MiB", "1.5MB". Throws on negative,
