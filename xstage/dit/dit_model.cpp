@@ -215,7 +215,7 @@ struct RankModel::Impl {
                 lt_workspace.get(), stream);
   }
   void plan_local_qkv() {
-    if (layer || D != ulysses::kQkvHeadDim) return;
+    if (layer || !single_gpu_pads_for_qkv(c)) return;  // the rule padded_tokens pads P = 1 by
     const ulysses::Problem one{1, 1, L, H, D};
     try {
       ulysses::validate_qkv(one);

@@ -578,9 +578,10 @@ TEST(UlyssesGpu, TooManyRanksIsAClearError) {
   }
 }
 
-// The child re-executes this binary; rank 1 never launches its fused kernel.
+// The child re-executes this binary with a 300 ms wait budget; `timeout` turns a hang
+// into exit status 124 (a failure, not a stuck test).
 std::pair<int, std::string> run_child(const std::string& name) {
-  return common::run_self_as_child(name, "XSTAGE_WAIT_TIMEOUT_MS=300");
+  return common::run_self_as_child(name, "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
 }
 
 int qkv_unready_child() {
@@ -676,7 +677,7 @@ TEST(UlyssesGpu, AbsentPeerTimesOutNamingRankAndFlag) {
 }
 
 TEST(UlyssesGpu, AbsentSourceTimesOutNamingRankAndFlagOnOneGpu) {
-  auto [code, out] = common::run_self_as_child("absent_one_gpu", "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
+  auto [code, out] = run_child("absent_one_gpu");
   EXPECT_EQ(code, 7) << out;
   EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
