@@ -34,12 +34,13 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   }
 }
 
-void check_output_path(const std::filesystem::path& path, std::string_view what) {
+namespace {
+
+// Throws when the nearest existing one of `dir` and its parents is not a directory.
+void check_existing_part_is_dir(const std::filesystem::path& path, std::filesystem::path dir, std::string_view what) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
-  if (fs::is_directory(path, ec)) throw Error(fmt::format("{} {}: is a directory", what, path.string()));
-  for (fs::path dir = path.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+  for (; !dir.empty(); dir = dir.parent_path()) {
     if (fs::exists(dir, ec)) {
       if (!fs::is_directory(dir, ec))
         throw Error(fmt::format("{} {}: {} is not a directory", what, path.string(), dir.string()));
@@ -47,6 +48,20 @@ void check_output_path(const std::filesystem::path& path, std::string_view what)
     }
     if (dir == dir.parent_path()) return;
   }
+}
+
+}  // namespace
+
+void check_output_path(const std::filesystem::path& path, std::string_view what) {
+  std::error_code ec;
+  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{} {}: is a directory", what, path.string()));
+  check_existing_part_is_dir(path, path.parent_path(), what);
+}
+
+void check_output_dir(const std::filesystem::path& path, std::string_view what) {
+  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
+  check_existing_part_is_dir(path, path, what);
 }
 
 std::string read_file(const std::filesystem::path& path) {

@@ -123,19 +123,22 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
   fs::remove_all(dir);
 }
 
+// The message of the error that `check` throws for `p`, or "" when it accepts it.
+std::string check_message(void (*check)(const fs::path&, std::string_view), const fs::path& p, std::string_view what) {
+  try {
+    check(p, what);
+  } catch (const common::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Files, OutputPathCheckedBeforeALongRun) {
   const fs::path dir = fs::temp_directory_path() / "xs_common_outcheck";
   fs::remove_all(dir);
   fs::create_directories(dir);
   common::write_file_atomic(dir / "afile", "x");
-  auto message = [](const fs::path& p) {
-    try {
-      common::check_output_path(p, "--json");
-    } catch (const common::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto message = [](const fs::path& p) { return check_message(common::check_output_path, p, "--json"); };
   EXPECT_EQ(message(dir / "out.json"), "");
   EXPECT_EQ(message(dir / "new" / "deeper" / "out.json"), "") << "missing directories are created later";
   EXPECT_EQ(message("relative.json"), "");
@@ -143,6 +146,22 @@ TEST(Files, OutputPathCheckedBeforeALongRun) {
   EXPECT_NE(message(dir / "afile" / "out.json").find("afile is not a directory"), std::string::npos)
       << message(dir / "afile" / "out.json");
   EXPECT_NE(message(dir / "afile" / "sub" / "out.json").find("afile is not a directory"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "new")) << "the check creates nothing";
+  fs::remove_all(dir);
+}
+
+TEST(Files, OutputDirCheckedBeforeALongRun) {
+  const fs::path dir = fs::temp_directory_path() / "xs_common_dircheck";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "folder");
+  common::write_file_atomic(dir / "afile", "x");
+  auto message = [](const fs::path& p) { return check_message(common::check_output_dir, p, "--out"); };
+  EXPECT_EQ(message(dir / "folder"), "") << "an existing folder is fine";
+  EXPECT_EQ(message(dir / "new" / "deeper"), "") << "missing folders are created later";
+  EXPECT_EQ(message("relative-run"), "");
+  EXPECT_NE(message(dir / "afile").find("afile is not a directory"), std::string::npos) << message(dir / "afile");
+  EXPECT_NE(message(dir / "afile" / "sub").find("afile is not a directory"), std::string::npos);
+  EXPECT_NE(message("").find("empty path"), std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "new")) << "the check creates nothing";
   fs::remove_all(dir);
 }

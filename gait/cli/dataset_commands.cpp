@@ -46,6 +46,7 @@ void print_pose_stats(const PoseCsvStats& p) {
 }
 
 void run_index(const fs::path& root, const std::optional<fs::path>& pose, const fs::path& json_out) {
+  if (!json_out.empty()) common::check_output_path(json_out, "index: --json");  // before the scan
   const DatasetIndex idx = scan_dataset(resolve_dataset(root, pose));
   std::map<int, std::map<Condition, Counts>> by_subject;
   std::map<int, Counts> by_view;
@@ -108,6 +109,7 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
 
 void run_preprocess(const fs::path& root, const std::optional<fs::path>& pose, const fs::path& cache,
                     const CacheBuildOptions& opts) {
+  common::check_output_dir(cache, "preprocess: --cache");
   const DatasetIndex idx = scan_dataset(resolve_dataset(root, pose));
   fmt::print("{} sequences indexed; building {}\n", idx.entries.size(), cache.string());
   const CacheBuildReport r = build_cache(idx, cache, opts);

@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "common/png.hpp"
 #include "common/png_fast.hpp"
 #include "draw.hpp"
@@ -105,6 +106,7 @@ SeqData load_seq(const DatasetIndex& idx, const SequenceKey& key) {
 }
 
 void run_strip(const StripArgs& a) {
+  common::check_output_path(a.out, "strip: --out");
   const DatasetIndex idx = scan_dataset(resolve_dataset(a.root));
   std::vector<std::pair<SequenceKey, int>> tiles;  // key, frame index (-1: middle)
   int cols = 0, rows = 0;

@@ -196,6 +196,9 @@ struct EvalArgs : Common {
 };
 
 void run_eval(const EvalArgs& a) {
+  // Before any embedding: a path that cannot be written fails now, not after the run.
+  if (!a.out.empty()) common::check_output_dir(a.out, "eval: --out");
+  if (!a.dump.empty()) common::check_output_path(a.dump + ".npy", "eval: --dump-embeddings");
   if (!a.embeddings.empty()) {
     const EmbeddingSet set = eval::load_embeddings(a.embeddings);
     XS_ASSERT(set.size() > 0, "{}: no embeddings", a.embeddings);
@@ -209,6 +212,7 @@ void run_eval(const EvalArgs& a) {
     return;
   }
   XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
+  if (a.out.empty()) common::check_output_dir(fs::path(a.ckpt).parent_path() / "eval", "eval: the report folder");
   const torch::Device device = device_of(a);
   eval::Embedder emb = open_embedder(a, device);
   set_threads(a.threads, emb.config());
@@ -254,6 +258,7 @@ struct EmbedArgs : Common {
 };
 
 void run_embed(const EmbedArgs& a) {
+  common::check_output_path(a.out + ".npy", "embed: --out");
   eval::Embedder emb = open_embedder(a, device_of(a));
   set_threads(a.threads, emb.config());
   const train::DataConfig data = data_config(emb, a);
@@ -340,6 +345,7 @@ CachedSequence synthetic_sequence(int frames) {
 void run_bench(const BenchArgs& a) {
   XS_ASSERT(a.config.empty() != a.ckpt.empty(), "give exactly one of --config (random weights) and --ckpt");
   XS_ASSERT(a.frames >= 3 && a.repeats >= 1, "--frames must be >= 3 and --repeats >= 1");
+  if (!a.json.empty()) common::check_output_path(a.json, "bench-infer: --json");
   const torch::Device device = device_of(a);
   std::unique_ptr<eval::Embedder> emb;
   if (!a.ckpt.empty()) {
@@ -385,6 +391,8 @@ void run_tune(const TuneArgs& a) {
   XS_ASSERT(!a.data.empty(), "give the development set with --data (identities neither trained on nor tested)");
   XS_ASSERT(a.heads.empty() && a.skeleton_scale < 0 && a.fusion.empty(),
             "tune-fusion tries every heads choice and skeleton scale: --heads, --skeleton-scale and --fusion do not apply");
+  const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "fusion" : fs::path(a.out);
+  common::check_output_dir(out, "tune-fusion: --out");
   const torch::Device device = device_of(a);
   eval::Embedder emb(a.ckpt, device);
   emb.set_heads(train::EvalHeads::FusedAndBranches);  // refuses a model without branch heads
@@ -400,7 +408,6 @@ void run_tune(const TuneArgs& a) {
   src.protocol.train_last_subject = 0;  // every subject of the development set
   const auto [set, secs] = embed_protocol_sequences(emb, src, data, !a.no_progress);
   const eval::FusionTuning t = eval::tune_fusion(set, src.protocol, a.scales, a.threads > 0 ? a.threads : 0);
-  const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "fusion" : fs::path(a.out);
   fs::create_directories(out);
   nlohmann::json j = eval::fusion_json(t);
   j["checkpoint"] = a.ckpt;

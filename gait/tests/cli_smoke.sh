@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end check of the `gait` data commands and their exit codes:
-# synth -> refused rerun -> index -> preprocess -> strip; bad input exits non-zero.
+# synth -> refused rerun -> index -> preprocess -> strip; bad input and unwritable outputs exit non-zero.
 set -euo pipefail
 GAIT=$1
 DIR=$(mktemp -d)
@@ -20,4 +20,12 @@ grep -q "cache: 40 written" "$DIR/pre.txt" || fail "preprocess counts"
 if "$GAIT" index "$DIR/missing" 2>/dev/null; then fail "index of a missing folder succeeded"; fi
 mkdir -p "$DIR/empty"
 if "$GAIT" preprocess "$DIR/empty" --cache "$DIR/c2" --no-progress >/dev/null 2>&1; then fail "preprocess of nothing succeeded"; fi
+# Output paths that cannot be written are refused before the scan, and nothing is written.
+if "$GAIT" index "$DIR/ds" --json "$DIR/cache" >"$DIR/o1.txt" 2>"$DIR/e1"; then fail "index wrote JSON over a folder"; fi
+grep -q "index: --json $DIR/cache: is a directory" "$DIR/e1" || fail "index --json message: $(cat "$DIR/e1")"
+[ ! -s "$DIR/o1.txt" ] || fail "index scanned before refusing its --json"
+if "$GAIT" preprocess "$DIR/ds" --cache "$DIR/strip.png/c" --no-progress 2>"$DIR/e2"; then fail "preprocess into a file"; fi
+grep -q "strip.png is not a directory" "$DIR/e2" || fail "preprocess --cache message: $(cat "$DIR/e2")"
+if "$GAIT" strip "$DIR/ds" --subject 1 --out "$DIR/strip.png/x.png" 2>"$DIR/e3"; then fail "strip under a file"; fi
+grep -q "strip: --out" "$DIR/e3" || fail "strip --out message: $(cat "$DIR/e3")"
 echo "cli_smoke: ok"

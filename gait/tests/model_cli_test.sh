@@ -22,6 +22,24 @@ step resume
   | tee "$T/resume.txt"
 grep -q "resumed from .* at iteration 2" "$T/resume.txt"
 grep -q "trained to iteration 3" "$T/resume.txt"
+step outputs refused before the work
+# A finished run is not overwritten by a fresh one; a bad output path fails before any data is read.
+cp "$T/run/latest.gckpt" "$T/kept.gckpt" && cp "$T/run/train_log.csv" "$T/kept_log.csv"
+if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --iterations 2 --threads 1 --no-progress 2>"$T/e1.txt"; then exit 1; fi
+grep -q "holds a checkpoint (latest.gckpt): --resume continues that run, --force" "$T/e1.txt"
+cmp "$T/run/latest.gckpt" "$T/kept.gckpt" && cmp "$T/run/train_log.csv" "$T/kept_log.csv"
+touch "$T/afile"
+if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/afile/run" --no-progress 2>"$T/e2.txt"; then exit 1; fi
+grep -q "train: --out $T/afile/run: $T/afile is not a directory" "$T/e2.txt"
+if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/fresh" --resume --no-progress 2>"$T/e3.txt"; then exit 1; fi
+grep -q "resume: $T/fresh holds no checkpoint" "$T/e3.txt"
+if "$GAIT" eval --ckpt "$T/run/latest.gckpt" --out "$T/afile" --no-progress >"$T/o4.txt" 2>"$T/e4.txt"; then exit 1; fi
+grep -q "eval: --out $T/afile: $T/afile is not a directory" "$T/e4.txt"
+! grep -q "embedded" "$T/o4.txt"  # refused before embedding anything
+if "$GAIT" eval --ckpt "$T/run/latest.gckpt" --dump-embeddings "$T/afile/emb" --no-progress 2>"$T/e5.txt"; then exit 1; fi
+grep -q "eval: --dump-embeddings $T/afile/emb.npy: $T/afile is not a directory" "$T/e5.txt"
+if "$GAIT" embed --ckpt "$T/run/latest.gckpt" --gallery-set --out "$T/afile/g" --no-progress 2>"$T/e6.txt"; then exit 1; fi
+grep -q "embed: --out" "$T/e6.txt"
 step eval
 "$GAIT" eval --ckpt "$T/run/latest.gckpt" --dump-embeddings "$T/emb" --threads 1 --no-progress | tee "$T/eval.txt"
 for f in rank1_per_view.csv rank1_matrix.csv rank1_summary.csv rank1.json rank1_heatmap.png; do test -s "$T/run/eval/$f"; done

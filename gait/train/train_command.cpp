@@ -6,6 +6,7 @@
 
 #include "gait/eval/commands.hpp"
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "gait/train/amp.hpp"
 #include "gait/train/checkpoint.hpp"
 #include "gait/train/data_source.hpp"
@@ -22,7 +23,7 @@ struct TrainArgs {
   int iterations = 0, threads = -1;
   std::optional<std::uint64_t> seed;
   double max_minutes = -1;  // -1: the config's trainer.max_minutes
-  bool resume = false, no_progress = false, cache_only = false;
+  bool resume = false, force = false, no_progress = false, cache_only = false;
 };
 
 std::int64_t count_parameters(torch::nn::Module& m) {
@@ -45,6 +46,18 @@ void run_train(const TrainArgs& a) {
   if (a.cache_only) cfg.data.cache_only = true;
   cfg = train::parse_config(train::to_json(cfg), a.config);  // re-validate the overrides
   const bool progress = !a.no_progress;
+  // Before the data is read: an output folder that cannot be written, or a finished run's
+  // checkpoint that a fresh run would overwrite, is refused now.
+  const fs::path out_dir = cfg.trainer.out_dir;
+  common::check_output_dir(out_dir, a.out.empty() ? "train: trainer.out_dir" : "train: --out");
+  const fs::path latest = out_dir / fmt::format("latest{}", train::kCheckpointExtension);
+  const bool resuming = a.resume || !a.resume_from.empty();
+  XS_ASSERT(!(resuming && a.force), "--force starts a new run; it does not go with --resume or --resume-from");
+  XS_ASSERT(!a.resume || !a.resume_from.empty() || fs::exists(latest), "--resume: {} holds no checkpoint ({})",
+            out_dir.string(), latest.filename().string());
+  XS_ASSERT(resuming || a.force || !fs::exists(latest),
+            "{} holds a checkpoint ({}): --resume continues that run, --force starts a new one over it, or give another --out",
+            out_dir.string(), latest.filename().string());
 
   at::set_num_threads(cfg.trainer.threads > 0 ? cfg.trainer.threads
                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -60,9 +73,8 @@ void run_train(const TrainArgs& a) {
   fmt::print("model: {} ({} parameters, {} identities), device {}, {} threads{}\n", train::to_string(cfg.model.mode),
              count_parameters(*trainer.model()), trainer.classes().size(), device.str(), at::get_num_threads(),
              device.is_cuda() && cfg.trainer.amp ? ", bf16 autocast" : "");
-  if (a.resume || !a.resume_from.empty()) {
-    const fs::path ckpt = !a.resume_from.empty() ? fs::path(a.resume_from)
-                                                 : fs::path(cfg.trainer.out_dir) / fmt::format("latest{}", train::kCheckpointExtension);
+  if (resuming) {
+    const fs::path ckpt = !a.resume_from.empty() ? fs::path(a.resume_from) : latest;
     trainer.resume(ckpt);
     fmt::print("resumed from {} at iteration {}\n", ckpt.string(), trainer.iteration());
   }
@@ -93,6 +105,7 @@ void add_train_command(CLI::App& app) {
   c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)");
   c->add_flag("--resume", args->resume, "continue from OUT/latest.gckpt");
   c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")->check(CLI::ExistingFile);
+  c->add_flag("--force", args->force, "start a new run in an --out that holds a checkpoint (overwrites it and its log)");
   c->add_flag("--no-progress", args->no_progress, "no progress bar");
   c->callback([args] { run_train(*args); });
 }

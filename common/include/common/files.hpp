@@ -14,6 +14,9 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // could not write `path` later: the path is a directory, or a part of its directory exists
 // and is not a directory. A directory that does not exist yet is fine (it is created).
 void check_output_path(const std::filesystem::path& path, std::string_view what);
+// The same for an output folder: throws when `path` exists and is not a directory, or a
+// part of it exists and is not a directory. A folder that does not exist yet is fine.
+void check_output_dir(const std::filesystem::path& path, std::string_view what);
 std::string read_file(const std::filesystem::path& path);  // throws naming the file
 
 // Parses sizes such as "16384", "16KiB", "16K", "2MiB", "1.5MB". Throws on negative,
