@@ -28,6 +28,8 @@ cp "$T/run/latest.gckpt" "$T/kept.gckpt" && cp "$T/run/train_log.csv" "$T/kept_l
 if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --iterations 2 --threads 1 --no-progress 2>"$T/e1.txt"; then exit 1; fi
 grep -q "holds a checkpoint (latest.gckpt): --resume continues that run, --force" "$T/e1.txt"
 cmp "$T/run/latest.gckpt" "$T/kept.gckpt" && cmp "$T/run/train_log.csv" "$T/kept_log.csv"
+if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --resume --force --no-progress 2>"$T/e0.txt"; then exit 1; fi
+grep -q "does not go with --resume" "$T/e0.txt"
 touch "$T/afile"
 if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/afile/run" --no-progress 2>"$T/e2.txt"; then exit 1; fi
 grep -q "train: --out $T/afile/run: $T/afile is not a directory" "$T/e2.txt"
@@ -77,4 +79,10 @@ step truncated checkpoint
 head -c 1000 "$T/run/latest.gckpt" >"$T/short.gckpt"
 if "$GAIT" eval --ckpt "$T/short.gckpt" 2>"$T/err2.txt"; then exit 1; fi
 grep -q "truncated checkpoint" "$T/err2.txt"
+step train --force over the finished run
+"$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --iterations 1 --threads 1 --force --no-progress \
+  | tee "$T/force.txt"
+grep -q "^--force: removed [1-9][0-9]* checkpoint(s) of the earlier run" "$T/force.txt"
+grep -q "trained to iteration 1 " "$T/force.txt"
+test "$(ls "$T/run/checkpoints")" = "iter-0000001.gckpt"  # none of the earlier run's is left
 echo "model CLI: ok"

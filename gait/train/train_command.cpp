@@ -58,6 +58,14 @@ void run_train(const TrainArgs& a) {
   XS_ASSERT(resuming || a.force || !fs::exists(latest),
             "{} holds a checkpoint ({}): --resume continues that run, --force starts a new one over it, or give another --out",
             out_dir.string(), latest.filename().string());
+  if (a.force && fs::exists(latest)) {
+    // Starting over: the old run's checkpoints go, so none of them can pass for this run's.
+    std::size_t removed = fs::remove(latest);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out_dir / "checkpoints", ec))
+      if (e.path().extension() == train::kCheckpointExtension) removed += fs::remove(e.path());
+    fmt::print("--force: removed {} checkpoint(s) of the earlier run in {}\n", removed, out_dir.string());
+  }
 
   at::set_num_threads(cfg.trainer.threads > 0 ? cfg.trainer.threads
                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -105,7 +113,7 @@ void add_train_command(CLI::App& app) {
   c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)");
   c->add_flag("--resume", args->resume, "continue from OUT/latest.gckpt");
   c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")->check(CLI::ExistingFile);
-  c->add_flag("--force", args->force, "start a new run in an --out that holds a checkpoint (overwrites it and its log)");
+  c->add_flag("--force", args->force, "start a new run in an --out that holds a checkpoint (removes the earlier run's checkpoints, rewrites its log)");
   c->add_flag("--no-progress", args->no_progress, "no progress bar");
   c->callback([args] { run_train(*args); });
 }
