@@ -9,6 +9,7 @@
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
+#include "common/testing.hpp"
 #include "common/parallel.hpp"
 #include "common/png.hpp"
 #include "common/stats.hpp"
@@ -123,22 +124,12 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
   fs::remove_all(dir);
 }
 
-// The message of the error that `check` throws for `p`, or "" when it accepts it.
-std::string check_message(void (*check)(const fs::path&, std::string_view), const fs::path& p, std::string_view what) {
-  try {
-    check(p, what);
-  } catch (const common::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Files, OutputPathCheckedBeforeALongRun) {
   const fs::path dir = fs::temp_directory_path() / "xs_common_outcheck";
   fs::remove_all(dir);
   fs::create_directories(dir);
   common::write_file_atomic(dir / "afile", "x");
-  auto message = [](const fs::path& p) { return check_message(common::check_output_path, p, "--json"); };
+  auto message = [](const fs::path& p) { return common::error_of([&] { common::check_output_path(p, "--json"); }); };
   EXPECT_EQ(message(dir / "out.json"), "");
   EXPECT_EQ(message(dir / "new" / "deeper" / "out.json"), "") << "missing directories are created later";
   EXPECT_EQ(message("relative.json"), "");
@@ -155,7 +146,7 @@ TEST(Files, OutputDirCheckedBeforeALongRun) {
   fs::remove_all(dir);
   fs::create_directories(dir / "folder");
   common::write_file_atomic(dir / "afile", "x");
-  auto message = [](const fs::path& p) { return check_message(common::check_output_dir, p, "--out"); };
+  auto message = [](const fs::path& p) { return common::error_of([&] { common::check_output_dir(p, "--out"); }); };
   EXPECT_EQ(message(dir / "folder"), "") << "an existing folder is fine";
   EXPECT_EQ(message(dir / "new" / "deeper"), "") << "missing folders are created later";
   EXPECT_EQ(message("relative-run"), "");

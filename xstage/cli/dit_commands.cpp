@@ -54,6 +54,9 @@ struct DitCli {
   bool breakdown = false;
   std::string png;  // --breakdown's chart
   bool quiet = false;
+  bool plan = false;      // --plan: print the run's plan, run nothing
+  std::string plan_json;  // --plan-json: the plan as JSON too
+  int sms = 132;          // --plan: the GPU's SM count
 };
 
 double max_abs(const std::vector<float>& v) {
@@ -287,6 +290,98 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
 }
 #endif
 
+// --plan: what the GPU path would do on P ranks (dit::plan_run), as a table and
+// optionally JSON. Needs no GPU and runs nothing.
+void run_plan(const DitCli& o, const dit::Config& c, const dit::Run& run) {
+  const auto params = burstgap::read_params(burstgap::params_path_or_default(o.params));
+  const burstgap::ModelParams& peer = params.find("peer", "st16");
+  const dit::RunPlan plan = dit::plan_run(c, run, peer, o.sms);
+  const int P = plan.ranks;
+  const std::string ffn = c.ffn == dit::Ffn::moe
+                              ? fmt::format("MoE {} experts top-{}, intermediate {}", c.experts, c.topk, c.moe_inter)
+                              : fmt::format("GELU MLP {}", c.ffn_hidden);
+  const std::string padding = plan.padded > plan.tokens ? fmt::format("padded to {}", plan.padded) : "no padding";
+  fmt::print("plan: {}, {} tokens on P = {} ({}, {} per rank), {} blocks, hidden {}, {} heads x {}, {}; {} SMs; "
+             "Burst-Gap {}/{} fitted on {} GPUs (drain {:.0f} GB/s)\n",
+             c.name, plan.tokens, P, padding, plan.per_rank, plan.blocks, c.hidden, c.heads, c.head_dim, ffn, plan.sms,
+             peer.pattern, peer.store, peer.gpus, peer.drain_GBps);
+  auto range = [](int64_t first, int64_t n) {
+    return n == 1 ? std::to_string(first) : fmt::format("{}-{}", first, first + n - 1);
+  };
+  fmt::print("{:>4} {:>15} {:>7} {:>7} {:>7} | {:>13} {:>8} {:>11} | {:>13} {:>8} {:>11}\n", "rank", "tokens", "real",
+             "padding", "heads", "QKV kernel", "CTAs", "stall us", "attention", "CTAs", "stall us");
+  for (const dit::RankPlan& r : plan.rank) {
+    const std::string qkv = r.qkv_fused ? (P > 1 ? "fused + A2A" : "fused") : "cuBLAS";
+    const std::string attn = P > 1 ? "fused + A2A" : "one GPU";
+    fmt::print("{:>4} {:>15} {:>7} {:>7} {:>7} | {:>13} {:>8} {:>11} | {:>13} {:>8} {:>11}\n", r.rank,
+               range(r.row0, r.real + r.padding), r.real, r.padding, range(r.head0, r.heads), qkv, r.qkv_fused ? std::to_string(r.qkv_grid) : "-",
+               r.qkv_fused ? fmt::format("{:.2f}", r.qkv_stall_ns / 1e3) : "-", attn,
+               P > 1 ? std::to_string(r.attention_grid) : "-",
+               P > 1 ? fmt::format("{:.2f}", r.attention_stall_ns / 1e3) : "-");
+  }
+  const double D = peer.drain_GBps;  // bytes per ns
+  auto mb = [](double b) { return b / 1e6; };
+  fmt::print("per block and rank: GEMMs {:.1f} GFLOP, attention {:.1f} GFLOP", plan.gemm_flops / 1e9,
+             plan.attention_flops / 1e9);
+  if (P > 1)
+    fmt::print("; sends {:.2f} MB before attention and {:.2f} MB after ({:.1f} and {:.1f} us at the fitted drain rate)",
+               mb(plan.pre_a2a_bytes), mb(plan.post_a2a_bytes), plan.pre_a2a_bytes / D / 1e3,
+               plan.post_a2a_bytes / D / 1e3);
+  if (plan.moe && P > 1)
+    fmt::print("; MoE dispatch and combine {:.2f} MB each (uniform routing)", mb(plan.moe_dispatch_bytes));
+  fmt::print("\n");
+  if (!plan.rank.empty() && plan.rank[0].qkv_fused) fmt::print("QKV order, rank 0: {}\n", plan.rank[0].qkv_order);
+  if (P > 1) fmt::print("attention order, rank 0: {}\n", plan.rank[0].attention_order);
+  if (plan.moe) {
+    fmt::print("MoE Interleaved (predicted stall {:.2f} us): {}\n", plan.moe_interleaved_stall_ns / 1e3,
+               plan.moe_interleaved);
+    fmt::print("MoE Expert-Wave (predicted stall {:.2f} us): {}\n", plan.moe_expert_wave_stall_ns / 1e3,
+               plan.moe_expert_wave);
+  }
+  if (P == 1) fmt::print("P = 1: no All-to-All, every store is local (predicted stalls are 0)\n");
+  if (o.plan_json.empty()) return;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const dit::RankPlan& r : plan.rank)
+    ranks.push_back({{"rank", r.rank},
+                     {"row0", r.row0},
+                     {"real", r.real},
+                     {"padding", r.padding},
+                     {"head0", r.head0},
+                     {"heads", r.heads},
+                     {"qkv_fused", r.qkv_fused},
+                     {"qkv_grid", r.qkv_grid},
+                     {"qkv_predicted_stall_us", r.qkv_stall_ns / 1e3},
+                     {"qkv_order", r.qkv_order},
+                     {"attention_grid", r.attention_grid},
+                     {"attention_predicted_stall_us", r.attention_stall_ns / 1e3},
+                     {"attention_order", r.attention_order}});
+  nlohmann::json j = {{"date", today_utc()},
+                      {"command", command_line()},
+                      {"preset", c.name},
+                      {"tokens", plan.tokens},
+                      {"padded_tokens", plan.padded},
+                      {"P", P},
+                      {"blocks", plan.blocks},
+                      {"sms", plan.sms},
+                      {"burstgap", {{"pattern", peer.pattern}, {"store", peer.store}, {"gpus", peer.gpus},
+                                    {"drain_GBps", peer.drain_GBps}}},
+                      {"ranks", ranks},
+                      {"per_block_per_rank",
+                       {{"pre_a2a_bytes", plan.pre_a2a_bytes},
+                        {"post_a2a_bytes", plan.post_a2a_bytes},
+                        {"moe_dispatch_bytes", plan.moe_dispatch_bytes},
+                        {"moe_combine_bytes", plan.moe_combine_bytes},
+                        {"gemm_flops", plan.gemm_flops},
+                        {"attention_flops", plan.attention_flops}}}};
+  if (plan.moe)
+    j["moe"] = {{"interleaved", plan.moe_interleaved},
+                {"interleaved_predicted_stall_us", plan.moe_interleaved_stall_ns / 1e3},
+                {"expert_wave", plan.moe_expert_wave},
+                {"expert_wave_predicted_stall_us", plan.moe_expert_wave_stall_ns / 1e3}};
+  common::write_file_atomic(o.plan_json, j.dump(2) + "\n");
+  fmt::print("wrote {}\n", o.plan_json);
+}
+
 void run(const DitCli& o) {
   XS_ASSERT(o.moe_raster >= 1, "dit: --moe-raster must be >= 1 (got {})", o.moe_raster);
   dit::Config c = dit::preset(o.preset);
@@ -299,6 +394,13 @@ void run(const DitCli& o) {
   XS_ASSERT(!(o.cpu && o.breakdown), "dit: --breakdown times the GPU path's phases; it does not go with --cpu");
   XS_ASSERT(o.png.empty() || o.breakdown, "dit: --png draws --breakdown's phases; give --breakdown too");
   check_outputs("dit", o.json, o.png);  // before the run: a bad path loses no figure
+  XS_ASSERT(o.plan_json.empty() || o.plan, "dit: --plan-json writes --plan's plan; give --plan too");
+  if (o.plan) {
+    XS_ASSERT(!o.cpu && !o.breakdown && o.json.empty() && o.png.empty(),
+              "dit: --plan runs nothing; it does not go with --cpu, --breakdown, --json or --png");
+    if (!o.plan_json.empty()) common::check_output_path(o.plan_json, "dit: --plan-json");
+    return run_plan(o, c, run);
+  }
   if (o.cpu) return run_cpu(o, c, run);
 #ifdef XSTAGE_HAVE_CUDA
   run_gpus(o, c, run);
@@ -477,6 +579,14 @@ void add_dit_commands(CLI::App& app) {
                   "and kernels of their own (separate); and at P = 1 with head dim 128 the QKV projection as the "
                   "fused QKV kernel (GEMM, bias, norms, RoPE) or as cuBLAS + qk_norm_rope")
       ->check(CLI::IsMember({"fused", "separate"}))
+      ->capture_default_str();
+  cmd->add_flag("--plan", o->plan,
+                "Print what the GPU path would do on --gpus P ranks and exit, no GPU needed: each rank's tokens and "
+                "heads, the fused kernels' tile orders and the stalls the Burst-Gap model predicts for them, the MoE "
+                "schedules, bytes and FLOPs per block");
+  cmd->add_option("--plan-json", o->plan_json, "With --plan: the plan as JSON too");
+  cmd->add_option("--sms", o->sms, "With --plan: the GPU's SM count (H200: 132)")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_flag("--breakdown", o->breakdown,
                 "After the timed steps, as many more with a CUDA event after each phase: ms per phase and path "

@@ -148,6 +148,29 @@ TEST_F(BurstGapCli, BenchOptionsOutOfRangeAreRefused) {
   EXPECT_FALSE(fs::exists(work_dir() / "afile" / "out.json"));
 }
 
+TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
+  const std::string plan = "dit --plan --params " + path("params.json");
+  const CliResult r = xstage(plan + " --preset flux-like --tokens 4096 --gpus 4 --plan-json " + path("plan.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: flux-like, 4096 tokens on P = 4 (no padding, 1024 per rank), 57 blocks"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("QKV order, rank 0: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attention order, rank 0: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sends 14.16 MB before attention and 4.72 MB after"), std::string::npos) << r.out;
+  const std::string j = slurp(path("plan.json"));
+  EXPECT_NE(j.find("\"pre_a2a_bytes\": 14155776"), std::string::npos) << j;  // 3 x 1024 x 3072 x 2 B x 3/4
+  EXPECT_NE(j.find("\"attention_predicted_stall_us\""), std::string::npos);
+  const CliResult wan = xstage(plan + " --preset wan-like --tokens 75600 --gpus 4");
+  ASSERT_EQ(wan.code, 0) << wan.err;
+  EXPECT_NE(wan.out.find("(padded to 75776, 18944 per rank)"), std::string::npos) << wan.out;
+  EXPECT_NE(wan.out.find("56832-75775   18768     176"), std::string::npos) << wan.out;
+  expect_one_line_error(xstage(plan + " --cpu"), "--plan runs nothing");
+  expect_one_line_error(xstage("dit --plan-json " + path("p2.json")), "give --plan too");
+  expect_one_line_error(xstage(plan + " --plan-json " + path("")), "is a directory");
+  expect_one_line_error(xstage(plan + " --preset flux-like --tokens 4096 --gpus 5"), "24 heads do not split over P = 5");
+  EXPECT_FALSE(fs::exists(work_dir() / "p2.json"));
+}
+
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
   const CliResult r = xstage("demo --data " + path("nowhere") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
   ASSERT_EQ(r.code, 0) << r.err;

@@ -16,6 +16,8 @@
 #include "common/testing.hpp"
 #include "xstage/dit.hpp"
 #include "xstage/dit_safetensors.hpp"
+#include "xstage/ulysses.hpp"
+#include "xstage/ulysses_qkv.hpp"
 
 using namespace xstage::dit;
 using common::error_of;
@@ -434,6 +436,83 @@ TEST(DitReference, VideoAndMoeForwardsAreFiniteAndDeterministic) {
 }
 
 // ---- sampler ----------------------------------------------------------------------
+
+// ---- the run's plan (xstage dit --plan) ---------------------------------------
+
+TEST(DitPlan, FourRanksTokensHeadsBytesAndFlops) {
+  const Config c = preset("flux-like");
+  const auto peer = xstage::burstgap::example_params("peer");
+  const RunPlan plan = plan_run(c, {4096, 4, 1, 0}, peer);
+  EXPECT_EQ(plan.padded, 4096);
+  EXPECT_EQ(plan.per_rank, 1024);
+  EXPECT_EQ(plan.blocks, 57);
+  ASSERT_EQ(plan.rank.size(), 4u);
+  const xstage::ulysses::Problem up{4, 1, 4096, 24, 128, false, 4096};
+  for (const RankPlan& r : plan.rank) {
+    EXPECT_EQ(r.row0, 1024 * r.rank);
+    EXPECT_EQ(r.real, 1024);
+    EXPECT_EQ(r.padding, 0);
+    EXPECT_EQ(r.head0, 6 * r.rank);
+    EXPECT_EQ(r.heads, 6);
+    EXPECT_TRUE(r.qkv_fused) << "D = 128: the QKV projection carries the pre-attention exchange";
+    EXPECT_EQ(r.qkv_grid, std::min(132, xstage::ulysses::qkv_tiles(up)));
+    // The same choices the Ulysses layer makes on that rank.
+    const auto q = xstage::ulysses::choose_qkv_schedule(up, r.rank, r.qkv_grid, peer);
+    EXPECT_EQ(r.qkv_order, q.reason);
+    EXPECT_DOUBLE_EQ(r.qkv_stall_ns, q.predicted_stall_ns);
+    EXPECT_GE(r.attention_grid, 1);
+    EXPECT_LE(r.attention_grid, 132);
+    EXPECT_EQ(r.attention_order, xstage::ulysses::choose_schedule(up, r.rank, r.attention_grid, peer).reason);
+  }
+  const double L = 1024, C = 3072;
+  EXPECT_DOUBLE_EQ(plan.pre_a2a_bytes, 3 * L * C * 2 * 0.75);  // q, k, v of the other ranks' heads
+  EXPECT_DOUBLE_EQ(plan.post_a2a_bytes, L * C * 2 * 0.75);
+  EXPECT_DOUBLE_EQ(plan.gemm_flops, 2 * L * C * 3 * C + 2 * L * C * C + 4 * L * C * 12288);
+  EXPECT_DOUBLE_EQ(plan.attention_flops, 4.0 * 4096 * 4096 * 128 * 6);
+  EXPECT_FALSE(plan.moe);
+}
+
+TEST(DitPlan, PaddingOnTheLastRankMoeSchedulesAndOneGpu) {
+  const auto peer = xstage::burstgap::example_params("peer");
+  const RunPlan wan = plan_run(preset("wan-like"), {75600, 4, 1, 0}, peer);
+  ASSERT_EQ(wan.rank.size(), 4u);
+  EXPECT_EQ(wan.padded, 75776);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(wan.rank[r].padding, 0);
+  EXPECT_EQ(wan.rank[3].real, 75600 - 3 * 18944);
+  EXPECT_EQ(wan.rank[3].padding, 176);
+  EXPECT_DOUBLE_EQ(wan.attention_flops, 4.0 * 75776 * 75600 * 128 * 10) << "queries padded, keys real";
+
+  const RunPlan moe8 = plan_run(preset("dit-moe"), {4096, 8, 1, 0}, peer);  // issue 9's rank count
+  ASSERT_TRUE(moe8.moe);
+  EXPECT_TRUE(contains(moe8.moe_interleaved, "interleaved split")) << moe8.moe_interleaved;
+  EXPECT_TRUE(contains(moe8.moe_expert_wave, "wave of")) << moe8.moe_expert_wave;
+  EXPECT_DOUBLE_EQ(moe8.moe_dispatch_bytes, 512.0 * 2 * 3072 * 2 * 7 / 8);
+  EXPECT_DOUBLE_EQ(moe8.moe_combine_bytes, moe8.moe_dispatch_bytes);
+
+  const RunPlan one = plan_run(preset("flux-like"), {4096, 1, 1, 0}, peer);
+  EXPECT_EQ(one.pre_a2a_bytes, 0);
+  EXPECT_EQ(one.post_a2a_bytes, 0);
+  EXPECT_EQ(one.rank[0].attention_grid, 0);
+  EXPECT_TRUE(one.rank[0].qkv_fused) << "P = 1 with the fused epilogues: the fused QKV kernel, every head local";
+  EXPECT_EQ(one.rank[0].qkv_stall_ns, 0);
+  EXPECT_FALSE(plan_run(preset("tiny"), {512, 2, 1, 0}, peer).rank[0].qkv_fused) << "D = 64: cuBLAS + NCCL";
+}
+
+TEST(DitPlan, StallsComeFromTheParametersAndBadRunsAreRefused) {
+  // A stage that drains slowly and holds little: the advisor predicts stalls for the same run.
+  auto tight = xstage::burstgap::example_params("peer");
+  tight.drain_GBps = 20;
+  tight.capacity_bytes_gpu = 2e5;
+  tight.capacity_bytes_per_sm.reset();
+  tight.capacity_scope = xstage::burstgap::CapacityScope::gpu;
+  const RunPlan slow = plan_run(preset("flux-like"), {4096, 4, 1, 0}, tight);
+  EXPECT_GT(slow.rank[0].qkv_stall_ns, 0) << slow.rank[0].qkv_order;
+  EXPECT_GT(slow.rank[0].attention_stall_ns, 0) << slow.rank[0].attention_order;
+  const auto peer = xstage::burstgap::example_params("peer");
+  EXPECT_TRUE(contains(error_of([&] { plan_run(preset("flux-like"), {4096, 5, 1, 0}, peer); }),
+                       "24 heads do not split over P = 5"));
+  EXPECT_TRUE(contains(error_of([&] { plan_run(preset("flux-like"), {4096, 4, 1, 0}, peer, 0); }), "--sms"));
+}
 
 TEST(DitSampler, EulerOnClosedFormOdes) {
   const auto t = euler_times(4);

@@ -262,6 +262,43 @@ struct PhaseTimes {
 void write_breakdown_png(const std::vector<std::pair<std::string, PhaseTimes>>& paths, const std::string& title,
                          const std::string& png);
 
+// ---- a run's plan without a GPU (xstage dit --plan) ---------------------------
+// What the GPU path would do on P ranks, from the host logic it uses itself: each
+// rank's tokens, and with the Burst-Gap parameters `peer` the tile orders that the
+// fused path's two exchanges would take and the stall the model predicts for them
+// (ulysses::choose_qkv_schedule, ulysses::choose_schedule with the attention kernel's
+// grid), and for an MoE FFN the Interleaved and Expert-Wave schedules for the mean count
+// per expert (what MoeFfn plans with). `sms`: the GPU's SM count (H200: 132).
+struct RankPlan {
+  int rank = 0;
+  int64_t row0 = 0, real = 0, padding = 0;  // its slice of the padded tokens: real ones, then padding
+  int64_t head0 = 0, heads = 0;             // the heads whose attention it computes
+  bool qkv_fused = false;                   // QKV projection + pre-attention exchange as one kernel (D = 128)
+  int qkv_grid = 0;
+  double qkv_stall_ns = 0;
+  std::string qkv_order;                    // the advisor's choice, in words
+  int attention_grid = 0;                   // P > 1: the fused attention kernel's persistent CTAs
+  double attention_stall_ns = 0;
+  std::string attention_order;
+};
+struct RunPlan {
+  int64_t tokens = 0, padded = 0, per_rank = 0;
+  int ranks = 1, blocks = 0, sms = 0;
+  double drain_GBps = 0;  // the fitted drain rate of `peer`
+  std::vector<RankPlan> rank;
+  // MoE FFN (the same problem on every rank): the schedules and their predicted stalls
+  // (0 at P = 1: every store is local).
+  bool moe = false;
+  std::string moe_interleaved, moe_expert_wave;
+  double moe_interleaved_stall_ns = 0, moe_expert_wave_stall_ns = 0;
+  // Per block, per rank: bytes it sends to the other ranks (the MoE ones expected under
+  // uniform routing: a row's expert is on another rank with probability (P - 1) / P), and
+  // the floating-point operations of its GEMMs and attention (attention over the real keys).
+  double pre_a2a_bytes = 0, post_a2a_bytes = 0, moe_dispatch_bytes = 0, moe_combine_bytes = 0;
+  double gemm_flops = 0, attention_flops = 0;
+};
+RunPlan plan_run(const Config& c, const Run& r, const burstgap::ModelParams& peer, int sms = 132);
+
 // ---- flow-matching Euler sampler --------------------------------------------
 // t runs from 1 (noise) to 0 (data) over `steps` equal steps: t_k = 1 - k/steps,
 // dt = -1/steps, x_{k+1} = x_k + dt * v(x_k, t_k).
