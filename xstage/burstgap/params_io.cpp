@@ -216,9 +216,22 @@ Params params_from_json(const std::string& text, const std::string& source_name)
 }
 
 std::filesystem::path params_path_or_default(const std::string& given) {
+  namespace fs = std::filesystem;
   if (!given.empty()) return given;
-  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-  return std::filesystem::path(src ? src : ".") / "xstage/data/h200_params.json";
+  const fs::path shipped = "xstage/data/h200_params.json";
+  if (const char* src = std::getenv("XSTAGE_SOURCE_DIR")) return fs::path(src) / shipped;
+  std::error_code ec;
+  if (fs::exists(shipped, ec)) return shipped;  // run from the repository root
+#ifdef XSTAGE_SOURCE_DIR_DEFAULT
+  const fs::path built = fs::path(XSTAGE_SOURCE_DIR_DEFAULT) / shipped;
+  if (fs::exists(built, ec)) return built;
+  const std::string also = fmt::format(" nor under {}, the source tree of this build", XSTAGE_SOURCE_DIR_DEFAULT);
+#else
+  const std::string also;
+#endif
+  throw common::Error(fmt::format("no Burst-Gap parameters: {} is not under the working directory{} (give --params, or "
+                                  "set XSTAGE_SOURCE_DIR to the repository)",
+                                  shipped.string(), also));
 }
 
 Params read_params(const std::filesystem::path& path) {

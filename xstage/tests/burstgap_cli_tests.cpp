@@ -169,6 +169,12 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
   expect_one_line_error(xstage(plan + " --plan-json " + path("")), "is a directory");
   expect_one_line_error(xstage(plan + " --preset flux-like --tokens 4096 --gpus 5"), "24 heads do not split over P = 5");
   EXPECT_FALSE(fs::exists(work_dir() / "p2.json"));
+  // The shipped H200 parameters are found from any working directory, without XSTAGE_SOURCE_DIR.
+  const std::string elsewhere = "cd '" + work_dir().string() + "' && env -u XSTAGE_SOURCE_DIR '" + XSTAGE_CLI +
+                                "' dit --plan --preset flux-like --tokens 4096 --gpus 2 >'" + path("o.txt") + "' 2>&1";
+  EXPECT_EQ(std::system(elsewhere.c_str()), 0) << slurp(path("o.txt"));
+  EXPECT_NE(slurp(path("o.txt")).find("Burst-Gap peer/st16 fitted on 2 GPUs (drain 419 GB/s)"), std::string::npos)
+      << slurp(path("o.txt"));
 }
 
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {

@@ -97,7 +97,9 @@ std::string params_to_json(const Params& p);
 Params params_from_json(const std::string& text, const std::string& source_name);
 Params read_params(const std::filesystem::path& path);
 // `given` when not empty, else the measured H200 parameters shipped with the
-// sources: $XSTAGE_SOURCE_DIR (or the working directory)/xstage/data/h200_params.json.
+// sources, xstage/data/h200_params.json under $XSTAGE_SOURCE_DIR when set, else under
+// the working directory, else under the source tree this library was built from;
+// throws (one line) when none has it.
 std::filesystem::path params_path_or_default(const std::string& given);
 void write_params(const Params& p, const std::filesystem::path& path);  // atomic
 
