@@ -339,6 +339,9 @@ void run_plan(const DitCli& o, const dit::Config& c, const dit::Run& run) {
                plan.moe_expert_wave);
   }
   if (P == 1) fmt::print("P = 1: no All-to-All, every store is local (predicted stalls are 0)\n");
+  else
+    fmt::print("the table is the fused path's; the serial path (--serial) moves the same bytes with NCCL around cuBLAS's "
+               "QKV projection and the plain attention kernel\n");
   if (o.plan_json.empty()) return;
   nlohmann::json ranks = nlohmann::json::array();
   for (const dit::RankPlan& r : plan.rank)
