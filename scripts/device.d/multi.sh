@@ -9,7 +9,8 @@
 # 2. every GPU test at this GPU count (ctest -L gpu; the 2- and 4-rank cases run now);
 # 3. issue 8's must-show rows: `xstage dit` flux-like 4096 tokens (MULTI_DIT_BLOCKS blocks,
 #    default 4) and wan-like 75,600 (2 blocks) at P = 4 (2 on two GPUs), with --breakdown,
-#    into $OUT/dit.json (docs/results/dit.json's format);
+#    into $OUT/dit.json (docs/results/dit.json's format); before them `xstage dit --plan` of
+#    the same two runs (predicted stalls, bytes and FLOPs per rank) into $OUT/dit_plan_*;
 # 4. issue 6: `xstage bench ulysses` at P = 4 (2), S from 4K to MULTI_ULYSSES_MAX_SEQ
 #    (default 32768), into $OUT/ulysses_multi.json and its PNG;
 # 5. issue 7: `xstage bench moe` at EP = 4 (2), tokens MULTI_MOE_TOKENS (default 2048), for
@@ -47,6 +48,12 @@ mu_run() { # name, limit, command...: skipped when the budget no longer holds th
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$@"
 }
 rm -f "$OUT/dit.json"
+# What the model predicts for these runs, recorded before they run (no GPU work; milliseconds).
+for mu_case in "flux-like 4096" "wan-like 75600"; do
+  read -r mu_preset mu_tokens <<<"$mu_case"
+  env XSTAGE_SOURCE_DIR="$ROOT" "$MUX" dit --plan --preset "$mu_preset" --tokens "$mu_tokens" --gpus "$MU_P" \
+    --plan-json "$OUT/dit_plan_${mu_preset}_p$MU_P.json" >"$OUT/dit_plan_${mu_preset}_p$MU_P.txt" 2>&1 || true
+done
 if mu_ok dit; then
   mu_run multi_dit_flux 120 "$MUX" dit --quiet --json "$OUT/dit.json" --preset flux-like --tokens 4096 --steps 2 \
     --blocks "${MULTI_DIT_BLOCKS:-4}" --gpus "$MU_P" --breakdown --png "$OUT/dit_phases_flux_p$MU_P.png"
