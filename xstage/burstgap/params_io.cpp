@@ -57,6 +57,24 @@ const ModelParams& Params::find(const std::string& pattern, const std::string& s
           gpus ? fmt::format(", {} GPUs", gpus) : "", have.empty() ? "none" : have);
 }
 
+const ModelParams& Params::for_exchange(int ranks) const {
+  XS_ASSERT(ranks >= 1, "params: an exchange among {} ranks", ranks);
+  // The fitted group of (pattern, st16) on the most GPUs <= ranks (fewest_if_none: else on the fewest).
+  auto pick = [&](const std::string& pattern, bool fewest_if_none) -> const ModelParams* {
+    const ModelParams *below = nullptr, *fewest = nullptr;
+    for (const auto& g : groups) {
+      if (g.pattern != pattern || g.store != "st16") continue;
+      if (g.gpus <= ranks && (!below || g.gpus > below->gpus)) below = &g;
+      if (!fewest || g.gpus < fewest->gpus) fewest = &g;
+    }
+    return below ? below : fewest_if_none ? fewest : nullptr;
+  };
+  if (ranks >= 3)
+    if (const ModelParams* g = pick("all_peers", false)) return *g;
+  if (const ModelParams* g = pick("peer", true)) return *g;
+  return find("peer", "st16");  // throws, listing what there is
+}
+
 namespace {
 
 json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
@@ -236,6 +254,20 @@ std::filesystem::path params_path_or_default(const std::string& given) {
 
 Params read_params(const std::filesystem::path& path) {
   return params_from_json(common::read_file(path), path.string());
+}
+
+Params read_params_or_default(const std::string& given) {
+  namespace fs = std::filesystem;
+  const fs::path first = params_path_or_default(given);
+  Params p = read_params(first);
+  if (!given.empty()) return p;
+  for (const char* other : {"h200x4_params.json"}) {  // the other shipped fits (xstage/data/README.md)
+    const fs::path more = first.parent_path() / other;
+    std::error_code ec;
+    if (!fs::exists(more, ec)) continue;
+    for (ModelParams& g : read_params(more).groups) p.groups.push_back(std::move(g));
+  }
+  return p;
 }
 
 void write_params(const Params& p, const std::filesystem::path& path) {

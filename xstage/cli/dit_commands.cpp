@@ -293,8 +293,8 @@ void run_gpus(const DitCli& o, const dit::Config& c, const dit::Run& run) {
 // --plan: what the GPU path would do on P ranks (dit::plan_run), as a table and
 // optionally JSON. Needs no GPU and runs nothing.
 void run_plan(const DitCli& o, const dit::Config& c, const dit::Run& run) {
-  const auto params = burstgap::read_params(burstgap::params_path_or_default(o.params));
-  const burstgap::ModelParams& peer = params.find("peer", "st16");
+  const auto params = burstgap::read_params_or_default(o.params);
+  const burstgap::ModelParams& peer = params.for_exchange(run.ranks);
   const dit::RunPlan plan = dit::plan_run(c, run, peer, o.sms);
   const int P = plan.ranks;
   const std::string ffn = c.ffn == dit::Ffn::moe
@@ -426,8 +426,7 @@ struct QkvCli {
 
 void run_qkv(const QkvCli& c) {
 #ifdef XSTAGE_HAVE_CUDA
-  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
-  const auto& peer = params.find("peer", "st16");
+  const auto params = burstgap::read_params_or_default(c.params);
   XS_ASSERT(c.warmup >= 0 && c.samples >= 1, "bench qkv: --warmup must be >= 0 and --samples >= 1");
   XS_ASSERT(!c.groups.empty() && std::all_of(c.groups.begin(), c.groups.end(), [](int g) { return g >= 0; }),
             "bench qkv: --groups needs raster groups >= 0 (0: the L2 rule)");
@@ -454,7 +453,7 @@ void run_qkv(const QkvCli& c) {
   bool ok = true;
   common::ProgressBar progress("bench qkv", configs.size());
   for (const auto& cf : configs) {
-    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, peer, c.warmup, c.samples, c.groups,
+    const dit::QkvBenchRow r = dit::run_qkv_bench(cf.S, cf.P, cf.H, c.rank, params.for_exchange(cf.P), c.warmup, c.samples, c.groups,
                                                   c.count_checks);
     progress.tick();
     std::string extra;

@@ -60,7 +60,7 @@ bool keep(const std::vector<int>& allowed, int v) {
 
 #ifdef XSTAGE_HAVE_CUDA
 void run(const MoeCli& c) {
-  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
+  const auto params = burstgap::read_params_or_default(c.params);
   auto configs = moe::bench_sweep(c.sweep);
   if (c.only >= 0) {
     XS_ASSERT(c.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", c.only, configs.size());
@@ -111,7 +111,7 @@ void run(const MoeCli& c) {
                   configs.size());
       break;
     }
-    const auto r = moe::run_bench(b, params.find("peer", "st16"),
+    const auto r = moe::run_bench(b, params.for_exchange(b.ep),
                                   {.warmup = c.warmup, .iters = c.iters, .compare_raster = c.compare_raster,
                                    .device_routing = c.device_routing, .compare_dispatch = c.compare_dispatch,
                                    .compare_release = c.compare_release, .profile = c.profile,

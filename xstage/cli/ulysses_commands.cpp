@@ -85,8 +85,7 @@ void check_ranks(const std::vector<int>& ranks) {
 
 // --kernel-only: rank c.rank's share of every configuration on GPU 0, no peers.
 void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
-  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
-  const auto& peer = params.find("peer", "st16");
+  const auto params = burstgap::read_params_or_default(c.params);
   check_ranks(c.ranks);
   const auto configs = ulysses::bench_sweep(c.ranks, c.min_seq, c.max_seq);
   XS_ASSERT(!configs.empty(), "bench ulysses: no configuration with S in [{}, {}]", c.min_seq, c.max_seq);
@@ -103,7 +102,7 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
   bool all_equal = true, counts_ok = true;
   common::ProgressBar progress("bench ulysses --kernel-only", configs.size());
   for (const auto& b : configs) {
-    const auto r = ulysses::run_kernel_bench(b, c.rank, peer, c.warmup, std::max(c.samples, 3));
+    const auto r = ulysses::run_kernel_bench(b, c.rank, params.for_exchange(b.ranks), c.warmup, std::max(c.samples, 3));
     progress.tick();
     const double a = r.attention_ms;
     std::printf("%6ld %2d %3ld %4ld | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f %7.3f | %s, %s (%s)\n",
@@ -152,8 +151,7 @@ void run_kernel_only(const UlyssesCli& c, const std::string& json_path) {
 }
 
 void run(const UlyssesCli& c) {
-  const auto params = burstgap::read_params(burstgap::params_path_or_default(c.params));
-  const auto& peer = params.find("peer", "st16");
+  const auto params = burstgap::read_params_or_default(c.params);
   const int gpus = comm::visible_gpus();
   std::vector<int> ranks;
   check_ranks(c.ranks);
@@ -193,7 +191,7 @@ void run(const UlyssesCli& c) {
   common::ProgressBar progress("bench ulysses", configs.size());
   for (const auto& b : configs) {
     const ulysses::Problem p = b.problem();
-    const auto r = ulysses::run_bench(b, peer, {c.warmup, c.samples});
+    const auto r = ulysses::run_bench(b, params.for_exchange(b.ranks), {c.warmup, c.samples});
     const double sdpa = sdpa_best_ms(p, c.torch);
     const double torch_ms = sdpa > 0 ? sdpa + (r.serial_ms - r.attention_ms) : NAN;
     progress.tick();

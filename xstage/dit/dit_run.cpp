@@ -65,7 +65,7 @@ GpuResult run_gpu(const Config& c, const Run& run, AttnPath path, const GpuOptio
   const std::vector<float> latent = random_latent(c, run.tokens, opt.latent_seed);
   burstgap::ModelParams peer;
   if (P > 1 || c.ffn == Ffn::moe)  // the Ulysses layer's tile order; the MoE kernel's Interleaved schedule
-    peer = burstgap::read_params(burstgap::params_path_or_default(opt.params)).find("peer", "st16");
+    peer = burstgap::read_params_or_default(opt.params).for_exchange(P);
 
   // Rank r holds padded tokens [r·L, (r+1)·L); the real ones are [0, N).
   const int64_t in = c.in_dim(), N = run.tokens, padded = padded_tokens(c, run), L = padded / P;

@@ -348,6 +348,50 @@ TEST(BurstGapParams, JsonRoundTrip) {
   EXPECT_NE(error_of([&] { back.find("local", "st16"); }).find("no fitted group"), std::string::npos);
 }
 
+TEST(BurstGapParams, AnExchangeIsAdvisedByTheFitClosestToItsRankCount) {
+  bg::Params ps;
+  auto group = [](const char* pattern, const char* store, int gpus, double drain) {
+    bg::ModelParams g = peer();
+    g.pattern = pattern;
+    g.store = store;
+    g.gpus = gpus;
+    g.drain_GBps = drain;  // tells the groups apart
+    return g;
+  };
+  ps.groups = {group("peer", "st16", 2, 1), group("peer", "tma", 4, 2), group("peer", "st16", 4, 3),
+               group("all_peers", "st16", 4, 4), group("local", "st16", 2, 5)};
+  EXPECT_EQ(ps.for_exchange(1).drain_GBps, 1) << "nothing fitted on <= 1 GPU: the fewest";
+  EXPECT_EQ(ps.for_exchange(2).drain_GBps, 1) << "two ranks: one peer";
+  EXPECT_EQ(ps.for_exchange(3).drain_GBps, 1) << "no all_peers fit on <= 3 GPUs: peer on the most GPUs <= 3 (two)";
+  EXPECT_EQ(ps.for_exchange(4).drain_GBps, 4) << "every rank stores to three others";
+  EXPECT_EQ(ps.for_exchange(8).drain_GBps, 4) << "the all_peers fit on the most GPUs <= 8";
+  bg::Params only_x4;
+  only_x4.groups = {group("peer", "st16", 4, 3)};
+  EXPECT_EQ(only_x4.for_exchange(2).drain_GBps, 3) << "the only peer/st16 there is";
+  bg::Params none;
+  none.source_csv = "s.csv";
+  none.groups = {group("local", "st16", 2, 5)};
+  EXPECT_NE(error_of([&] { none.for_exchange(4); }).find("no fitted group for pattern 'peer', store 'st16'"),
+            std::string::npos);
+}
+
+TEST(BurstGapParams, TheShippedFitsLoadTogether) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  const bg::Params shipped = bg::read_params_or_default("");
+  EXPECT_EQ(shipped.for_exchange(2).gpus, 2);
+  EXPECT_EQ(shipped.for_exchange(2).pattern, "peer");
+  EXPECT_EQ(shipped.for_exchange(4).gpus, 4);
+  EXPECT_EQ(shipped.for_exchange(4).pattern, "all_peers");
+  // The four-GPU file is the fit of the committed four-GPU sweep (xstage/data/README.md).
+  const bg::Params x4 = bg::read_params(fs::path(src) / "xstage/data/h200x4_params.json");
+  EXPECT_EQ(x4.source_csv, "docs/data/h200x4_sweep.csv");
+  EXPECT_EQ(x4.find("all_peers", "st16").drain_GBps, shipped.for_exchange(4).drain_GBps);
+  // A given file is read alone.
+  const bg::Params given = bg::read_params_or_default((fs::path(src) / "xstage/data/h200_params.json").string());
+  for (const auto& g : given.groups) EXPECT_EQ(g.gpus, 2);
+}
+
 TEST(BurstGapParams, StrictReaderNamesTheFieldAndTheFile) {
   bg::Params ps;
   ps.source_csv = "sweep.csv";

@@ -79,6 +79,11 @@ struct Params {
   // The group for (pattern, store[, gpus]); gpus 0 = the only one there is.
   // Throws common::Error listing what the file has when nothing matches.
   const ModelParams& find(const std::string& pattern, const std::string& store, int gpus = 0) const;
+  // The group that advises an exchange among `ranks` GPUs in which every rank stores to
+  // the others (the fused kernels' epilogues): for ranks >= 3 all_peers/st16 fitted on the
+  // most GPUs <= ranks, if any; else peer/st16 fitted on the most GPUs <= ranks, or on the
+  // fewest when none is <= ranks. Throws listing the groups when there is no peer/st16.
+  const ModelParams& for_exchange(int ranks) const;
 };
 
 const char* to_string(CapacityScope s);
@@ -101,6 +106,10 @@ Params read_params(const std::filesystem::path& path);
 // the working directory, else under the source tree this library was built from;
 // throws (one line) when none has it.
 std::filesystem::path params_path_or_default(const std::string& given);
+// read_params(given) when given; else the shipped fits together: h200_params.json (two
+// GPUs) with the groups of every other shipped fit beside it (h200x4_params.json: four
+// GPUs), so that for_exchange(P) finds the one measured closest to P.
+Params read_params_or_default(const std::string& given);
 void write_params(const Params& p, const std::filesystem::path& path);  // atomic
 
 // ============================================================================
