@@ -195,9 +195,16 @@ struct EvalArgs : Common {
   bool test_all = false;
 };
 
+// The report folder: --out, else beside the dump or the checkpoint.
+fs::path eval_out(const EvalArgs& a) {
+  if (!a.out.empty()) return a.out;
+  return !a.embeddings.empty() ? fs::path(a.embeddings + "_eval") : fs::path(a.ckpt).parent_path() / "eval";
+}
+
 void run_eval(const EvalArgs& a) {
+  XS_ASSERT(!a.ckpt.empty() || !a.embeddings.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
   // Before any embedding: a path that cannot be written fails now, not after the run.
-  if (!a.out.empty()) common::check_output_dir(a.out, "eval: --out");
+  common::check_output_dir(eval_out(a), a.out.empty() ? "eval: the report folder" : "eval: --out");
   if (!a.dump.empty()) common::check_output_path(a.dump + ".npy", "eval: --dump-embeddings");
   if (!a.embeddings.empty()) {
     const EmbeddingSet set = eval::load_embeddings(a.embeddings);
@@ -207,12 +214,10 @@ void run_eval(const EvalArgs& a) {
     Protocol p;
     p.train_last_subject = lo - 1;  // a dump holds only evaluated (test) sequences
     const eval::Rank1Result r = eval::evaluate_rank1(set, p);
-    write_reports(a.out.empty() ? fs::path(a.embeddings + "_eval") : fs::path(a.out), r,
+    write_reports(eval_out(a), r,
                   "CASIA-B rank-1 from " + fs::path(a.embeddings).filename().string(), {{"embeddings", a.embeddings}});
     return;
   }
-  XS_ASSERT(!a.ckpt.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
-  if (a.out.empty()) common::check_output_dir(fs::path(a.ckpt).parent_path() / "eval", "eval: the report folder");
   const torch::Device device = device_of(a);
   eval::Embedder emb = open_embedder(a, device);
   set_threads(a.threads, emb.config());
@@ -221,7 +226,7 @@ void run_eval(const EvalArgs& a) {
   if (a.test_all) src.protocol.train_last_subject = 0;
   const auto [set, secs] = embed_protocol_sequences(emb, src, data, !a.no_progress);
   const eval::Rank1Result r = eval::evaluate_rank1(set, src.protocol);
-  const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "eval" : fs::path(a.out);
+  const fs::path out = eval_out(a);
   fmt::print("embedded {} test sequences (subjects {}..{}) in {:.1f} s ({:.1f} ms each), {} model at iteration {}, "
              "{} heads\n",
              set.size(), src.protocol.train_last_subject + 1, src.max_subject, secs, 1000 * secs / set.size(),

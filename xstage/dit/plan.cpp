@@ -23,7 +23,6 @@ RunPlan plan_run(const Config& c, const Run& r, const burstgap::ModelParams& pee
   plan.ranks = P;
   plan.blocks = blocks_used(c, r);
   plan.sms = sms;
-  plan.drain_GBps = peer.drain_GBps;
 
   const ulysses::Problem up{P, 1, plan.padded, c.heads, c.head_dim, false, r.tokens};
   bool qkv_fused = P > 1 || single_gpu_pads_for_qkv(c);

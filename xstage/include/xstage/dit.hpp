@@ -284,7 +284,6 @@ struct RankPlan {
 struct RunPlan {
   int64_t tokens = 0, padded = 0, per_rank = 0;
   int ranks = 1, blocks = 0, sms = 0;
-  double drain_GBps = 0;  // the fitted drain rate of `peer`
   std::vector<RankPlan> rank;
   // MoE FFN (the same problem on every rank): the schedules and their predicted stalls
   // (0 at P = 1: every store is local).
