@@ -116,37 +116,12 @@ if want attention; then
     python3 "$ROOT/xstage/attention/bench_compare.py" "${CMP[@]}" | tee "$OUT/attention_compare.txt" | cut -c1-140
   fi
 fi
-# For the MoE A/B stages (device.d/dispatch.sh, release.sh, and agent.sh, epilogue.sh): NAME DIR [cmake args...]: own build
-# in DIR of the xstage CLI, the MoE tests and the DiT GPU tests, then the MoE CPU tests and the
-# MoE and DiT GPU tests (every case the visible GPUs allow), with their result lines.
-moe_build_and_test() {
-  local name=$1 dir=$2; shift 2
-  step "${name}_configure" timeout 90 cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
-    -DXSTAGE_BUILD_GAIT=OFF "$@"
-  step "${name}_build" timeout 330 cmake --build "$dir" -j "$(nproc)" --target xstage xstage_moe_tests \
-    xstage_moe_gpu_tests xstage_dit_gpu_tests
-  step "${name}_cpu_tests" timeout 60 "$dir/xstage/tests/xstage_moe_tests"
-  step "${name}_moe_gpu_tests" timeout 240 "$dir/xstage/tests/xstage_moe_gpu_tests"
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|differ" "$OUT/${name}_moe_gpu_tests.log" 2>/dev/null | head -20
-  step "${name}_dit_gpu_tests" timeout 200 env XSTAGE_SOURCE_DIR="$ROOT" "$dir/xstage/tests/xstage_dit_gpu_tests"
-  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$OUT/${name}_dit_gpu_tests.log" 2>/dev/null | head -12
-}
-# NAME DIR FLAG LIMIT SWEEP TOKENS EP: `xstage bench moe FLAG` of DIR's build into $OUT/moe_NAME.json
-# and .png (copied to $FINAL_OUT) within LIMIT seconds; SWEEP empty: "one" on one GPU, else
-# "standard"; EP empty: on a multi-GPU machine the most of 4 and 2 that fits.
-moe_ab_bench() {
-  local name=$1 dir=$2 flag=$3 limit=$4 sweep=${5:-} tokens=$6 ep=${7:-}
-  [ -z "$sweep" ] && sweep=$([ "${NGPU:-1}" -ge 2 ] && echo standard || echo one)
-  [ -z "$ep" ] && [ "${NGPU:-1}" -ge 2 ] && ep=$([ "${NGPU:-1}" -ge 4 ] && echo 4 || echo 2)
-  step "${name}_bench" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$dir/xstage/cli/xstage" bench moe \
-    --sweep "$sweep" --tokens "$tokens" ${ep:+--ep "$ep"} "$flag" --warmup 1 --iters 5 --budget-s $((limit - 25)) \
-    --json "$OUT/moe_$name.json" --png "$OUT/moe_$name.png"
-  for f in "moe_$name.json" "moe_$name.png"; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$FINAL_OUT/"; done
-}
 for s in "${STAGES[@]}"; do
   if [ -f "$ROOT/scripts/device.d/$s.sh" ]; then
     # shellcheck disable=SC1090
     source "$ROOT/scripts/device.d/$s.sh"
+  elif [[ " env build test sanitize probe attention all " != *" $s "* ]]; then
+    note "$s" "unknown stage (named stages: $(cd "$ROOT/scripts/device.d" && ls *.sh | sed 's/\.sh$//' | tr '\n' ' '))"
   fi
 done
 tar czf "$FINAL_OUT/$RUN_DIR.tgz" -C "$ROOT/out" "$RUN_DIR"

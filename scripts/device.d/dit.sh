@@ -8,12 +8,13 @@
 # 3. `xstage dit` with P = 2 when two or three GPUs are visible, P = 4 and then 2 when
 #    four or more are (DIT_PS overrides, e.g. "4"; each run also does P = 1), rows into
 #    $OUT/dit.json: tiny and tiny-moe (correctness: diff vs one GPU; tiny has 2 heads, so
-#    P = 2 only), the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4),
-#    dit-moe (DIT_MOE_BLOCKS blocks, default 4; the fused MoE kernel as FFN) and
+#    P = 2 only), the timing rows flux-like (DIT_FLUX_BLOCKS blocks, default 4; 0: all),
+#    dit-moe (DIT_MOE_BLOCKS blocks, default 4, 0: all; the fused MoE kernel as FFN) and
 #    wan-like at 75,600 tokens (DIT_WAN_BLOCKS blocks, default 2). With P = 4 the issue's
 #    must-show rows go first (flux-like and wan-like at P = 4); a row that no longer
 #    fits the budget is skipped with a note; the timing rows run with --breakdown
-#    (DIT_BREAKDOWN=0 leaves it out): each path's phases per step, the All-to-Alls included;
+#    (DIT_BREAKDOWN=0 leaves it out): each path's phases per step, the All-to-Alls included,
+#    and each row's chart dit_phases_*.png (in the archive);
 # 4. a short table of the rows, and of the timing rows' phases.
 DIT_T0=$(date +%s)
 DIT_BUDGET=${DIT_BUDGET_S:-480}

@@ -82,7 +82,7 @@ GAIT_TORCH_VERSION=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/
 if [ "$GAIT_SMOKE" = 1 ]; then GAIT_CMAKE=(-DXSTAGE_CUDA=OFF)
 else GAIT_CMAKE=(-DXSTAGE_CUDA=ON -DGAIT_TORCH=ON ${GAIT_TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$GAIT_TORCH_PREFIX"}); fi
 gait_configure() { step "$1" timeout 150 cmake -S "$ROOT" -B "$GB" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DXSTAGE_BUILD_GAIT=ON -DXSTAGE_BUILD_BENCH=OFF "${@:2}"; }
+  -DXSTAGE_BUILD_GAIT=ON "${@:2}"; }
 if ! gait_configure gait_configure "${GAIT_CMAKE[@]}" && [ "$GAIT_SMOKE" != 1 ]; then
   # Fallback: without the project's CUDA targets (only LibTorch needs CUDA here).
   GB=$GB-nocuda

@@ -13,7 +13,6 @@
 #    the remaining time allows (--budget-s; the JSON is rewritten after each
 #    row), writing $OUT/moe.json (docs/results/moe.json format) and the PNG;
 # 5. a short table of the bench rows.
-# This is the one way the MoE bench is run on the device (it was run by hand before).
 MOE_T0=$(date +%s)
 MOE_BUDGET=${MOE_BUDGET_S:-470}
 moe_left() { echo $((MOE_BUDGET - ($(date +%s) - MOE_T0))); }

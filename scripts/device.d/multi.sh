@@ -1,8 +1,8 @@
 # Stage `multi` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT, $FINAL_OUT, $NGPU):
 # the first call on a machine with 2, 4 or 8 GPUs, within MULTI_BUDGET_S seconds (default
-# 560, one 10-minute call). The multi-GPU code has run only in one-GPU stand-ins since
-# 2026-11-29, so this call checks it all and then takes each issue's headline rows, most
-# important first, before the full sweeps (the moe, ulysses and dit stages, one call each):
+# 560, one 10-minute call): it checks all the multi-GPU code and then takes each issue's
+# headline rows, most important first, before the full sweeps (the moe, ulysses and dit
+# stages, one call each):
 #   RUN_NAME=multi ./run device multi
 # 1. one build (build-multi; LibTorch SDPA baseline on when PyTorch is installed) of
 #    everything but gait;
