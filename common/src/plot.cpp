@@ -1,217 +1,28 @@
-// Chart rendering for common/plot.hpp.
+// Charts for common/plot.hpp, drawn by PLplot (see plot_session.hpp for streams,
+// locking and atomic output).
 //
-// Order of work: validate the data and fix each axis range (data -> ticks ->
-// tick labels), size the margins from the labels, then paint back to front:
-// grid, series (lines, then markers with a white halo), frame and ticks, labels,
-// title, legend. Lines and markers are rasterised into a coverage mask per series
-// (max over segments) and blended once, so joints and overlapping dashes do not
-// darken.
+// Our part: validate the data, fix each axis range and its ticks (nice_ticks and
+// format_tick, or the caller's), size the margins in pixels, pick the legend corner.
+// PLplot's part: the drawing. Everything is placed in pixels: annotations (grid,
+// frame, ticks, text) on the whole page, series in the plot rectangle with a world
+// of pixels too, so PLplot clips lines and markers to the frame.
 #include "common/plot.hpp"
 
 #include <fmt/format.h>
+#include <plplot/plplot.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "common/check.hpp"
-#include "font5x9.hpp"
+#include "plot_session.hpp"
 
 namespace common::plot {
 
 namespace {
 
-// ---------------------------------------------------------------- raster helpers
-
-struct Rect {
-  int x0, y0, x1, y1;  // inclusive-exclusive: [x0, x1) x [y0, y1)
-};
-
-constexpr Color kWhite{255, 255, 255};
-constexpr Color kInk{40, 40, 40};          // text
-constexpr Color kFrame{70, 70, 70};        // axes box and ticks
-constexpr Color kGridMajor{222, 222, 222};
-constexpr Color kGridMinor{240, 240, 240};
-
-void blend(Image& img, int x, int y, Color c, double alpha) {
-  if (x < 0 || y < 0 || x >= img.width || y >= img.height || alpha <= 0) return;
-  alpha = std::min(alpha, 1.0);
-  auto mix = [alpha](std::uint8_t& dst, std::uint8_t src) {
-    dst = static_cast<std::uint8_t>(std::lround(dst + (static_cast<double>(src) - dst) * alpha));
-  };
-  mix(img.at(y, x, 0), c.r);
-  mix(img.at(y, x, 1), c.g);
-  mix(img.at(y, x, 2), c.b);
-}
-
-void fill_rect(Image& img, int x0, int y0, int x1, int y1, Color c) {
-  for (int y = std::max(0, y0); y < std::min(img.height, y1); ++y)
-    for (int x = std::max(0, x0); x < std::min(img.width, x1); ++x) blend(img, x, y, c, 1.0);
-}
-
-void hline(Image& img, int x0, int x1, int y, Color c) { fill_rect(img, x0, y, x1 + 1, y + 1, c); }
-void vline(Image& img, int x, int y0, int y1, Color c) { fill_rect(img, x, y0, x + 1, y1 + 1, c); }
-
-// Coverage mask over a clip rectangle; shapes are max-combined, then blended once.
-class Mask {
- public:
-  explicit Mask(Rect clip)
-      : clip_(clip), w_(clip.x1 - clip.x0), cov_(static_cast<std::size_t>(w_) * (clip.y1 - clip.y0), 0.0f) {}
-
-  void put(int x, int y, double c) {
-    if (x < clip_.x0 || y < clip_.y0 || x >= clip_.x1 || y >= clip_.y1 || c <= 0) return;
-    float& dst = cov_[static_cast<std::size_t>(y - clip_.y0) * w_ + (x - clip_.x0)];
-    dst = std::max(dst, static_cast<float>(std::min(c, 1.0)));
-  }
-
-  void blend_into(Image& img, Color c) const {
-    for (int y = clip_.y0; y < clip_.y1; ++y)
-      for (int x = clip_.x0; x < clip_.x1; ++x) {
-        const float a = cov_[static_cast<std::size_t>(y - clip_.y0) * w_ + (x - clip_.x0)];
-        if (a > 0) blend(img, x, y, c, a);
-      }
-  }
-
-  // A round-capped segment of width `w`; coverage from the distance to the centre line.
-  void segment(double x0, double y0, double x1, double y1, double w) {
-    const double r = w / 2, ext = r + 1.0;
-    const double dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy;
-    const int ya = std::max(clip_.y0, static_cast<int>(std::floor(std::min(y0, y1) - ext)));
-    const int yb = std::min(clip_.y1 - 1, static_cast<int>(std::ceil(std::max(y0, y1) + ext)));
-    for (int py = ya; py <= yb; ++py) {
-      const double yc = py + 0.5;
-      double ta = 0, tb = 1;
-      if (std::abs(dy) > 1e-12) {
-        ta = (yc - ext - y0) / dy;
-        tb = (yc + ext - y0) / dy;
-        if (ta > tb) std::swap(ta, tb);
-        ta = std::max(ta, 0.0);
-        tb = std::min(tb, 1.0);
-        if (ta > tb) continue;
-      } else if (std::abs(yc - y0) > ext) {
-        continue;
-      }
-      const double xa = x0 + ta * dx, xb = x0 + tb * dx;
-      const int pxa = std::max(clip_.x0, static_cast<int>(std::floor(std::min(xa, xb) - ext)));
-      const int pxb = std::min(clip_.x1 - 1, static_cast<int>(std::ceil(std::max(xa, xb) + ext)));
-      for (int px = pxa; px <= pxb; ++px) {
-        const double xc = px + 0.5;
-        double t = len2 > 0 ? ((xc - x0) * dx + (yc - y0) * dy) / len2 : 0.0;
-        t = std::clamp(t, 0.0, 1.0);
-        const double d = std::hypot(xc - (x0 + t * dx), yc - (y0 + t * dy));
-        put(px, py, r + 0.5 - d);
-      }
-    }
-  }
-
-  // A marker centred at (cx, cy): coverage = 0.5 - signed distance (pixels).
-  void marker(Marker m, double cx, double cy, double radius) {
-    if (m == Marker::none) return;
-    const int e = static_cast<int>(std::ceil(radius * 1.5 + 2));
-    const int icx = static_cast<int>(std::floor(cx)), icy = static_cast<int>(std::floor(cy));
-    for (int py = icy - e; py <= icy + e; ++py)
-      for (int px = icx - e; px <= icx + e; ++px) {
-        const double x = px + 0.5 - cx, y = py + 0.5 - cy;
-        put(px, py, 0.5 - marker_sdf(m, x, y, radius));
-      }
-  }
-
- private:
-  static double marker_sdf(Marker m, double x, double y, double r) {
-    switch (m) {
-      case Marker::circle:
-        return std::hypot(x, y) - r;
-      case Marker::square:
-        return std::max(std::abs(x), std::abs(y)) - 0.85 * r;
-      case Marker::diamond:
-        return (std::abs(x) + std::abs(y) - 1.25 * r) / std::sqrt(2.0);
-      case Marker::triangle: {
-        // Equilateral triangle pointing up (image y grows downwards), circumradius 1.3 r.
-        const double k = std::sqrt(3.0), s = 1.3 * r * k / 2;  // half side
-        double px = std::abs(x) - s, py = -y + s / k - 0.2 * r;
-        if (px + k * py > 0) {
-          const double nx = (px - k * py) / 2, ny = (-k * px - py) / 2;
-          px = nx;
-          py = ny;
-        }
-        px -= std::clamp(px, -2 * s, 0.0);
-        return -std::hypot(px, py) * (py < 0 ? -1.0 : 1.0);
-      }
-      case Marker::cross: {
-        const double u = (x + y) / std::sqrt(2.0), v = (x - y) / std::sqrt(2.0), h = 0.2 * r + 0.6;
-        const double a = std::max(std::abs(u) - 1.2 * r, std::abs(v) - h);
-        const double b = std::max(std::abs(v) - 1.2 * r, std::abs(u) - h);
-        return std::min(a, b);
-      }
-      case Marker::none:
-        break;
-    }
-    return 1e9;
-  }
-
-  Rect clip_;
-  int w_;
-  std::vector<float> cov_;
-};
-
-// Liang-Barsky: clips the segment to `r` grown by `pad`; false when it misses.
-bool clip_segment(double& x0, double& y0, double& x1, double& y1, Rect r, double pad) {
-  const double xmin = r.x0 - pad, xmax = r.x1 + pad, ymin = r.y0 - pad, ymax = r.y1 + pad;
-  double t0 = 0, t1 = 1;
-  const double dx = x1 - x0, dy = y1 - y0;
-  const double p[4] = {-dx, dx, -dy, dy};
-  const double q[4] = {x0 - xmin, xmax - x0, y0 - ymin, ymax - y0};
-  for (int i = 0; i < 4; ++i) {
-    if (p[i] == 0) {
-      if (q[i] < 0) return false;
-      continue;
-    }
-    const double t = q[i] / p[i];
-    if (p[i] < 0) t0 = std::max(t0, t);
-    else t1 = std::min(t1, t);
-  }
-  if (t0 > t1) return false;
-  const double nx0 = x0 + t0 * dx, ny0 = y0 + t0 * dy, nx1 = x0 + t1 * dx, ny1 = y0 + t1 * dy;
-  x0 = nx0;
-  y0 = ny0;
-  x1 = nx1;
-  y1 = ny1;
-  return true;
-}
-
-struct Pt {
-  double x, y;
-};
-
-// Strokes a polyline, solid or dashed (the dash phase runs on along the whole line).
-void stroke_polyline(Mask& mask, const std::vector<Pt>& pts, double width, LineStyle style, Rect clip) {
-  if (style == LineStyle::none || pts.size() < 2) return;
-  const double on = 4 * width + 4, period = on + 2 * width + 4;
-  double phase = 0;  // distance into the current on+off period at the start of segment i
-  for (std::size_t i = 1; i < pts.size(); ++i) {
-    const double ox = pts[i - 1].x, oy = pts[i - 1].y;
-    double x0 = ox, y0 = oy, x1 = pts[i].x, y1 = pts[i].y;
-    const double full = std::hypot(x1 - x0, y1 - y0);
-    const double start_phase = phase;
-    phase = std::fmod(phase + full, period);
-    if (!clip_segment(x0, y0, x1, y1, clip, width + 2)) continue;
-    if (style == LineStyle::solid) {
-      mask.segment(x0, y0, x1, y1, width);
-      continue;
-    }
-    const double len = std::hypot(x1 - x0, y1 - y0);
-    if (len <= 0) continue;
-    const double ux = (x1 - x0) / len, uy = (y1 - y0) / len;
-    double p = std::fmod(start_phase + std::hypot(x0 - ox, y0 - oy), period);
-    for (double s = 0; s < len;) {
-      const bool drawing = p < on;
-      const double step = std::min(len - s, drawing ? on - p : period - p);
-      if (drawing) mask.segment(x0 + ux * s, y0 + uy * s, x0 + ux * (s + step), y0 + uy * (s + step), width);
-      s += step;
-      p = std::fmod(p + step, period);
-    }
-  }
-}
+using namespace detail;
 
 // ---------------------------------------------------------------- axes
 
@@ -363,33 +174,6 @@ std::string format_tick(double v) {
   return fmt::format("{:.4g}", v);
 }
 
-int text_width(const std::string& text, int scale) {
-  if (text.empty()) return 0;
-  return (static_cast<int>(text.size()) * font::kAdvance - 1) * scale;
-}
-
-int text_height(int scale) { return font::kGlyphH * scale; }
-
-void draw_text(Image& img, int x, int y, const std::string& text, Color color, int scale, bool vertical) {
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto& g = font::glyph(text[i]);
-    const int base = static_cast<int>(i) * font::kAdvance * scale;
-    for (int r = 0; r < font::kGlyphH; ++r)
-      for (int c = 0; c < font::kGlyphW; ++c) {
-        if (!(g[static_cast<std::size_t>(r)] & (1u << (font::kGlyphW - 1 - c)))) continue;
-        if (vertical) {
-          // Rotated 90 degrees counter-clockwise: glyph rows run left to right,
-          // the text runs upwards from (x, y).
-          const int px = x + r * scale, py = y - base - (c + 1) * scale;
-          fill_rect(img, px, py, px + scale, py + scale, color);
-        } else {
-          const int px = x + base + c * scale, py = y + r * scale;
-          fill_rect(img, px, py, px + scale, py + scale, color);
-        }
-      }
-  }
-}
-
 double Frame::px(double x) const {
   const double a = to_axis(x_scale, x_lo), b = to_axis(x_scale, x_hi);
   return left + (to_axis(x_scale, x) - a) / (b - a) * (right - left);
@@ -404,29 +188,30 @@ double Frame::py(double y) const {
 
 namespace {
 
+// Sizes in pixels for a text scale.
+struct Metrics {
+  double cap, title_cap, margin, gap, tick;
+  explicit Metrics(int text_scale)
+      : cap(5.5 * text_scale), title_cap(6.5 * text_scale), margin(1.5 * cap), gap(0.75 * cap), tick(5) {}
+  double line() const { return 1.45 * cap; }  // a line of text with its descenders
+};
+
 struct Plan {
   Frame frame;
   AxisPlan xa, ya;
+  int width = 0, height = 0;
 };
 
-// Legend box (width, height) in pixels; (0, 0) without labelled series.
-std::pair<int, int> legend_size(const Chart& chart) {
-  const int ts = chart.text_scale, th = text_height(ts), pad = 4 * ts, sample = 16 * ts, row = th + 2 * ts;
-  int tw = 0, n = 0;
-  for (const auto& s : chart.series)
-    if (!s.label.empty()) {
-      tw = std::max(tw, text_width(s.label, ts));
-      ++n;
-    }
-  if (n == 0) return {0, 0};
-  return {pad * 2 + sample + pad + tw, pad * 2 + n * row - 2 * ts};
+void check_frame(const Chart& chart, const Frame& f) {
+  XS_ASSERT(f.right - f.left >= 40 && f.bottom - f.top >= 40,
+            "chart {}x{} is too small for its labels (plot area {}x{})", chart.width, chart.height, f.right - f.left,
+            f.bottom - f.top);
 }
 
-Plan make_plan(const Chart& chart) {
+void validate(const Chart& chart, std::vector<double>& xs, std::vector<double>& ys) {
   XS_ASSERT(chart.text_scale >= 1 && chart.text_scale <= 8, "chart text_scale {} outside 1..8", chart.text_scale);
   XS_ASSERT(chart.width >= 64 && chart.height >= 64 && chart.width <= 16384 && chart.height <= 16384,
             "chart size {}x{} outside 64..16384 pixels", chart.width, chart.height);
-  std::vector<double> xs, ys;
   for (const auto& s : chart.series) {
     XS_ASSERT(s.x.size() == s.y.size(), "series '{}': {} x values but {} y values", s.label, s.x.size(), s.y.size());
     XS_ASSERT(s.line_width > 0 && s.line_width < 50 && s.marker_radius >= 0 && s.marker_radius < 50,
@@ -442,23 +227,30 @@ Plan make_plan(const Chart& chart) {
       ys.push_back(s.y[i]);
     }
   }
+}
+
+// Validates the chart and places the plot rectangle; an outside legend's width is
+// only known once PLplot drew it (draw_chart() then moves the right edge).
+Plan make_plan(const Chart& chart) {
+  std::vector<double> xs, ys;
+  validate(chart, xs, ys);
   Plan p;
+  p.width = chart.width;
+  p.height = chart.height;
   p.xa = plan_axis(chart.x, xs, "x");
   p.ya = plan_axis(chart.y, ys, "y");
 
-  const int ts = chart.text_scale, th = text_height(ts), cap = 7 * ts, m = 6 * ts + 4, tick = 5, gap = 4 * ts;
-  int ytw = 0;
-  for (const auto& l : p.ya.labels) ytw = std::max(ytw, text_width(l, ts));
+  const Metrics mt(chart.text_scale);
+  double ytw = 0;
+  for (const auto& l : p.ya.labels) ytw = std::max(ytw, text_width_estimate(l, mt.cap));
   Frame& f = p.frame;
-  f.top = m + (chart.title.empty() ? 0 : th + gap) + cap / 2;
-  f.left = m + (chart.y.label.empty() ? 0 : th + gap) + ytw + tick + gap;
-  const int last_half = p.xa.labels.empty() ? 0 : text_width(p.xa.labels.back(), ts) / 2;
-  f.right = chart.width - m - std::max(0, last_half - m);
-  if (chart.legend == LegendPos::outside_right) f.right = chart.width - m - legend_size(chart).first - gap - last_half;
-  f.bottom = chart.height - m - (chart.x.label.empty() ? 0 : th + gap) - cap - tick - gap;
-  XS_ASSERT(f.right - f.left >= 40 && f.bottom - f.top >= 40,
-            "chart {}x{} is too small for its labels (plot area {}x{})", chart.width, chart.height, f.right - f.left,
-            f.bottom - f.top);
+  f.top = static_cast<int>(mt.margin + (chart.title.empty() ? 0 : 1.3 * mt.title_cap + mt.gap) + mt.cap);
+  f.left = static_cast<int>(mt.margin + (chart.y.label.empty() ? 0 : mt.line() + mt.gap) + ytw + mt.tick + mt.gap);
+  const double last_half = p.xa.labels.empty() ? 0 : text_width_estimate(p.xa.labels.back(), mt.cap) / 2;
+  f.right = static_cast<int>(chart.width - mt.margin - std::max(0.0, last_half - mt.margin));
+  f.bottom = static_cast<int>(chart.height - mt.margin - (chart.x.label.empty() ? 0 : mt.line() + mt.gap) -
+                              mt.line() - mt.tick - mt.gap);
+  check_frame(chart, f);
   f.x_scale = chart.x.scale;
   f.y_scale = chart.y.scale;
   f.x_lo = p.xa.lo;
@@ -468,168 +260,307 @@ Plan make_plan(const Chart& chart) {
   return p;
 }
 
-struct LegendEntry {
-  const Series* series;
-  Color color;
+// ---------------------------------------------------------------- drawing
+
+constexpr PLINT kDashed = 3;  // PLplot line style: long dashes and gaps (also in the legend)
+
+struct Pt {
+  double x, y;
 };
 
-}  // namespace
+// Viewport = the plot rectangle, world = page pixels (y down): drawing is clipped to the frame.
+void frame_world(const Frame& f, int width, int height) {
+  plvpor(static_cast<double>(f.left) / width, static_cast<double>(f.right) / width,
+         1.0 - static_cast<double>(f.bottom) / height, 1.0 - static_cast<double>(f.top) / height);
+  plwind(f.left, f.right, f.bottom, f.top);
+}
 
-Frame layout(const Chart& chart) { return make_plan(chart).frame; }
-
-Image render(const Chart& chart) {
-  const Plan plan = make_plan(chart);
-  const Frame& f = plan.frame;
-  const int ts = chart.text_scale, th = text_height(ts), cap = 7 * ts, m = 6 * ts + 4, tick = 5, gap = 4 * ts;
-  Image img = Image::blank(chart.width, chart.height, 3, 255);
-  const Rect plot{f.left, f.top, f.right + 1, f.bottom + 1};
-
-  // Grid.
-  if (chart.grid) {
-    for (double v : plan.xa.minor) vline(img, static_cast<int>(std::lround(f.px(v))), f.top, f.bottom, kGridMinor);
-    for (double v : plan.ya.minor) hline(img, f.left, f.right, static_cast<int>(std::lround(f.py(v))), kGridMinor);
-    for (double v : plan.xa.major) vline(img, static_cast<int>(std::lround(f.px(v))), f.top, f.bottom, kGridMajor);
-    for (double v : plan.ya.major) hline(img, f.left, f.right, static_cast<int>(std::lround(f.py(v))), kGridMajor);
+// The outline of a marker of `radius` pixels around the origin (y down).
+std::vector<Pt> marker_shape(Marker m, double r) {
+  std::vector<Pt> v;
+  switch (m) {
+    case Marker::circle:
+      for (int i = 0; i < 24; ++i) v.push_back({r * std::cos(i * M_PI / 12), r * std::sin(i * M_PI / 12)});
+      break;
+    case Marker::square:
+      v = {{-0.85 * r, -0.85 * r}, {0.85 * r, -0.85 * r}, {0.85 * r, 0.85 * r}, {-0.85 * r, 0.85 * r}};
+      break;
+    case Marker::diamond:
+      v = {{0, -1.25 * r}, {1.25 * r, 0}, {0, 1.25 * r}, {-1.25 * r, 0}};
+      break;
+    case Marker::triangle:  // pointing up, circumradius 1.3 r, centred on its centroid
+      for (int i = 0; i < 3; ++i) v.push_back({1.3 * r * std::sin(i * 2 * M_PI / 3), -1.3 * r * std::cos(i * 2 * M_PI / 3)});
+      break;
+    case Marker::cross: {  // an x of two bars, arm 1.2 r, half thickness 0.2 r + 0.6
+      const double a = 1.2 * r / std::sqrt(2.0), h = (0.2 * r + 0.6) / std::sqrt(2.0);
+      v = {{0, -2 * h}, {a - h, -a - h}, {a + h, -a + h}, {2 * h, 0}, {a + h, a - h}, {a - h, a + h},
+           {0, 2 * h}, {-a + h, a + h}, {-a - h, a - h}, {-2 * h, 0}, {-a - h, -a + h}, {-a + h, -a - h}};
+      break;
+    }
+    case Marker::none:
+      break;
   }
+  return v;
+}
 
-  // Series: lines first (all series), then markers on top.
-  std::vector<LegendEntry> legend;
-  std::vector<std::vector<Pt>> pixels(chart.series.size());
-  std::vector<Color> colors(chart.series.size());
-  std::size_t next_color = 0;
+// The same shape as a glyph for PLplot's legend (its symbols are text).
+const char* marker_glyph(Marker m) {
+  switch (m) {
+    case Marker::circle: return "●";
+    case Marker::square: return "■";
+    case Marker::diamond: return "◆";
+    case Marker::triangle: return "▲";
+    case Marker::cross: return "✖";
+    case Marker::none: break;
+  }
+  return "";
+}
+
+void fill_markers(const std::vector<Pt>& at, Marker m, double radius, int slot) {
+  const std::vector<Pt> shape = marker_shape(m, radius);
+  if (shape.empty()) return;
+  std::vector<PLFLT> xs(shape.size()), ys(shape.size());
+  plcol0(slot);
+  for (const Pt& p : at) {
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      xs[k] = p.x + shape[k].x;
+      ys[k] = p.y + shape[k].y;
+    }
+    plfill(static_cast<PLINT>(shape.size()), xs.data(), ys.data());
+  }
+}
+
+// Series in the frame: all lines first, then each series' markers over a white halo.
+void draw_series(const Chart& chart, const Plan& plan, const std::vector<std::vector<Pt>>& pixels,
+                 const std::vector<int>& slots) {
+  frame_world(plan.frame, plan.width, plan.height);
   for (std::size_t i = 0; i < chart.series.size(); ++i) {
     const Series& s = chart.series[i];
-    colors[i] = s.color ? *s.color : palette(next_color++);
-    for (std::size_t k = 0; k < s.x.size(); ++k) pixels[i].push_back({f.px(s.x[k]), f.py(s.y[k])});
-    if (!s.label.empty()) legend.push_back({&s, colors[i]});
+    if (s.line == LineStyle::none || pixels[i].size() < 2) continue;
+    std::vector<PLFLT> xs, ys;
+    for (const Pt& p : pixels[i]) {
+      xs.push_back(p.x);
+      ys.push_back(p.y);
+    }
+    plcol0(slots[i]);
+    plwidth(s.line_width);
+    pllsty(s.line == LineStyle::dashed ? kDashed : 1);
+    plline(static_cast<PLINT>(xs.size()), xs.data(), ys.data());
   }
-  for (std::size_t i = 0; i < chart.series.size(); ++i) {
-    Mask mask(plot);
-    stroke_polyline(mask, pixels[i], chart.series[i].line_width, chart.series[i].line, plot);
-    mask.blend_into(img, colors[i]);
-  }
+  pllsty(1);
   for (std::size_t i = 0; i < chart.series.size(); ++i) {
     const Series& s = chart.series[i];
     if (s.marker == Marker::none || s.marker_radius <= 0) continue;
-    Mask halo(plot), body(plot);
-    for (const Pt& p : pixels[i]) {
-      halo.marker(s.marker, p.x, p.y, s.marker_radius + 1.5);
-      body.marker(s.marker, p.x, p.y, s.marker_radius);
-    }
-    halo.blend_into(img, kWhite);
-    body.blend_into(img, colors[i]);
+    fill_markers(pixels[i], s.marker, s.marker_radius + 1.5, kWhite);
+    fill_markers(pixels[i], s.marker, s.marker_radius, slots[i]);
   }
-
-  // Frame, ticks and tick labels.
-  hline(img, f.left, f.right, f.top, kFrame);
-  hline(img, f.left, f.right, f.bottom, kFrame);
-  vline(img, f.left, f.top, f.bottom, kFrame);
-  vline(img, f.right, f.top, f.bottom, kFrame);
-  int prev_right = -1 << 30;
-  for (std::size_t k = 0; k < plan.xa.major.size(); ++k) {
-    const int x = static_cast<int>(std::lround(f.px(plan.xa.major[k])));
-    vline(img, x, f.bottom, f.bottom + tick, kFrame);
-    const std::string& l = plan.xa.labels[k];
-    const int lx = x - text_width(l, ts) / 2;
-    if (lx < prev_right + 3 * ts) continue;  // would overlap its left neighbour
-    draw_text(img, lx, f.bottom + tick + gap, l, kInk, ts);
-    prev_right = lx + text_width(l, ts);
-  }
-  int prev_top = 1 << 30;
-  for (std::size_t k = 0; k < plan.ya.major.size(); ++k) {
-    const int y = static_cast<int>(std::lround(f.py(plan.ya.major[k])));
-    hline(img, f.left - tick, f.left, y, kFrame);
-    const std::string& l = plan.ya.labels[k];
-    const int ly = y - cap / 2;
-    if (ly + cap > prev_top - ts) continue;
-    draw_text(img, f.left - tick - gap - text_width(l, ts), ly, l, kInk, ts);
-    prev_top = ly;
-  }
-
-  // Axis labels and title.
-  if (!chart.x.label.empty()) {
-    const int w = text_width(chart.x.label, ts);
-    draw_text(img, (f.left + f.right) / 2 - w / 2, chart.height - m - th + 2 * ts, chart.x.label, kInk, ts);
-  }
-  if (!chart.y.label.empty()) {
-    const int w = text_width(chart.y.label, ts);
-    draw_text(img, m, (f.top + f.bottom) / 2 + w / 2, chart.y.label, kInk, ts, /*vertical=*/true);
-  }
-  if (!chart.title.empty()) {
-    const int w = text_width(chart.title, ts);
-    const int x = std::max(m, (chart.width - w) / 2);
-    draw_text(img, x, m, chart.title, kInk, ts);
-    draw_text(img, x + 1, m, chart.title, kInk, ts);  // bold: a second pass one pixel right
-  }
-
-  // Legend: a boxed list in the corner that covers the fewest data pixels.
-  if (chart.legend != LegendPos::none && !legend.empty()) {
-    const int pad = 4 * ts, sample = 16 * ts, row = th + 2 * ts;
-    const auto [bw, bh] = legend_size(chart);
-    const int inset = 3 * ts;
-    auto box_at = [&](LegendPos pos) {
-      if (pos == LegendPos::outside_right) return Rect{chart.width - m - bw, f.top, chart.width - m, f.top + bh};
-      const bool left = pos == LegendPos::upper_left || pos == LegendPos::lower_left;
-      const bool upper = pos == LegendPos::upper_left || pos == LegendPos::upper_right;
-      const int x = left ? f.left + inset : f.right - inset - bw;
-      const int y = upper ? f.top + inset : f.bottom - inset - bh;
-      return Rect{x, y, x + bw, y + bh};
-    };
-    LegendPos pos = chart.legend;
-    if (pos == LegendPos::automatic) {
-      std::size_t best = ~std::size_t{0};
-      for (LegendPos c : {LegendPos::upper_right, LegendPos::upper_left, LegendPos::lower_right, LegendPos::lower_left}) {
-        const Rect r = box_at(c);
-        std::size_t hits = 0;
-        auto count = [&](double x, double y) {
-          if (x >= r.x0 - 4 && x < r.x1 + 4 && y >= r.y0 - 4 && y < r.y1 + 4) ++hits;
-        };
-        for (std::size_t i = 0; i < pixels.size(); ++i) {
-          const auto& pts = pixels[i];
-          for (std::size_t k = 0; k < pts.size(); ++k) {
-            count(pts[k].x, pts[k].y);
-            if (k == 0 || chart.series[i].line == LineStyle::none) continue;
-            const double len = std::hypot(pts[k].x - pts[k - 1].x, pts[k].y - pts[k - 1].y);
-            const int steps = static_cast<int>(std::min(len / 6.0, 2000.0));
-            for (int j = 1; j < steps; ++j) {
-              const double t = static_cast<double>(j) / steps;
-              count(pts[k - 1].x + t * (pts[k].x - pts[k - 1].x), pts[k - 1].y + t * (pts[k].y - pts[k - 1].y));
-            }
-          }
-        }
-        if (hits < best) {
-          best = hits;
-          pos = c;
-        }
-      }
-    }
-    const Rect r = box_at(pos);
-    fill_rect(img, r.x0, r.y0, r.x1, r.y1, kWhite);
-    hline(img, r.x0, r.x1, r.y0, kGridMajor);
-    hline(img, r.x0, r.x1, r.y1, kGridMajor);
-    vline(img, r.x0, r.y0, r.y1, kGridMajor);
-    vline(img, r.x1, r.y0, r.y1, kGridMajor);
-    const Rect all{0, 0, chart.width, chart.height};
-    for (std::size_t k = 0; k < legend.size(); ++k) {
-      const Series& s = *legend[k].series;
-      const int y = r.y0 + pad + static_cast<int>(k) * row;
-      const double cy = y + cap / 2.0;
-      Mask mask(all);
-      stroke_polyline(mask, {{r.x0 + pad + 0.0, cy}, {r.x0 + pad + sample + 0.0, cy}}, s.line_width, s.line, all);
-      mask.blend_into(img, legend[k].color);
-      if (s.marker != Marker::none && s.marker_radius > 0) {
-        Mask halo(all), body(all);
-        halo.marker(s.marker, r.x0 + pad + sample / 2.0, cy, s.marker_radius + 1.5);
-        body.marker(s.marker, r.x0 + pad + sample / 2.0, cy, s.marker_radius);
-        halo.blend_into(img, kWhite);
-        body.blend_into(img, legend[k].color);
-      }
-      draw_text(img, r.x0 + pad + sample + pad, y, s.label, kInk, ts);
-    }
-  }
-  return img;
 }
 
-void write_chart(const Chart& chart, const std::filesystem::path& path) { write_png(render(chart), path); }
+// Pixel centre of a 1-pixel line at coordinate v: crisp instead of two half-grey columns.
+double crisp(double v) { return std::floor(v) + 0.5; }
+
+void draw_grid(const Chart& chart, const Plan& plan) {
+  if (!chart.grid) return;
+  const Frame& f = plan.frame;
+  pixel_world(plan.width, plan.height);
+  plwidth(1.0);
+  for (int pass = 0; pass < 2; ++pass) {
+    plcol0(pass == 0 ? kGridMinor : kGridMajor);
+    for (double v : pass == 0 ? plan.xa.minor : plan.xa.major) line(crisp(f.px(v)), f.top, crisp(f.px(v)), f.bottom);
+    for (double v : pass == 0 ? plan.ya.minor : plan.ya.major) line(f.left, crisp(f.py(v)), f.right, crisp(f.py(v)));
+  }
+}
+
+// Frame, ticks, tick labels (skipping any that would overlap a neighbour), axis labels, title.
+void draw_axes(const Chart& chart, const Plan& plan) {
+  const Frame& f = plan.frame;
+  const Metrics mt(chart.text_scale);
+  pixel_world(plan.width, plan.height);
+  plwidth(1.0);
+  plcol0(kFrame);
+  const double l = f.left + 0.5, r = f.right + 0.5, t = f.top + 0.5, b = f.bottom + 0.5;
+  const PLFLT bx[5] = {l, r, r, l, l}, by[5] = {t, t, b, b, t};
+  plline(5, bx, by);
+  set_text(mt.cap);
+  double prev_right = -1e9;
+  for (std::size_t k = 0; k < plan.xa.major.size(); ++k) {
+    const double x = crisp(f.px(plan.xa.major[k]));
+    plcol0(kFrame);
+    line(x, b, x, b + mt.tick);
+    const double w = text_width_estimate(plan.xa.labels[k], mt.cap);
+    if (x - w / 2 < prev_right + 0.5 * mt.cap) continue;
+    plcol0(kInk);
+    text(x, b + mt.tick + mt.gap + mt.cap / 2, plan.xa.labels[k], 0.5);
+    prev_right = x + w / 2;
+  }
+  double prev_top = 1e9;
+  for (std::size_t k = 0; k < plan.ya.major.size(); ++k) {
+    const double y = crisp(f.py(plan.ya.major[k]));
+    plcol0(kFrame);
+    line(l - mt.tick, y, l, y);
+    if (y + mt.cap / 2 > prev_top - 0.4 * mt.cap) continue;
+    plcol0(kInk);
+    text(l - mt.tick - mt.gap, y, plan.ya.labels[k], 1.0);
+    prev_top = y - mt.cap / 2;
+  }
+  plcol0(kInk);
+  const double descent = 0.3 * mt.cap;
+  text((f.left + f.right) / 2.0, plan.height - mt.margin - descent - mt.cap / 2, chart.x.label, 0.5);
+  text(mt.margin + descent + mt.cap / 2, (f.top + f.bottom) / 2.0, chart.y.label, 0.5, /*vertical=*/true);
+  if (!chart.title.empty()) {
+    set_text(mt.title_cap, /*bold=*/true);
+    const double w = text_width_estimate(chart.title, mt.title_cap);
+    text(std::max(mt.margin + w / 2, plan.width / 2.0), mt.margin + mt.title_cap / 2, chart.title, 0.5);
+  }
+}
+
+// ---------------------------------------------------------------- legend
+
+struct LegendEntry {
+  const Series* series;
+  int slot;
+};
+
+// Draws the legend with PLplot at `pos`; returns its width in pixels.
+double draw_legend(const Chart& chart, const Plan& plan, const std::vector<LegendEntry>& entries, LegendPos pos) {
+  const Frame& f = plan.frame;
+  const Metrics mt(chart.text_scale);
+  const auto n = static_cast<PLINT>(entries.size());
+  std::vector<PLINT> opts(n), ink(n, kInk), slots(n), styles(n), threes(n, 3), zeros(n, 0);
+  std::vector<PLFLT> widths(n), scales(n), unit(n, 1.0);
+  std::vector<std::string> labels(n);
+  std::vector<const char*> label_ptrs(n), glyphs(n);
+  for (PLINT i = 0; i < n; ++i) {
+    const Series& s = *entries[i].series;
+    const bool line = s.line != LineStyle::none, mark = s.marker != Marker::none && s.marker_radius > 0;
+    opts[i] = (line ? PL_LEGEND_LINE : 0) | (mark ? PL_LEGEND_SYMBOL : 0);
+    if (opts[i] == 0) opts[i] = PL_LEGEND_NONE;
+    slots[i] = entries[i].slot;
+    styles[i] = s.line == LineStyle::dashed ? kDashed : 1;
+    widths[i] = s.line_width;
+    scales[i] = std::clamp(1.9 * s.marker_radius / mt.cap, 0.3, 2.0);  // a glyph is about one capital high
+    labels[i] = escape(s.label);
+    label_ptrs[i] = labels[i].c_str();
+    glyphs[i] = marker_glyph(s.marker);
+  }
+  const double sample = 3.5 * mt.cap, inset = 0.6 * mt.cap;
+  PLINT position = PL_POSITION_INSIDE;
+  double x = 0, y = 0, across = 0;  // offsets and the sample length in PLplot's normalised units
+  if (pos == LegendPos::outside_right) {
+    pixel_world(plan.width, plan.height);
+    position |= PL_POSITION_SUBPAGE | PL_POSITION_TOP | PL_POSITION_RIGHT;
+    across = plan.width;
+    x = mt.margin / plan.width;
+    y = static_cast<double>(f.top) / plan.height;
+  } else {
+    frame_world(f, plan.width, plan.height);
+    const bool left = pos == LegendPos::upper_left || pos == LegendPos::lower_left;
+    const bool upper = pos == LegendPos::upper_left || pos == LegendPos::upper_right;
+    position |= PL_POSITION_VIEWPORT | (left ? PL_POSITION_LEFT : PL_POSITION_RIGHT) |
+                (upper ? PL_POSITION_TOP : PL_POSITION_BOTTOM);
+    across = f.right - f.left;
+    x = inset / across;
+    y = inset / (f.bottom - f.top);
+  }
+  set_text(mt.cap);
+  PLFLT w = 0, h = 0;
+  pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, x, y, sample / across, kWhite,
+           kGridMajor, 1, 0, 0, n, opts.data(), 1.0, 1.0, 2.0, 0.0, ink.data(), label_ptrs.data(), zeros.data(),
+           zeros.data(), unit.data(), unit.data(), slots.data(), styles.data(), widths.data(), slots.data(),
+           scales.data(), threes.data(), glyphs.data());  // three markers: PLplot puts one at the sample's left end
+  pllsty(1);
+  return w * across;
+}
+
+// The inside corner whose legend box would cover the fewest points and line samples
+// (the box size is estimated: PLplot only reports it after drawing).
+LegendPos choose_corner(const Chart& chart, const Plan& plan, const std::vector<LegendEntry>& entries,
+                        const std::vector<std::vector<Pt>>& pixels) {
+  const Frame& f = plan.frame;
+  const Metrics mt(chart.text_scale);
+  double tw = 0;
+  for (const auto& e : entries) tw = std::max(tw, text_width_estimate(e.series->label, mt.cap));
+  const double bw = 5.5 * mt.cap + tw, bh = (2.0 * entries.size() + 1) * mt.cap, inset = 0.6 * mt.cap;
+  LegendPos best_pos = LegendPos::upper_right;
+  std::size_t best = ~std::size_t{0};
+  for (LegendPos c : {LegendPos::upper_right, LegendPos::upper_left, LegendPos::lower_right, LegendPos::lower_left}) {
+    const bool left = c == LegendPos::upper_left || c == LegendPos::lower_left;
+    const bool upper = c == LegendPos::upper_left || c == LegendPos::upper_right;
+    const double x0 = left ? f.left + inset : f.right - inset - bw, y0 = upper ? f.top + inset : f.bottom - inset - bh;
+    std::size_t hits = 0;
+    auto count = [&](double x, double y) { hits += x >= x0 - 4 && x < x0 + bw + 4 && y >= y0 - 4 && y < y0 + bh + 4; };
+    for (std::size_t i = 0; i < pixels.size(); ++i) {
+      const auto& pts = pixels[i];
+      for (std::size_t k = 0; k < pts.size(); ++k) {
+        count(pts[k].x, pts[k].y);
+        if (k == 0 || chart.series[i].line == LineStyle::none) continue;
+        const double len = std::hypot(pts[k].x - pts[k - 1].x, pts[k].y - pts[k - 1].y);
+        const int steps = static_cast<int>(std::min(len / 6.0, 2000.0));
+        for (int j = 1; j < steps; ++j) {
+          const double t = static_cast<double>(j) / steps;
+          count(pts[k - 1].x + t * (pts[k].x - pts[k - 1].x), pts[k - 1].y + t * (pts[k].y - pts[k - 1].y));
+        }
+      }
+    }
+    if (hits < best) {
+      best = hits;
+      best_pos = c;
+    }
+  }
+  return best_pos;
+}
+
+// Draws the whole chart on the current stream; an outside legend moves plan.frame.right.
+void draw_chart(const Chart& chart, Plan& plan) {
+  std::vector<int> slots(chart.series.size());
+  std::vector<LegendEntry> legend;
+  std::size_t next_color = 0;
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    const Series& s = chart.series[i];
+    slots[i] = kFirstFree + static_cast<int>(i);
+    set_colour(slots[i], s.color ? *s.color : palette(next_color++));
+    if (!s.label.empty()) legend.push_back({&s, slots[i]});
+  }
+  const bool show_legend = chart.legend != LegendPos::none && !legend.empty();
+  if (show_legend && chart.legend == LegendPos::outside_right) {
+    const Metrics mt(chart.text_scale);
+    const double w = draw_legend(chart, plan, legend, LegendPos::outside_right);
+    const double last_half = plan.xa.labels.empty() ? 0 : text_width_estimate(plan.xa.labels.back(), mt.cap) / 2;
+    plan.frame.right = static_cast<int>(chart.width - mt.margin - w - mt.gap - last_half);
+    check_frame(chart, plan.frame);
+  }
+  std::vector<std::vector<Pt>> pixels(chart.series.size());
+  for (std::size_t i = 0; i < chart.series.size(); ++i)
+    for (std::size_t k = 0; k < chart.series[i].x.size(); ++k)
+      pixels[i].push_back({plan.frame.px(chart.series[i].x[k]), plan.frame.py(chart.series[i].y[k])});
+  draw_grid(chart, plan);
+  draw_series(chart, plan, pixels, slots);
+  draw_axes(chart, plan);
+  if (show_legend && chart.legend != LegendPos::outside_right) {
+    const LegendPos pos =
+        chart.legend == LegendPos::automatic ? choose_corner(chart, plan, legend, pixels) : chart.legend;
+    draw_legend(chart, plan, legend, pos);
+  }
+}
+
+int colour_slots(const Chart& chart) { return kFirstFree + static_cast<int>(chart.series.size()); }
+
+}  // namespace
+
+Frame layout(const Chart& chart) {
+  Plan plan = make_plan(chart);
+  draw_to_image(chart.width, chart.height, colour_slots(chart), [&] { draw_chart(chart, plan); });
+  return plan.frame;
+}
+
+Image render(const Chart& chart) {
+  Plan plan = make_plan(chart);
+  return draw_to_image(chart.width, chart.height, colour_slots(chart), [&] { draw_chart(chart, plan); });
+}
+
+void write_chart(const Chart& chart, const std::filesystem::path& path) {
+  Plan plan = make_plan(chart);
+  draw_to_png(chart.width, chart.height, colour_slots(chart), path, [&] { draw_chart(chart, plan); });
+}
 
 }  // namespace common::plot

@@ -1,8 +1,11 @@
-// Small PNG chart writer: line + marker series on linear or log10 axes, with
-// nice ticks, grid, axis labels, title and legend. No plotting library: text
-// comes from an embedded 5x9 bitmap font (printable ASCII), lines and markers
-// are anti-aliased by pixel coverage, and the result goes out through
-// common::write_png (atomic).
+// PNG charts through PLplot (cairo drivers, anti-aliased): line + marker series on
+// linear or log10 axes, with nice ticks, grid, axis labels, title and legend; and
+// heatmap panels with a colour bar. This layer validates the data, picks ranges,
+// ticks and the legend corner; PLplot draws (lines, polygons, text, legend,
+// colour bar). write_* use PLplot's "pngcairo" device on a temporary file next to
+// the target, renamed into place only after a complete PNG came out; render()
+// draws the same chart into memory ("memcairo"). PLplot is not thread-safe: every
+// chart takes one process-wide lock and its own PLplot stream.
 //
 //   common::plot::Chart c;
 //   c.title = "issue time vs burst";
@@ -10,8 +13,9 @@
 //   c.series.push_back({.label = "gap 0", .x = {...}, .y = {...}});
 //   common::plot::write_chart(c, "out/issue.png");
 //
-// Errors (common::Error): a log axis with a non-positive value, non-finite
-// data, x/y of different lengths, an image too small for its labels.
+// Errors (common::Error, one line): a log axis with a non-positive value, non-finite
+// data, x/y of different lengths, an image too small for its labels, a missing
+// PLplot cairo driver, an output that could not be written.
 #pragma once
 
 #include <cstdint>
@@ -66,10 +70,10 @@ struct Chart {
   int width = 960, height = 640;          // pixels
   bool grid = true;
   LegendPos legend = LegendPos::automatic;
-  int text_scale = 2;                     // font pixels per glyph pixel (5x9 glyphs)
+  int text_scale = 2;                     // text size 1..8; capitals are about 5.5 px per step
 };
 
-// Plot rectangle (pixels, [left, right) x [top, bottom)) and the data->pixel map.
+// Plot rectangle (pixels, [left, right] x [top, bottom]) and the data->pixel map.
 struct Frame {
   int left = 0, top = 0, right = 0, bottom = 0;
   Scale x_scale = Scale::linear, y_scale = Scale::linear;
@@ -80,15 +84,44 @@ struct Frame {
 
 // A dashed horizontal reference line at y over [x0, x1] (e.g. "1x" on speedup charts).
 inline Series horizontal_line(std::string label, double y, double x0, double x1) {
-  return {.label = std::move(label), .x = {x0, x1}, .y = {y, y}, .line = LineStyle::dashed, .marker = Marker::none};
+  return {.label = std::move(label), .x = {x0, x1}, .y = {y, y}, .color = std::nullopt, .line = LineStyle::dashed,
+          .marker = Marker::none};
 }
 
-// Validates the chart and computes its frame (throws on bad data).
+// Validates the chart and returns its plot rectangle (throws on bad data). Draws the
+// chart in memory on the way: an outside legend's width is PLplot's to tell.
 Frame layout(const Chart& chart);
 // Renders to a white RGB image of chart.width x chart.height.
 Image render(const Chart& chart);
-// render() + common::write_png (atomic).
+// Writes the chart as a PNG, atomically: nothing is left at `path` (nor a
+// temporary file) when drawing or writing fails, and an existing file stays as it was.
 void write_chart(const Chart& chart, const std::filesystem::path& path);
+
+// ---------------------------------------------------------------- heatmaps
+
+// One grid of cells; every panel of a Heatmap has rows.size() x columns.size() cells.
+struct HeatmapPanel {
+  std::string title;                          // above the panel
+  std::vector<std::vector<double>> values;    // [row][column]; NaN = no value (grey, "-")
+  std::vector<std::vector<bool>> muted;       // [row][column]; true = excluded (grey); empty = none
+};
+
+struct Heatmap {
+  std::string title;
+  std::string x_label, y_label;               // under the columns, left of the rows
+  std::vector<std::string> columns, rows;     // cell labels, left to right and top to bottom
+  std::vector<HeatmapPanel> panels;           // side by side, one shared colour scale
+  double lo = 0, hi = 1;                      // colour range (sequential(); values outside clamp)
+  std::string scale_label;                    // caption right of the colour bar
+  std::function<std::string(double)> cell_text;  // text in each cell; empty = none
+  int width = 0, height = 0;                  // pixels; 0 = sized from the grid
+  int text_scale = 2;                         // as Chart::text_scale
+};
+
+// Renders to a white RGB image (width x height, or the size the grid asks for).
+Image render(const Heatmap& heatmap);
+// Writes the heatmap as a PNG, atomically (as write_chart).
+void write_heatmap(const Heatmap& heatmap, const std::filesystem::path& path);
 
 // The palette used for series without a colour (colour-blind friendly, 8 entries).
 Color palette(std::size_t i);
@@ -101,12 +134,5 @@ Color sequential(double t);
 std::vector<double> nice_ticks(double lo, double hi, Scale scale, int target = 6);
 // Compact tick text: "0", "0.25", "15", "2.5k", "10M", "1e-05".
 std::string format_tick(double v);
-
-// ---- text (exposed for tests and for callers that annotate images)
-int text_width(const std::string& text, int scale);
-int text_height(int scale);
-// Draws `text` with its top-left corner at (x, y); `vertical` rotates it 90 degrees
-// counter-clockwise (reads bottom to top, (x, y) is then the bottom-left corner).
-void draw_text(Image& img, int x, int y, const std::string& text, Color color, int scale, bool vertical = false);
 
 }  // namespace common::plot
