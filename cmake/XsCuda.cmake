@@ -17,7 +17,7 @@ if(NOT XSTAGE_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr")
     # nvcc's front end rejects fmt's consteval format strings, so .cu files never
-    # include fmt: they report errors through xstage/check_cuda.hpp (no fmt).
+    # include fmt: they report errors through common/cuda_check.hpp (no fmt).
     find_package(CUDAToolkit REQUIRED)
     find_package(NCCL 2.28)
     if(NCCL_FOUND)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Compares the rows of the `compare` device stage: OUT/compare_<name>_{base,new}.json.
+"""Compares the rows of the `compare` device stage: OUT/compare_<name>_{base,new}_r<k>.json.
 
-Prints, per bench, each row's time in the base and in the new tree, the ratio new/base
+Each side's time of a row is its fastest round (the rounds run in ABBA order). Prints,
+per bench, each row's time in the base and in the new tree, the ratio new/base
 (< 1: the new tree is faster) and whether both rows were correct; then the geomean and
 the range of the ratios per bench. The last line sums up every bench (for the summary).
 """
@@ -28,13 +29,31 @@ def rows_of(path):
         return []
 
 
+def side_rows(out, name, side, key, fields, ok_field):
+    """key -> row of the side's fastest round per time field (correct only if every round was)."""
+    best = {}
+    for path in sorted(out.glob(f"compare_{name}_{side}_r*.json")):
+        for r in rows_of(path):
+            k = key(r)
+            if k not in best:
+                best[k] = dict(r)
+                continue
+            b = best[k]
+            for _, f in fields:
+                if r.get(f) and (not b.get(f) or r[f] < b[f]):
+                    b[f] = r[f]
+            if ok_field:
+                b[ok_field] = bool(b.get(ok_field)) and bool(r.get(ok_field))
+    return best
+
+
 def geomean(v):
     return math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
 
 
 def compare(out, name, key, fields, ok_field):
-    base = {key(r): r for r in rows_of(out / f"compare_{name}_base.json")}
-    new = {key(r): r for r in rows_of(out / f"compare_{name}_new.json")}
+    base = side_rows(out, name, "base", key, fields, ok_field)
+    new = side_rows(out, name, "new", key, fields, ok_field)
     both = [k for k in new if k in base]
     ratios, bad = {label: [] for label, _ in fields}, 0
     print(f"-- {name}: {len(both)} rows in both (base {len(base)}, new {len(new)})")

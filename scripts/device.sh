@@ -22,6 +22,9 @@ rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
 BUILD=${BUILD_DIR:-$ROOT/build-device}
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+# Charts need PLplot (optional: a GPU node without it runs every bench, with no --png).
+CHARTS=0; pkg-config --exists plplot 2>/dev/null && CHARTS=1
+png_arg() { [ "$CHARTS" = 1 ] && echo "--png $1"; }  # FILE: "--png FILE" where charts are drawn
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(all)
 want() { for s in "${STAGES[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }

@@ -1,4 +1,4 @@
-#include "xstage/check_cuda.hpp"
+#include "common/cuda_check.hpp"
 
 #include <fmt/format.h>
 

@@ -86,6 +86,10 @@ common::Image render_rank1_heatmap(const Rank1Result& r, const std::string& titl
 }
 
 void write_rank1_heatmap(const fs::path& png, const Rank1Result& r, const std::string& title) {
+  if (!common::plot::charts_available()) {  // the CSV and JSON reports carry the same figures
+    fmt::print(stderr, "{}: skipped, this build draws no charts (PLplot was not found)\n", png.string());
+    return;
+  }
   common::plot::write_heatmap(rank1_heatmap(r, title), png);
 }
 

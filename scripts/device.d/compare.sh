@@ -3,11 +3,12 @@
 # in the same call on the same GPU, so that a refactor can show that speed stayed put.
 #   git archive BASE | gzip > .carry/base.tgz      (on the developer's machine)
 #   RUN_NAME=compare ./run device compare          (with .carry carried)
-# Rows, each run for the base and then for this tree (alternating, so drift hits both):
+# Rows, each bench run COMPARE_ROUNDS times (default 2) per tree, in ABBA order:
 #   `xstage bench attention` at S = COMPARE_SEQ (default 16384,32768), no baselines;
 #   `xstage bench moe --sweep one` at COMPARE_MOE_TOKENS (default 2048,8192), uniform routing;
 #   `xstage dit` at P = 1: flux-like 4096 tokens (4 blocks) and wan-like 75,600 (2 blocks).
-# Then a table of this tree over the base per row and geomeans (scripts/compare_rows.py).
+# Then a table of this tree over the base per row (each side's fastest round) and geomeans
+# (scripts/compare_rows.py).
 CMP_T0=$(date +%s)
 CMP_BUDGET=${COMPARE_BUDGET_S:-540}
 cmp_left() { echo $((CMP_BUDGET - ($(date +%s) - CMP_T0))); }
@@ -23,14 +24,18 @@ else
       -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_BUILD_TESTS=OFF
     step "compare_build_$side" timeout 300 cmake --build "$ROOT/build-compare-$side" -j "$(nproc)" --target xstage
   done
-  cmp_run() { # name, limit, xstage arguments... (for base, then new; JSON into $OUT/compare_<name>_<side>.json)
+  cmp_run() { # name, limit, xstage arguments...: COMPARE_ROUNDS rounds, sides in ABBA order so that
+    # drift (clocks, temperature) hits both; JSON into $OUT/compare_<name>_<side>_r<round>.json
     local name=$1 limit=$2; shift 2
-    for side in base new; do
-      local left=$(cmp_left)
-      if [ "$left" -lt 40 ]; then note "compare_${name}_$side" "skipped ($left s left)"; continue; fi
-      [ "$limit" -gt $((left - 30)) ] && limit=$((left - 30))
-      step "compare_${name}_$side" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" \
-        "$ROOT/build-compare-$side/xstage/cli/xstage" "$@" --json "$OUT/compare_${name}_$side.json"
+    for round in $(seq 1 "${COMPARE_ROUNDS:-2}"); do
+      local sides="base new"; [ $((round % 2)) = 0 ] && sides="new base"
+      for side in $sides; do
+        local left=$(cmp_left) lim=$limit
+        if [ "$left" -lt 40 ]; then note "compare_${name}_${side}_r$round" "skipped ($left s left)"; continue; fi
+        [ "$lim" -gt $((left - 30)) ] && lim=$((left - 30))
+        step "compare_${name}_${side}_r$round" timeout "$lim" env XSTAGE_SOURCE_DIR="$ROOT" \
+          "$ROOT/build-compare-$side/xstage/cli/xstage" "$@" --json "$OUT/compare_${name}_${side}_r$round.json"
+      done
     done
   }
   cmp_run attention 120 bench attention --seq "${COMPARE_SEQ:-16384,32768}" --baselines off --reps 10 --budget-ms 100

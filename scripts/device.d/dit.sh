@@ -1,5 +1,5 @@
 # Stage `dit` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT, $FINAL_OUT):
-# the DiT denoiser (issue 8) on this machine's GPUs, within DIT_BUDGET_S seconds
+# the DiT denoiser on this machine's GPUs, within DIT_BUDGET_S seconds
 # of wall time (default 480). DIT_TESTS=0 skips step 2 (e.g. after the onegpu stage).
 #   RUN_NAME=dit ./run device dit
 # 1. own build (build-dit, -j nproc): the xstage CLI and the DiT tests;
@@ -43,7 +43,7 @@ dit_run() { # name, timeout, xstage dit arguments...
   step "$name" timeout "$limit" env XSTAGE_SOURCE_DIR="$ROOT" "$DX" dit --quiet --json "$OUT/dit.json" "$@"
 }
 BD=$([ "${DIT_BREAKDOWN:-1}" = 0 ] || echo --breakdown)
-bd_png() { [ -n "$BD" ] && echo "--png $OUT/dit_phases_$1.png"; }  # NAME: the chart of a --breakdown row
+bd_png() { [ -n "$BD" ] && png_arg "$OUT/dit_phases_$1.png"; }  # NAME: the chart of a --breakdown row
 dit_flux() { dit_run "dit_flux_p$1" 120 --preset flux-like --tokens 4096 --steps 2 --blocks "${DIT_FLUX_BLOCKS:-4}" --gpus "$1" $BD $(bd_png "flux_p$1"); }
 # wan-like at the exact 720p length: 75,600 = 21 frames x 60 x 60 tokens (P = 2, 4, 8 pad
 # it to 75,776: whole 128-row tiles per rank, the padding masked as keys).

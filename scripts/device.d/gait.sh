@@ -1,4 +1,4 @@
-# Stage `gait` (issue 5's GPU rows), sourced by scripts/device.sh:
+# Stage `gait` (the gait GPU rows), sourced by scripts/device.sh:
 #
 #   RUN_NAME=gait ./run device gait
 #

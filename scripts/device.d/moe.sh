@@ -1,5 +1,5 @@
 # Stage `moe` of scripts/device.sh (sourced; uses step/note, $ROOT, $OUT, $FINAL_OUT):
-# the fused EP MoE kernel (issue 7) on the GPUs of this machine, within
+# the fused EP MoE kernel on the GPUs of this machine, within
 # MOE_BUDGET_S seconds of wall time (default 470, for an 8-minute slot).
 #   RUN_NAME=moe ./run device moe
 # 1. its own build (build-moe, -j nproc): the MoE tests first, then the xstage CLI
@@ -53,8 +53,7 @@ else
 fi
 
 # Bench: the rows of the standard sweep at EP = MOE_EP (default: the most ranks of
-# 2, 4, 8 that the visible GPUs allow; the issue's headline is EP = 4, issue 9's EP = 8)
-# for the time that is left (60 s kept for the row in flight, the table and the archive).
+# 2, 4, 8 that the visible GPUs allow) for the time that is left (60 s kept for the row in flight, the table and the archive).
 MOE_XS="$MB/xstage/cli/xstage"
 MOE_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU || echo 0)
 MOE_EP=${MOE_EP:-$( [ "$MOE_NGPU" -ge 8 ] && echo 8 || { [ "$MOE_NGPU" -ge 4 ] && echo 4 || echo 2; })}
@@ -65,7 +64,7 @@ if [ "$MOE_GPU_OK" = 0 ] && [ "${MOE_BENCH_FORCE:-0}" != 1 ]; then
 elif [ -x "$MOE_XS" ] && [ "$MOE_LEFT" -gt 90 ]; then
   step moe_bench timeout $((MOE_LEFT - 20)) "$MOE_XS" bench moe --ep "$MOE_EP" --sweep "$([ "$MOE_EP" = 8 ] && echo eight || echo standard)" --warmup 1 --iters 5 \
     --budget-s $((MOE_LEFT - 60)) --params "$ROOT/xstage/data/h200_params.json" \
-    --json "$OUT/moe.json" --png "$OUT/moe_speedup.png" ${MOE_BENCH_ARGS:-}
+    --json "$OUT/moe.json" $(png_arg "$OUT/moe_speedup.png") ${MOE_BENCH_ARGS:-}
   [ -f "$OUT/moe.json" ] && cp "$OUT/moe.json" "$FINAL_OUT/moe.json"
   [ -f "$OUT/moe_speedup.png" ] && cp "$OUT/moe_speedup.png" "$FINAL_OUT/moe_speedup.png"
 else

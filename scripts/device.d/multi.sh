@@ -7,13 +7,13 @@
 # 1. one build (build-multi; LibTorch SDPA baseline on when PyTorch is installed) of
 #    everything but gait;
 # 2. every GPU test at this GPU count (ctest -L gpu; the 2- and 4-rank cases run now);
-# 3. issue 8's must-show rows: `xstage dit` flux-like 4096 tokens (MULTI_DIT_BLOCKS blocks,
+# 3. the DiT rows: `xstage dit` flux-like 4096 tokens (MULTI_DIT_BLOCKS blocks,
 #    default 4) and wan-like 75,600 (2 blocks) at P = 4 (2 on two GPUs), with --breakdown,
 #    into $OUT/dit.json (docs/results/dit.json's format); before them `xstage dit --plan` of
 #    the same two runs (predicted stalls, bytes and FLOPs per rank) into $OUT/dit_plan_*;
-# 4. issue 6: `xstage bench ulysses` at P = 4 (2), S from 4K to MULTI_ULYSSES_MAX_SEQ
+# 4. `xstage bench ulysses` at P = 4 (2), S from 4K to MULTI_ULYSSES_MAX_SEQ
 #    (default 32768), into $OUT/ulysses_multi.json and its PNG;
-# 5. issue 7: `xstage bench moe` at EP = 4 (2), tokens MULTI_MOE_TOKENS (default 2048), for
+# 5. `xstage bench moe` at EP = 4 (2), tokens MULTI_MOE_TOKENS (default 2048), for
 #    the time left, into $OUT/moe_multi.json and its PNG;
 # 6. a short table of the rows.
 # A step that no longer fits the budget is skipped with a note; tests that fail stop the
@@ -56,21 +56,21 @@ for mu_case in "flux-like 4096" "wan-like 75600"; do
 done
 if mu_ok dit; then
   mu_run multi_dit_flux 120 "$MUX" dit --quiet --json "$OUT/dit.json" --preset flux-like --tokens 4096 --steps 2 \
-    --blocks "${MULTI_DIT_BLOCKS:-4}" --gpus "$MU_P" --breakdown --png "$OUT/dit_phases_flux_p$MU_P.png"
+    --blocks "${MULTI_DIT_BLOCKS:-4}" --gpus "$MU_P" --breakdown $(png_arg "$OUT/dit_phases_flux_p$MU_P.png")
   mu_run multi_dit_wan 150 "$MUX" dit --quiet --json "$OUT/dit.json" --preset wan-like --tokens 75600 --steps 2 \
-    --blocks 2 --gpus "$MU_P" --breakdown --png "$OUT/dit_phases_wan_p$MU_P.png"
+    --blocks 2 --gpus "$MU_P" --breakdown $(png_arg "$OUT/dit_phases_wan_p$MU_P.png")
 else note multi_dit "skipped: the DiT GPU tests failed"; fi
 if [ "$MU_P" = 1 ]; then note multi_ulysses "skipped: one GPU"
 elif mu_ok ulysses; then
   mu_run multi_ulysses 150 "$MUX" bench ulysses --ranks "$MU_P" --min-seq 4096 \
     --max-seq "${MULTI_ULYSSES_MAX_SEQ:-32768}" --samples 5 --json "$OUT/ulysses_multi.json" \
-    --png "$OUT/ulysses_multi.png"
+    $(png_arg "$OUT/ulysses_multi.png")
 else note multi_ulysses "skipped: the Ulysses GPU tests failed"; fi
 if mu_ok moe; then
   MU_MOE_LEFT=$(( $(multi_left) - 30 ))
   mu_run multi_moe "$MU_MOE_LEFT" "$MUX" bench moe --sweep "$MU_MOE_SWEEP" --ep "$MU_P" --tokens "${MULTI_MOE_TOKENS:-2048}" --warmup 1 \
     --iters 5 --budget-s $(( MU_MOE_LEFT > 60 ? MU_MOE_LEFT - 45 : 15 )) --json "$OUT/moe_multi.json" \
-    --png "$OUT/moe_multi.png"
+    $(png_arg "$OUT/moe_multi.png")
 else note multi_moe "skipped: the MoE GPU tests failed"; fi
 for f in dit.json ulysses_multi.json ulysses_multi.png moe_multi.json moe_multi.png; do
   [ -f "$OUT/$f" ] && cp "$OUT/$f" "$FINAL_OUT/"

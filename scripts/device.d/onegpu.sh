@@ -73,7 +73,7 @@ if [ "$ONEGPU_BENCH" != 0 ] && [ -n "${ONEGPU_MOE_TOKENS:-}" ]; then
   [ "$ONEGPU_MOE_LIMIT" -gt 300 ] && ONEGPU_MOE_LIMIT=300
   og_step onegpu_moe_one "$ONEGPU_MOE_LIMIT" env XSTAGE_SOURCE_DIR="$ROOT" "$OX" bench moe --sweep one \
     --tokens "$ONEGPU_MOE_TOKENS" --warmup 1 --iters 5 --budget-s $(( ONEGPU_MOE_LIMIT > 45 ? ONEGPU_MOE_LIMIT - 25 : 20 )) \
-    --json "$OUT/moe_one.json" --png "$OUT/moe_one.png"
+    --json "$OUT/moe_one.json" $(png_arg "$OUT/moe_one.png")
 fi
 
 SAN_MOE='MoeFusedGpu.SingleRank:MoeRouteGpu.*'

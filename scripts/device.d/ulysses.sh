@@ -28,7 +28,7 @@ step ulysses_gpu_tests timeout 120 env XSTAGE_SOURCE_DIR="$ROOT" "$UB/xstage/tes
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|!= serial|timeout|Expected" "$OUT/ulysses_gpu_tests.log" | head -20
 step ulysses_bench timeout "${ULYSSES_BENCH_TIMEOUT:-170}" env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 \
   "$UB/xstage/cli/xstage" bench ulysses --ranks "${ULYSSES_RANKS:-2,4,8}" --max-seq "${ULYSSES_MAX_SEQ:-32768}" --samples 5 \
-  --json "$OUT/ulysses.json" --png "$OUT/ulysses_speedup.png" ${ULYSSES_BENCH_ARGS:-}
+  --json "$OUT/ulysses.json" $(png_arg "$OUT/ulysses_speedup.png") ${ULYSSES_BENCH_ARGS:-}
 [ -f "$OUT/ulysses.json" ] && cp "$OUT/ulysses.json" "$OUT/ulysses_speedup.png" "$FINAL_OUT/" 2>/dev/null
 echo "---- bench ulysses (ms; speedup = serial / fused sender-visible) ----"
 grep -E "^ +S |^ +[0-9]+ +[0-9] |maximum|note:" "$OUT/ulysses_bench.log" | head -40

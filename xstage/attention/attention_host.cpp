@@ -13,7 +13,7 @@
 
 #include "common/check.hpp"
 #include "common/config_print.hpp"
-#include "xstage/attention.hpp"
+#include "xstage/attention/attention.hpp"
 
 namespace xstage::attention {
 
@@ -168,21 +168,6 @@ double fwd_flops(const Problem& p) {
   const double f = 4.0 * static_cast<double>(p.Sq) * static_cast<double>(p.Skv) * static_cast<double>(p.D) *
                    static_cast<double>(p.H) * static_cast<double>(p.B);
   return p.causal ? f / 2 : f;
-}
-
-uint16_t float_to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  const uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
-}
-
-float bf16_bits_to_float(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 }  // namespace xstage::attention

@@ -9,8 +9,9 @@
 
 #include <cmath>
 
-#include "xstage/attention_cuda.hpp"
-#include "xstage/check_cuda.hpp"
+#include "xstage/attention/attention_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/sync/bf16.hpp"
 
 namespace xstage::attention {
 
@@ -76,7 +77,7 @@ __global__ void naive_kernel(NaiveParams p) {
       for (int u = 0; u < kPer; ++u) dot += q[u] * p.k.at(b, j, h, lane + 32 * u);
       const float e = expf(warp_sum(dot) * p.scale - mx);
       sum += e;
-      const float w = kEmulate ? __bfloat162float(__float2bfloat16_rn(e)) : e;
+      const float w = kEmulate ? sync::from_bf16(sync::to_bf16(e)) : e;
 #pragma unroll
       for (int u = 0; u < kPer; ++u) acc[u] += w * p.v.at(b, j, h, lane + 32 * u);
     }
@@ -86,7 +87,7 @@ __global__ void naive_kernel(NaiveParams p) {
 #pragma unroll
   for (int u = 0; u < kPer; ++u) {
     const float x = acc[u] * inv;
-    out[lane + 32 * u] = kEmulate ? __bfloat162float(__float2bfloat16_rn(x)) : x;
+    out[lane + 32 * u] = kEmulate ? sync::from_bf16(sync::to_bf16(x)) : x;
   }
   if (p.lse_out && lane == 0)
     p.lse_out[(static_cast<int64_t>(b) * p.H + h) * p.n_rows + ri] = sum > 0.f ? mx + logf(sum) : -INFINITY;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/check.hpp"
-#include "xstage/attention.hpp"
+#include "xstage/attention/attention.hpp"
 
 namespace xstage::attention {
 

@@ -1,7 +1,7 @@
 // Entry point of the local attention forward pass: validate, pick the config,
 // launch the sm_90a kernel with the local-store epilogue.
-#include "attention/sm90_flash_fwd_launch.cuh"
-#include "xstage/attention_cuda.hpp"
+#include "xstage/attention/sm90_flash_fwd_launch.cuh"
+#include "xstage/attention/attention_cuda.hpp"
 
 namespace xstage::attention {
 

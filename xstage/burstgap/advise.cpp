@@ -24,7 +24,7 @@
 #include "common/check.hpp"
 #include "common/config_print.hpp"
 #include "common/files.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 

@@ -27,12 +27,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/progress.hpp"
 #include "common/stats.hpp"
-#include "nelder_mead.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/nelder_mead.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 
@@ -98,11 +100,45 @@ std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double
   return x;
 }
 
-double sse(const ModelParams& p, const std::vector<Obs>& obs) {
-  double s = 0;
+// Rows that share a configuration (SMs, burst, gap, measured window) share one model
+// value, so the fit evaluates the model once per configuration, not once per row: a
+// sweep that repeats its grid costs what one pass does, and the fit's cost grows with
+// the rows only through this grouping (one pass). Each cell keeps its rows' count,
+// mean log issue time and the sum of squared deviations from that mean, which give the
+// rows' sum of squared log ratios exactly: sum_i (lp - l_i)^2 = n (lp - mean)^2 + ss.
+struct Cell {
+  Obs obs;                  // the configuration (its issue is unused)
+  double n = 0, mean = 0, ss = 0;
+};
+struct Data {
+  std::vector<Cell> cells;
+  std::size_t rows = 0;
+};
+
+Data group_cells(const std::vector<Obs>& obs) {
+  using Key = std::tuple<int, double, double, int, int>;
+  std::map<Key, std::size_t> index;
+  Data d;
+  d.rows = obs.size();
   for (const auto& o : obs) {
-    const double d = std::log(window_issue_ns(p, o.sms, o.bytes, o.gap, o.first, o.count, o.stat) / o.issue);
-    s += d * d;
+    auto [it, fresh] = index.emplace(Key{o.sms, o.bytes, o.gap, o.first, o.count}, d.cells.size());
+    if (fresh) d.cells.push_back({o, 0, 0, 0});
+    Cell& c = d.cells[it->second];
+    // Welford's update: stable for many rows of nearly equal times.
+    const double l = std::log(o.issue), delta = l - c.mean;
+    c.n += 1;
+    c.mean += delta / c.n;
+    c.ss += delta * (l - c.mean);
+  }
+  return d;
+}
+
+double sse(const ModelParams& p, const Data& data) {
+  double s = 0;
+  for (const auto& c : data.cells) {
+    const Obs& o = c.obs;
+    const double d = std::log(window_issue_ns(p, o.sms, o.bytes, o.gap, o.first, o.count, o.stat)) - c.mean;
+    s += c.n * d * d + c.ss;
   }
   return s;
 }
@@ -217,13 +253,13 @@ std::vector<double> pack_from(const Variant& v, const ModelParams& p, int n_min)
 
 // Starts from the initial guess (three capacity/drain scalings) and from every
 // variant fitted before (so a variant that nests another does at least as well).
-Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in, const std::vector<Obs>& obs,
+Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in, const Data& data,
                       const std::vector<ModelParams>& warm, int n_min) {
   NelderMeadOptions opt;
   opt.max_evals = 2500;
   opt.initial_step = 0.6;
   opt.restarts = 2;
-  auto f = [&](std::span<const double> x) { return sse(apply(base, v, x), obs); };
+  auto f = [&](std::span<const double> x) { return sse(apply(base, v, x), data); };
   NelderMeadResult best;
   best.f = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> starts;
@@ -237,22 +273,21 @@ Candidate fit_variant(const ModelParams& base, const Variant& v, const Init& in,
     if (r.f < best.f) best = std::move(r);
   }
   Candidate c{v, apply(base, v, best.x), best.f, 0};
-  c.bic = bic(best.f, obs.size(), v.k());
+  c.bic = bic(best.f, data.rows, v.k());
   return c;
 }
 
 // Smallest value of a limit (set by `set`) whose SSE is within the noise of
 // "unlimited": n ln(SSE(v) / SSE(inf)) <= 2.
-double lower_bound(const ModelParams& p, const std::vector<Obs>& obs,
-                   const std::function<void(ModelParams&, double)>& set) {
-  const double n = static_cast<double>(obs.size());
+double lower_bound(const ModelParams& p, const Data& data, const std::function<void(ModelParams&, double)>& set) {
+  const double n = static_cast<double>(data.rows);
   const double floor = kSseFloor * n;
   ModelParams q = p;
   set(q, kUnlimited);
-  const double ref = std::max(sse(q, obs), floor);
+  const double ref = std::max(sse(q, data), floor);
   auto ok = [&](double v) {
     set(q, v);
-    return n * std::log(std::max(sse(q, obs), floor) / ref) <= 2.0;
+    return n * std::log(std::max(sse(q, data), floor) / ref) <= 2.0;
   };
   double lo = 0.0, hi = std::log(kUnlimited);  // log space, v in [1, 1e26]
   if (ok(1.0)) return 1.0;
@@ -265,16 +300,16 @@ double lower_bound(const ModelParams& p, const std::vector<Obs>& obs,
 
 // The range of one parameter (others fixed) over which the fit stays within the
 // noise of its best: n ln(SSE(v) / SSE(v*)) <= 2. An end at 1e6x from v* is open.
-std::pair<double, double> profile_range(const ModelParams& p, const std::vector<Obs>& obs, double best,
+std::pair<double, double> profile_range(const ModelParams& p, const Data& data, double best,
                                         const std::function<void(ModelParams&, double)>& set) {
-  const double n = static_cast<double>(obs.size());
+  const double n = static_cast<double>(data.rows);
   const double floor = kSseFloor * n;
   ModelParams q = p;
   set(q, best);
-  const double ref = std::max(sse(q, obs), floor);
+  const double ref = std::max(sse(q, data), floor);
   auto ok = [&](double log_v) {
     set(q, std::exp(log_v));
-    return n * std::log(std::max(sse(q, obs), floor) / ref) <= 2.0;
+    return n * std::log(std::max(sse(q, data), floor) / ref) <= 2.0;
   };
   const double c = std::log(best), span = std::log(1e6);
   auto edge = [&](double dir) {
@@ -296,13 +331,11 @@ std::string range_text(std::pair<double, double> r) {
 
 }  // namespace
 
-ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::vector<std::string>* notes) {
-  XS_ASSERT(!rows.empty(), "fit_group: no rows");
-  ModelParams base;
-  base.pattern = rows.front().pattern;
-  base.store = rows.front().store;
-  base.gpus = rows.front().gpus;
-  const std::string name = fmt::format("{}/{}/{}gpu", base.pattern, base.store, base.gpus);
+namespace {
+
+// Step 1 input: the probe loop's own time (measured, not fitted) and one observation per row.
+std::vector<Obs> observations(const std::vector<SweepRow>& rows, FitTarget target, ModelParams& base,
+                              const std::string& name, std::vector<std::string>* notes) {
   std::vector<double> loop;
   for (const auto& r : rows) {
     if (r.period_ns_mean > 0 && r.issue_ns_mean > 0) loop.push_back(r.period_ns_mean - r.issue_ns_mean - r.gap_ns);
@@ -313,41 +346,21 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
     notes->push_back(fmt::format("{}: no row has a period, so the probe loop's own time is taken as 0", name));
   std::vector<Obs> obs;
   std::map<double, int> sizes;
-  int n_min = rows.front().sms, n_max = rows.front().sms;
   for (const auto& r : rows) {
     XS_ASSERT(r.pattern == base.pattern && r.store == base.store && r.gpus == base.gpus && r.mode == "issue",
               "fit_group {}: rows must share pattern, store and gpus, in issue mode", name);
     obs.push_back({r.sms, r.burst_bytes, probe_gap_ns(base, r.gap_ns), measured_issue_ns(r, target),
                    std::max(0, r.warmup), std::max(1, r.bursts), target});
     ++sizes[r.burst_bytes];
-    n_min = std::min(n_min, r.sms);
-    n_max = std::max(n_max, r.sms);
   }
   XS_ASSERT(obs.size() >= 6 && sizes.size() >= 2,
             "{}: too few issue rows to fit ({} rows, {} burst sizes; need 6 and 2)", name, obs.size(), sizes.size());
-  const Init in = initial_guess(obs);
+  return obs;
+}
 
-  std::vector<Candidate> cands;
-  for (bool dsm : {false, true})
-    for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
-                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}}) {
-      std::vector<ModelParams> warm;
-      for (const auto& c : cands) warm.push_back(c.params);
-      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, obs, warm, n_min));
-    }
-  const auto best_it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-    return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
-  });
-  Candidate best = *best_it;
-  ModelParams p = best.params;
-  if (notes) {
-    const Candidate* runner = nullptr;
-    for (const auto& c : cands)
-      if (&c != &*best_it && (!runner || c.bic < runner->bic)) runner = &c;
-    notes->push_back(fmt::format("{}: chose '{}' by BIC (next: '{}', +{:.1f})", name, best.variant.name(),
-                                 runner->variant.name(), runner->bic - best.bic));
-  }
-
+// Step 3: drop limits the data do not support, report insensitive ones as lower bounds.
+void clean_up(ModelParams& p, const Candidate& best, const Data& data, int n_min, int n_max, const std::string& name,
+              std::vector<std::string>* notes) {
   // A per-SM drain limit that binds at no SM count of the data is not supported by it.
   if (p.drain_per_sm_GBps && n_min * *p.drain_per_sm_GBps >= p.drain_GBps) p.drain_per_sm_GBps.reset();
   // "both": keep only the limit that binds over the data's SM range.
@@ -364,44 +377,91 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
     }
   }
   // Drain: if an unlimited drain fits as well, no row was drain-limited.
-  {
-    ModelParams q = p;
-    q.drain_GBps = kUnlimited;
-    q.drain_per_sm_GBps.reset();
-    const double n = static_cast<double>(obs.size()), floor = kSseFloor * n;
-    if (n * std::log(std::max(sse(q, obs), floor) / std::max(sse(p, obs), floor)) < std::log(n)) {
-      p.drain_per_sm_GBps.reset();
-      p.drain_GBps = lower_bound(p, obs, [](ModelParams& m, double v) { m.drain_GBps = v; });
-      p.drain_bound = Bound::lower;
-      if (notes)
-        notes->push_back(fmt::format("{}: no row is drain-limited; reporting the drain's lower bound {:.1f} GB/s",
-                                     name, p.drain_GBps));
-    }
+  ModelParams q = p;
+  q.drain_GBps = kUnlimited;
+  q.drain_per_sm_GBps.reset();
+  const double n = static_cast<double>(data.rows), floor = kSseFloor * n;
+  if (n * std::log(std::max(sse(q, data), floor) / std::max(sse(p, data), floor)) < std::log(n)) {
+    p.drain_per_sm_GBps.reset();
+    p.drain_GBps = lower_bound(p, data, [](ModelParams& m, double v) { m.drain_GBps = v; });
+    p.drain_bound = Bound::lower;
+    if (notes)
+      notes->push_back(fmt::format("{}: no row is drain-limited; reporting the drain's lower bound {:.1f} GB/s", name,
+                                   p.drain_GBps));
   }
-
   if (!best.variant.capacity) {
     p.capacity_scope = CapacityScope::gpu;
     p.capacity_bytes_per_sm.reset();
-    p.capacity_bytes_gpu = lower_bound(p, obs, [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; });
+    p.capacity_bytes_gpu = lower_bound(p, data, [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; });
     p.capacity_bound = Bound::lower;
     if (notes)
       notes->push_back(fmt::format("{}: no row is sensitive to the capacity; reporting its lower bound {:.0f} B "
                                    "(add big bursts with gaps longer than C/D to pin it)",
                                    name, *p.capacity_bytes_gpu));
   }
-  // How well the data pin the capacity (reported, not stored).
-  if (notes && p.capacity_bound == Bound::fit) {
-    if (p.capacity_bytes_gpu)
-      notes->push_back(fmt::format("{}: capacity per GPU {}; the data allow {}", name,
-                                   common::format_bytes(*p.capacity_bytes_gpu),
-                                   range_text(profile_range(p, obs, *p.capacity_bytes_gpu,
-                                                            [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; }))));
-    if (p.capacity_bytes_per_sm)
-      notes->push_back(fmt::format("{}: capacity per SM {}; the data allow {}", name,
-                                   common::format_bytes(*p.capacity_bytes_per_sm),
-                                   range_text(profile_range(p, obs, *p.capacity_bytes_per_sm,
-                                                            [](ModelParams& m, double v) { m.capacity_bytes_per_sm = v; }))));
+}
+
+// How well the data pin the capacity (reported, not stored).
+void note_capacity_ranges(const ModelParams& p, const Data& data, const std::string& name,
+                          std::vector<std::string>& notes) {
+  if (p.capacity_bound != Bound::fit) return;
+  if (p.capacity_bytes_gpu)
+    notes.push_back(fmt::format("{}: capacity per GPU {}; the data allow {}", name,
+                                common::format_bytes(*p.capacity_bytes_gpu),
+                                range_text(profile_range(p, data, *p.capacity_bytes_gpu,
+                                                         [](ModelParams& m, double v) { m.capacity_bytes_gpu = v; }))));
+  if (p.capacity_bytes_per_sm)
+    notes.push_back(fmt::format("{}: capacity per SM {}; the data allow {}", name,
+                                common::format_bytes(*p.capacity_bytes_per_sm),
+                                range_text(profile_range(p, data, *p.capacity_bytes_per_sm,
+                                                         [](ModelParams& m, double v) { m.capacity_bytes_per_sm = v; }))));
+}
+
+}  // namespace
+
+// fit_group with a progress bar ticked once per structural variant (kFitVariants per
+// group); fit_sweep (validate.cpp, which declares both) shows it on big sweeps.
+extern const std::size_t kFitVariants = 8;
+ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
+                                    std::vector<std::string>* notes, common::ProgressBar* bar) {
+  XS_ASSERT(!rows.empty(), "fit_group: no rows");
+  ModelParams base;
+  base.pattern = rows.front().pattern;
+  base.store = rows.front().store;
+  base.gpus = rows.front().gpus;
+  const std::string name = fmt::format("{}/{}/{}gpu", base.pattern, base.store, base.gpus);
+  const std::vector<Obs> obs = observations(rows, target, base, name, notes);
+  const Data data = group_cells(obs);
+  int n_min = obs.front().sms, n_max = obs.front().sms;
+  for (const auto& o : obs) {
+    n_min = std::min(n_min, o.sms);
+    n_max = std::max(n_max, o.sms);
   }
+  const Init in = initial_guess(obs);
+
+  std::vector<Candidate> cands;
+  for (bool dsm : {false, true})
+    for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
+                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}}) {
+      std::vector<ModelParams> warm;
+      for (const auto& c : cands) warm.push_back(c.params);
+      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, data, warm, n_min));
+      if (bar) bar->tick();
+    }
+  const auto best_it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
+  });
+  const Candidate best = *best_it;
+  ModelParams p = best.params;
+  if (notes) {
+    const Candidate* runner = nullptr;
+    for (const auto& c : cands)
+      if (&c != &*best_it && (!runner || c.bic < runner->bic)) runner = &c;
+    notes->push_back(fmt::format("{}: chose '{}' by BIC (next: '{}', +{:.1f})", name, best.variant.name(),
+                                 runner->variant.name(), runner->bic - best.bic));
+  }
+  clean_up(p, best, data, n_min, n_max, name, notes);
+  if (notes) note_capacity_ranges(p, data, name, *notes);
 
   std::vector<double> errs;
   for (const auto& o : obs)
@@ -410,6 +470,10 @@ ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::
   p.sms_max = n_max;
   p.fit_rel_error_median = common::median(errs);
   return p;
+}
+
+ModelParams fit_group(const std::vector<SweepRow>& rows, FitTarget target, std::vector<std::string>* notes) {
+  return fit_group_with_progress(rows, target, notes, nullptr);
 }
 
 }  // namespace xstage::burstgap

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "common/check.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 

@@ -1,4 +1,4 @@
-#include "nelder_mead.hpp"
+#include "xstage/burstgap/nelder_mead.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -20,11 +20,27 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
-#include "xstage/burstgap.hpp"
+#include "common/validate.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 
 using nlohmann::json;
+
+namespace {
+
+// A params file is user input: its errors are one line naming the file and the field,
+// without the source location XS_ASSERT adds for programming errors.
+template <class... A>
+[[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) {
+  throw common::Error(fmt::format(f, std::forward<A>(a)...));
+}
+template <class... A>
+void need(bool ok, fmt::format_string<A...> f, A&&... a) {
+  if (!ok) fail(f, std::forward<A>(a)...);
+}
+
+}  // namespace
 
 const char* to_string(CapacityScope s) {
   switch (s) {
@@ -51,14 +67,14 @@ const ModelParams& Params::find(const std::string& pattern, const std::string& s
   }
   if (matches == 1) return *hit;
   if (matches > 1)
-    XS_FAIL("params ({}): {}/{} was fitted for several GPU counts; choose one with --gpus (have {})", source_csv,
+    fail("params ({}): {}/{} was fitted for several GPU counts; choose one with --gpus (have {})", source_csv,
             pattern, store, have);
-  XS_FAIL("params ({}): no fitted group for pattern '{}', store '{}'{} (have {})", source_csv, pattern, store,
+  fail("params ({}): no fitted group for pattern '{}', store '{}'{} (have {})", source_csv, pattern, store,
           gpus ? fmt::format(", {} GPUs", gpus) : "", have.empty() ? "none" : have);
 }
 
 const ModelParams& Params::for_exchange(int ranks) const {
-  XS_ASSERT(ranks >= 1, "params: an exchange among {} ranks", ranks);
+  need(ranks >= 1, "params: an exchange among {} ranks", ranks);
   // The fitted group of (pattern, st16) on the most GPUs <= ranks (fewest_if_none: else on the fewest).
   auto pick = [&](const std::string& pattern, bool fewest_if_none) -> const ModelParams* {
     const ModelParams *below = nullptr, *fewest = nullptr;
@@ -100,45 +116,53 @@ json group_to_json(const ModelParams& g) {
   return j;
 }
 
+// The range of every model value: a fit works on log parameters clamped to +-60
+// (fit.cpp), so it never writes a value outside exp(+-60) ~ 1e-26 .. 1e26. A file
+// beyond these was not written by a fit (t0 = 1e308 would predict "inf ms" and advise a
+// gap of "nan ns"), so it is refused when read.
+constexpr double kSmallest = 1e-27;
+constexpr double kLargest = 1e27;
+
 // Field access that names the file and the field on any problem.
 class Reader {
  public:
   Reader(const json& obj, std::string where, const std::string& source) : obj_(obj), where_(std::move(where)), source_(source) {
-    XS_ASSERT(obj_.is_object(), "{}: {} must be a JSON object", source_, where_);
+    need(obj_.is_object(), "{}: {} must be a JSON object", source_, where_);
   }
   const json& field(const char* name) {
     seen_.insert(name);
     auto it = obj_.find(name);
-    XS_ASSERT(it != obj_.end(), "{}: {}: missing field '{}'", source_, where_, name);
+    need(it != obj_.end(), "{}: {}: missing field '{}'", source_, where_, name);
     return *it;
   }
-  double number(const char* name, bool positive) {
+  // A finite number in [kSmallest (positive) or 0, kLargest], in `unit`.
+  double number(const char* name, bool positive, std::string_view unit) {
     const json& v = field(name);
-    XS_ASSERT(v.is_number(), "{}: {}: field '{}' must be a number", source_, where_, name);
+    need(v.is_number(), "{}: {}: field '{}' must be a number", source_, where_, name);
     const double d = v.get<double>();
-    XS_ASSERT(std::isfinite(d) && (positive ? d > 0 : d >= 0), "{}: {}: field '{}' must be {} (got {})", source_,
-              where_, name, positive ? "> 0" : ">= 0", d);
+    common::validate::in_range(d, positive ? kSmallest : 0.0, kLargest, fmt::format("{}: {}: field '{}'", source_, where_, name),
+                               unit);
     return d;
   }
-  std::optional<double> optional_number(const char* name) {
+  std::optional<double> optional_number(const char* name, std::string_view unit) {
     if (field(name).is_null()) return std::nullopt;
-    return number(name, true);
+    return number(name, true, unit);
   }
   int integer(const char* name, int min) {
     const json& v = field(name);
-    XS_ASSERT(v.is_number_integer(), "{}: {}: field '{}' must be an integer", source_, where_, name);
+    need(v.is_number_integer(), "{}: {}: field '{}' must be an integer", source_, where_, name);
     const auto i = v.get<long long>();
-    XS_ASSERT(i >= min && i <= 1'000'000'000, "{}: {}: field '{}' must be >= {} (got {})", source_, where_, name, min, i);
+    need(i >= min && i <= 1'000'000'000, "{}: {}: field '{}' must be >= {} (got {})", source_, where_, name, min, i);
     return static_cast<int>(i);
   }
   std::string text(const char* name) {
     const json& v = field(name);
-    XS_ASSERT(v.is_string(), "{}: {}: field '{}' must be a string", source_, where_, name);
+    need(v.is_string(), "{}: {}: field '{}' must be a string", source_, where_, name);
     return v.get<std::string>();
   }
   void no_unknown_keys() {
     for (auto it = obj_.begin(); it != obj_.end(); ++it)
-      XS_ASSERT(seen_.count(it.key()), "{}: {}: unknown field '{}'", source_, where_, it.key());
+      need(seen_.count(it.key()), "{}: {}: unknown field '{}'", source_, where_, it.key());
   }
 
  private:
@@ -151,7 +175,7 @@ class Reader {
 Bound parse_bound(const std::string& s, const std::string& where) {
   if (s == "fit") return Bound::fit;
   if (s == "lower_bound") return Bound::lower;
-  XS_FAIL("{}: bound '{}' is not 'fit' or 'lower_bound'", where, s);
+  fail("{}: bound '{}' is not 'fit' or 'lower_bound'", where, s);
 }
 
 ModelParams group_from_json(const json& j, std::size_t index, const std::string& source) {
@@ -160,31 +184,31 @@ ModelParams group_from_json(const json& j, std::size_t index, const std::string&
   g.pattern = r.text("pattern");
   g.store = r.text("store");
   const std::string where = fmt::format("{}: groups[{}] ({}/{})", source, index, g.pattern, g.store);
-  XS_ASSERT(is_valid_pattern(g.pattern), "{}: unknown pattern '{}'", where, g.pattern);
-  XS_ASSERT(is_valid_store(g.store), "{}: unknown store '{}'", where, g.store);
+  need(is_valid_pattern(g.pattern), "{}: unknown pattern '{}'", where, g.pattern);
+  need(is_valid_store(g.store), "{}: unknown store '{}'", where, g.store);
   g.gpus = r.integer("gpus", 1);
-  g.t0_ns_per_byte = r.number("t0_ns_per_byte", true);
-  g.issue_latency_ns = r.number("issue_latency_ns", false);
-  g.loop_overhead_ns = r.number("loop_overhead_ns", false);
-  g.drain_GBps = r.number("drain_GBps", true);
-  g.drain_per_sm_GBps = r.optional_number("drain_per_sm_GBps");
-  g.capacity_bytes_gpu = r.optional_number("capacity_bytes_gpu");
-  g.capacity_bytes_per_sm = r.optional_number("capacity_bytes_per_sm");
+  g.t0_ns_per_byte = r.number("t0_ns_per_byte", true, "ns/B");
+  g.issue_latency_ns = r.number("issue_latency_ns", false, "ns");
+  g.loop_overhead_ns = r.number("loop_overhead_ns", false, "ns");
+  g.drain_GBps = r.number("drain_GBps", true, "GB/s");
+  g.drain_per_sm_GBps = r.optional_number("drain_per_sm_GBps", "GB/s");
+  g.capacity_bytes_gpu = r.optional_number("capacity_bytes_gpu", "B");
+  g.capacity_bytes_per_sm = r.optional_number("capacity_bytes_per_sm", "B");
   const std::string scope = r.text("capacity_scope");
   if (scope == "gpu") g.capacity_scope = CapacityScope::gpu;
   else if (scope == "sm") g.capacity_scope = CapacityScope::sm;
   else if (scope == "both") g.capacity_scope = CapacityScope::both;
-  else XS_FAIL("{}: capacity_scope '{}' is not gpu, sm or both", where, scope);
+  else fail("{}: capacity_scope '{}' is not gpu, sm or both", where, scope);
   const bool need_gpu = g.capacity_scope != CapacityScope::sm, need_sm = g.capacity_scope != CapacityScope::gpu;
-  XS_ASSERT(need_gpu == g.capacity_bytes_gpu.has_value(), "{}: capacity_bytes_gpu must be {} for scope '{}'", where,
+  need(need_gpu == g.capacity_bytes_gpu.has_value(), "{}: capacity_bytes_gpu must be {} for scope '{}'", where,
             need_gpu ? "a number" : "null", scope);
-  XS_ASSERT(need_sm == g.capacity_bytes_per_sm.has_value(), "{}: capacity_bytes_per_sm must be {} for scope '{}'",
+  need(need_sm == g.capacity_bytes_per_sm.has_value(), "{}: capacity_bytes_per_sm must be {} for scope '{}'",
             where, need_sm ? "a number" : "null", scope);
   g.drain_bound = parse_bound(r.text("drain_bound"), where);
   g.capacity_bound = parse_bound(r.text("capacity_bound"), where);
   g.sms_max = r.integer("sms_max", 1);
   g.n_rows = r.integer("n_rows", 0);
-  g.fit_rel_error_median = r.number("fit_rel_error_median", false);
+  g.fit_rel_error_median = r.number("fit_rel_error_median", false, "");
   r.no_unknown_keys();
   return g;
 }
@@ -208,26 +232,28 @@ Params params_from_json(const std::string& text, const std::string& source_name)
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    XS_FAIL("{}: not valid JSON (byte {})", source_name, e.byte);
+    fail("{}: not valid JSON (byte {})", source_name, e.byte);
+  } catch (const json::exception& e) {  // a number beyond the double range (1e999)
+    fail("{}: not valid JSON ({})", source_name, e.what());
   }
   Params p;
   Reader r(j, "top level", source_name);
   p.version = r.integer("version", 1);
-  XS_ASSERT(p.version == 1, "{}: params version {} is not supported (this build reads version 1)", source_name,
+  need(p.version == 1, "{}: params version {} is not supported (this build reads version 1)", source_name,
             p.version);
   p.source_csv = r.text("source_csv");
-  p.holdout_fraction = r.number("holdout_fraction", false);
-  XS_ASSERT(p.holdout_fraction < 1, "{}: holdout_fraction must be < 1", source_name);
+  p.holdout_fraction = r.number("holdout_fraction", false, "");
+  need(p.holdout_fraction < 1, "{}: holdout_fraction must be < 1", source_name);
   const json& seed = r.field("seed");
-  XS_ASSERT(seed.is_number_unsigned() || (seed.is_number_integer() && seed.get<long long>() >= 0),
+  need(seed.is_number_unsigned() || (seed.is_number_integer() && seed.get<long long>() >= 0),
             "{}: top level: field 'seed' must be a non-negative integer", source_name);
   p.seed = seed.get<std::uint64_t>();
   const std::string target = r.text("target");
   if (target == "issue_ns_mean") p.target = FitTarget::mean;
   else if (target == "issue_ns_med") p.target = FitTarget::median;
-  else XS_FAIL("{}: target '{}' is not issue_ns_mean or issue_ns_med", source_name, target);
+  else fail("{}: target '{}' is not issue_ns_mean or issue_ns_med", source_name, target);
   const json& groups = r.field("groups");
-  XS_ASSERT(groups.is_array() && !groups.empty(), "{}: field 'groups' must be a non-empty array", source_name);
+  need(groups.is_array() && !groups.empty(), "{}: field 'groups' must be a non-empty array", source_name);
   r.no_unknown_keys();
   for (std::size_t i = 0; i < groups.size(); ++i) p.groups.push_back(group_from_json(groups[i], i, source_name));
   return p;

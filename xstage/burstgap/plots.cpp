@@ -7,7 +7,7 @@
 
 #include "common/check.hpp"
 #include "common/plot.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 

@@ -7,7 +7,7 @@
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/stats.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "common/check.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 

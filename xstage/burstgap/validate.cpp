@@ -30,8 +30,9 @@
 #include <tuple>
 
 #include "common/check.hpp"
+#include "common/progress.hpp"
 #include "common/stats.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace xstage::burstgap {
 
@@ -196,8 +197,41 @@ std::vector<MinGapCheck> check_min_gaps(const Params& params, const std::vector<
   return out;
 }
 
+// Defined in fit.cpp: fit_group with a progress bar, ticked kFitVariants times per group.
+extern const std::size_t kFitVariants;
+ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
+                                    std::vector<std::string>* notes, common::ProgressBar* bar);
+
+namespace {
+
+// Sweeps from this many issue rows on show a progress bar while they are fitted.
+constexpr std::size_t kProgressRows = 5000;
+
+// The fit's statistic must be measured on every row it uses: falling back to another
+// column (measured_issue_ns does, per row, for plots) would fit a different quantity.
+void check_target_column(const std::vector<SweepRow>& rows, FitTarget target, const std::string& source) {
+  if (target != FitTarget::mean) return;
+  std::size_t missing = 0, first = 0, issue = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].mode != "issue") continue;
+    ++issue;
+    if (rows[i].issue_ns_mean <= 0 && missing++ == 0) first = i;
+  }
+  if (missing == 0) return;
+  if (missing == issue)
+    throw common::Error(fmt::format("{}: no column issue_ns_mean, the fit target: fit the median with --target median, "
+                                    "or measure the mean (a newer probe sweep)",
+                                    source));
+  throw common::Error(fmt::format("{}: row {}: issue_ns_mean, the fit target, is not measured ({} of {} issue rows lack "
+                                  "it); fit with --target median or drop those rows",
+                                  source, first + 1, missing, issue));
+}
+
+}  // namespace
+
 FitResult fit_sweep(const std::vector<SweepRow>& rows, const FitOptions& options, const std::string& source) {
   XS_ASSERT(options.free_tolerance > 0 && options.free_tolerance < 1, "free tolerance must be in (0, 1)");
+  check_target_column(rows, options.target, source);
   FitResult res;
   res.params.source_csv = source;
   res.params.holdout_fraction = options.holdout;
@@ -216,12 +250,13 @@ FitResult fit_sweep(const std::vector<SweepRow>& rows, const FitOptions& options
     (mask[i] ? groups[key_of(issue[i])].second : groups[key_of(issue[i])].first).push_back(issue[i]);
 
   std::vector<double> held_errors;
+  common::ProgressBar bar("fit", groups.size() * kFitVariants, issue.size() >= kProgressRows);
   for (auto& [key, parts] : groups) {
     auto& [train, held] = parts;
     const SweepRow& any = train.empty() ? held.front() : train.front();
     ModelParams p;
     try {
-      p = fit_group(train, options.target, &res.notes);
+      p = fit_group_with_progress(train, options.target, &res.notes, &bar);
     } catch (const common::Error& e) {
       res.notes.push_back(fmt::format("{}/{}/{}gpu skipped: {}", any.pattern, any.store, any.gpus, e.what()));
       continue;
@@ -233,6 +268,7 @@ FitResult fit_sweep(const std::vector<SweepRow>& rows, const FitOptions& options
       held_errors.push_back(res.held_out.back().rel_error);
     }
   }
+  bar.finish();
   XS_ASSERT(!res.params.groups.empty(), "{}: no (pattern, store) group had enough rows to fit ({})", source,
             res.notes.empty() ? "no rows" : res.notes.back());
   res.holdout_mdape = abs_median(held_errors);

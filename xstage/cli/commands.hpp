@@ -1,6 +1,6 @@
-// Sub-command registration for the `xstage` CLI. Each module adds its commands
-// to the app; main() runs the chosen one and turns every common::Error (and
-// CLI11's parse errors) into a one-line message and a non-zero exit.
+// Sub-command registration for the `xstage` CLI. The commands only parse flags and
+// call a library function; main() runs the chosen one and turns every common::Error
+// (and CLI11's parse errors) into a one-line message and a non-zero exit.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,28 +9,40 @@
 
 namespace xstage::cli {
 
+#ifdef XSTAGE_HAVE_CUDA
+inline constexpr bool kHaveCuda = true;
+#else
+inline constexpr bool kHaveCuda = false;
+#endif
+
 // The command line as typed (for results files' `command` field); set by main().
 const std::string& command_line();
-// Today's date in UTC, YYYY-MM-DD (the `date` of results files).
-std::string today_utc();
-// The `bench` parent command, created on first use (bench attention, bench moe).
+// The `bench` parent command, created on first use (bench attention, bench moe, ...).
 CLI::App* bench_group(CLI::App& app);
 // Before a command's run: its --json and --png (empty: not asked for) must be writable
 // later (common::check_output_path), so that a bad path fails now, not after the run.
 void check_outputs(const std::string& command, const std::string& json, const std::string& png = "");
+// In a build without CUDA, for the commands that need a GPU: one line, then exit 1.
+[[noreturn]] void needs_cuda(const std::string& command);
 
-// fit, predict, plot, demo (host only; xstage/cli/model_commands.cpp)
+// Options that several commands share, with one wording.
+void add_params_option(CLI::App* cmd, std::string& params);
+// --json (and --png when `png` is given), defaults shown.
+void add_output_options(CLI::App* cmd, std::string& json, std::string* png = nullptr,
+                        const std::string& png_help = "Plot (empty: none)");
+
+// fit, predict, plot, demo, synth (host only; xstage/cli/model_commands.cpp)
 void add_model_commands(CLI::App& app);
-// probe (CUDA; xstage/cli/probe_commands.cpp). Without a CUDA build the command
-// exists and explains that it needs one.
+// probe, info (xstage/cli/probe_commands.cpp; in a build without CUDA, main.cpp's
+// stand-ins explain that they need one).
 void add_probe_commands(CLI::App& app);
 // probe-results (host only; xstage/cli/results_commands.cpp)
 void add_results_commands(CLI::App& app);
-// bench attention (xstage/cli/attention_commands.cpp); explains itself without CUDA.
+// bench attention (xstage/cli/attention_commands.cpp)
 void add_attention_commands(CLI::App& app);
-// bench moe (xstage/cli/moe_commands.cpp); explains itself without CUDA.
+// bench moe (xstage/cli/moe_commands.cpp)
 void add_moe_commands(CLI::App& app);
-// bench ulysses (xstage/cli/ulysses_commands.cpp); explains itself without CUDA.
+// bench ulysses, bench qkv (xstage/cli/ulysses_commands.cpp)
 void add_ulysses_commands(CLI::App& app);
 // dit (xstage/cli/dit_commands.cpp); the CPU reference (--cpu) runs without CUDA.
 void add_dit_commands(CLI::App& app);

@@ -1,12 +1,10 @@
-#include <fmt/format.h>
-
 #include <cstdio>
-#include <ctime>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/cli.hpp"
 #include "common/files.hpp"
+#include "common/plot.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -15,16 +13,15 @@ std::string g_command_line;
 const std::string& command_line() { return g_command_line; }
 void append_command_line(const char* part) { g_command_line += part; }
 
-std::string today_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
-}
-
 void check_outputs(const std::string& command, const std::string& json, const std::string& png) {
   if (!json.empty()) common::check_output_path(json, command + ": --json");
-  if (!png.empty()) common::check_output_path(png, command + ": --png");
+  if (png.empty()) return;
+  common::plot::require_charts(command + ": --png " + png);
+  common::check_output_path(png, command + ": --png");
+}
+
+void needs_cuda(const std::string& command) {
+  XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): {} is unavailable", command);
 }
 
 CLI::App* bench_group(CLI::App& app) {
@@ -36,19 +33,26 @@ CLI::App* bench_group(CLI::App& app) {
     return b;
   }
 }
+
+void add_params_option(CLI::App* cmd, std::string& params) {
+  cmd->add_option("--params", params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+}
+
+void add_output_options(CLI::App* cmd, std::string& json, std::string* png, const std::string& png_help) {
+  cmd->add_option("--json", json, "Results file, rewritten after every row (empty: none)")->capture_default_str();
+  if (png) cmd->add_option("--png", *png, png_help)->capture_default_str();
+}
 }  // namespace xstage::cli
 
 #ifndef XSTAGE_HAVE_CUDA
 namespace xstage::cli {
 void add_probe_commands(CLI::App& app) {
   app.add_subcommand("info", "Build features and visible GPUs")->callback([] {
-    std::printf("cuda: no\ngpus: 0\n");
+    std::printf("cuda: no\ncharts: %s\ngpus: 0\n", common::plot::charts_available() ? "yes" : "no");
   });
   auto* cmd = app.add_subcommand("probe", "Measure the X-Stage on this node's GPUs (needs a CUDA build)");
   cmd->allow_extras();
-  cmd->callback([] {
-    XS_FAIL("this xstage was built without CUDA (nvcc and NCCL >= 2.28 were not found): probe is unavailable");
-  });
+  cmd->callback([] { needs_cuda("probe"); });
 }
 }  // namespace xstage::cli
 #endif

@@ -16,8 +16,9 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
-#include "xstage/burstgap.hpp"
-#include "xstage/sweep.hpp"
+#include "common/plot.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage::cli {
 
@@ -125,8 +126,12 @@ struct PlotArgs {
 
 std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::Params* params,
                                   const bg::PlotSelection& sel, const fs::path& dir, const bg::FitResult* fit) {
-  fs::create_directories(dir);
   std::vector<fs::path> written;
+  if (!common::plot::charts_available()) {  // the fit and its reports stand without them
+    out("charts skipped: this build draws no charts (PLplot was not found)\n");
+    return written;
+  }
+  fs::create_directories(dir);
   bg::plot_issue_vs_burst(rows, params, sel, dir / "issue_vs_burst.png");
   written.push_back(dir / "issue_vs_burst.png");
   bg::plot_drain_vs_sms(rows, params, sel.store, dir / "drain_vs_sms.png");
@@ -155,6 +160,7 @@ std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::P
 }
 
 void run_plot(const PlotArgs& a) {
+  common::plot::require_charts("plot");
   XS_ASSERT(a.sms >= 0 && a.gpus >= 0, "--sms and --gpus must be >= 0");
   const auto rows = read_sweep(a.sweep);
   std::optional<bg::Params> params;
@@ -256,66 +262,88 @@ void run_synth(const SynthArgs& a) {
   out(fmt::format("wrote {} ({} rows, synthetic)\n", a.out, rows.size()));
 }
 
+// ---------------------------------------------------------------- registration
+
+// A sub-command whose flags fill an Args and whose callback runs run(args).
+template <class Args>
+std::pair<CLI::App*, std::shared_ptr<Args>> command(CLI::App& app, const char* name, const char* help,
+                                                    void (*run)(const Args&)) {
+  auto args = std::make_shared<Args>();
+  auto* c = app.add_subcommand(name, help);
+  c->callback([args, run] { run(*args); });
+  return {c, args};
+}
+
+// The fitted group a command reads or draws (`what`: whose choice it is).
+void add_group_options(CLI::App* c, std::string& pattern, std::string& store, int& gpus, const std::string& what) {
+  c->add_option("--pattern", pattern, what + "pattern: local | peer | all_peers (default peer)");
+  c->add_option("--store", store, what + "store kind: st4 | st8 | st16 | tma (default st16)");
+  c->add_option("--gpus", gpus, what + "GPU count (default: the only one, or the smallest in the sweep)");
+}
+
+void add_target_option(CLI::App* c, std::string& target, const std::string& what) {
+  c->add_option("--target", target, "issue statistic " + what + ": mean (default) or median");
+}
+
+void add_fit(CLI::App& app) {
+  auto [c, a] = command<FitArgs>(app, "fit", "Fit the Burst-Gap model to a probe sweep CSV", run_fit);
+  c->add_option("sweep", a->sweep, "probe sweep CSV (xstage/include/xstage/probe/sweep.hpp)")->required();
+  c->add_option("-o,--out", a->out, "params.json to write")->required();
+  c->add_option("--holdout", a->holdout, "fraction of each group's rows to hold out and validate on (0..1)");
+  c->add_option("--seed", a->seed, "seed of the holdout split");
+  c->add_option("--report", a->report, "write the validation summary as JSON");
+  c->add_option("--max-rows", a->max_rows, "rows per printed table");
+  add_target_option(c, a->target, "to fit");
+}
+
+void add_predict(CLI::App& app) {
+  auto [c, a] = command<PredictArgs>(app, "predict", "Predict a periodic burst/gap schedule from fitted parameters",
+                                     run_predict);
+  c->add_option("--params", a->params, "params.json from `xstage fit`")->required();
+  c->add_option("--sms", a->sms, "issuing SMs")->required();
+  c->add_option("--burst", a->burst, "bytes per SM per burst, e.g. 16KiB")->required();
+  c->add_option("--gap", a->gap, "compute between bursts, e.g. 2us")->required();
+  c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)");
+  add_group_options(c, a->pattern, a->store, a->gpus, "the fitted group's ");
+  c->add_flag("--json", a->json, "print JSON instead of a table");
+}
+
+void add_plot(CLI::App& app) {
+  auto [c, a] = command<PlotArgs>(app, "plot", "Plot a probe sweep (and the model) as PNG files", run_plot);
+  c->add_option("sweep", a->sweep, "probe sweep CSV")->required();
+  c->add_option("--out", a->out, "output directory")->required();
+  c->add_option("--params", a->params, "params.json: adds model curves and predicted_vs_measured.png");
+  c->add_option("--sms", a->sms, "issue_vs_burst.png: SM count (default: the most in the sweep)");
+  add_group_options(c, a->pattern, a->store, a->gpus, "the plotted rows' ");
+  add_target_option(c, a->target, "to draw without --params");
+}
+
+void add_demo(CLI::App& app) {
+  auto [c, a] = command<DemoArgs>(app, "demo", "Fit, validate and plot the Burst-Gap model on the embedded sweep",
+                                  run_demo);
+  c->add_option("--data", a->data, "directory holding h200_sweep.csv")->required();
+  c->add_option("--out", a->out, "output directory")->required();
+  c->add_option("--sweep", a->sweep, "use this sweep CSV instead of DATA/h200_sweep.csv");
+  c->add_flag("--live", a->live, "the sweep comes from a live probe on this machine (with --sweep)");
+}
+
+void add_synth(CLI::App& app) {
+  auto [c, a] = command<SynthArgs>(app, "synth", "Write a SYNTHETIC sweep from invented model parameters (for dry runs)",
+                                   run_synth);
+  c->add_option("-o,--out", a->out, "CSV to write")->required();
+  c->add_option("--noise", a->noise, "log-normal noise on issue times (default 0.03)");
+  c->add_option("--seed", a->seed, "random seed");
+  c->add_option("--gpus", a->gpus, "GPU count written in the rows (default 2)");
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
-  {
-    auto a = std::make_shared<FitArgs>();
-    auto* c = app.add_subcommand("fit", "Fit the Burst-Gap model to a probe sweep CSV");
-    c->add_option("sweep", a->sweep, "probe sweep CSV (xstage/include/xstage/sweep.hpp)")->required();
-    c->add_option("-o,--out", a->out, "params.json to write")->required();
-    c->add_option("--holdout", a->holdout, "fraction of each group's rows to hold out and validate on (0..1)");
-    c->add_option("--seed", a->seed, "seed of the holdout split");
-    c->add_option("--report", a->report, "write the validation summary as JSON");
-    c->add_option("--max-rows", a->max_rows, "rows per printed table");
-    c->add_option("--target", a->target, "issue statistic to fit: mean (default) or median");
-    c->callback([a] { run_fit(*a); });
-  }
-  {
-    auto a = std::make_shared<PredictArgs>();
-    auto* c = app.add_subcommand("predict", "Predict a periodic burst/gap schedule from fitted parameters");
-    c->add_option("--params", a->params, "params.json from `xstage fit`")->required();
-    c->add_option("--sms", a->sms, "issuing SMs")->required();
-    c->add_option("--burst", a->burst, "bytes per SM per burst, e.g. 16KiB")->required();
-    c->add_option("--gap", a->gap, "compute between bursts, e.g. 2us")->required();
-    c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)");
-    c->add_option("--pattern", a->pattern, "local | peer | all_peers (default peer)");
-    c->add_option("--store", a->store, "st4 | st8 | st16 | tma (default st16)");
-    c->add_option("--gpus", a->gpus, "GPU count of the fitted group (default: the only one)");
-    c->add_flag("--json", a->json, "print JSON instead of a table");
-    c->callback([a] { run_predict(*a); });
-  }
-  {
-    auto a = std::make_shared<PlotArgs>();
-    auto* c = app.add_subcommand("plot", "Plot a probe sweep (and the model) as PNG files");
-    c->add_option("sweep", a->sweep, "probe sweep CSV")->required();
-    c->add_option("--out", a->out, "output directory")->required();
-    c->add_option("--params", a->params, "params.json: adds model curves and predicted_vs_measured.png");
-    c->add_option("--pattern", a->pattern, "issue_vs_burst.png: pattern (default peer)");
-    c->add_option("--store", a->store, "store kind for both plots (default st16)");
-    c->add_option("--sms", a->sms, "issue_vs_burst.png: SM count (default: the most in the sweep)");
-    c->add_option("--gpus", a->gpus, "issue_vs_burst.png: GPU count (default: the smallest in the sweep)");
-    c->add_option("--target", a->target, "issue statistic to draw without --params: mean (default) or median");
-    c->callback([a] { run_plot(*a); });
-  }
-  {
-    auto a = std::make_shared<DemoArgs>();
-    auto* c = app.add_subcommand("demo", "Fit, validate and plot the Burst-Gap model on the embedded sweep");
-    c->add_option("--data", a->data, "directory holding h200_sweep.csv")->required();
-    c->add_option("--out", a->out, "output directory")->required();
-    c->add_option("--sweep", a->sweep, "use this sweep CSV instead of DATA/h200_sweep.csv");
-    c->add_flag("--live", a->live, "the sweep comes from a live probe on this machine (with --sweep)");
-    c->callback([a] { run_demo(*a); });
-  }
-  {
-    auto a = std::make_shared<SynthArgs>();
-    auto* c = app.add_subcommand("synth", "Write a SYNTHETIC sweep from invented model parameters (for dry runs)");
-    c->add_option("-o,--out", a->out, "CSV to write")->required();
-    c->add_option("--noise", a->noise, "log-normal noise on issue times (default 0.03)");
-    c->add_option("--seed", a->seed, "random seed");
-    c->add_option("--gpus", a->gpus, "GPU count written in the rows (default 2)");
-    c->callback([a] { run_synth(*a); });
-  }
+  add_fit(app);
+  add_predict(app);
+  add_plot(app);
+  add_demo(app);
+  add_synth(app);
 }
 
 }  // namespace xstage::cli

@@ -9,7 +9,7 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
-#include "xstage/sweep.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage::cli {
 

@@ -1,5 +1,5 @@
 // Host side of the communication layer (see xstage/include/xstage/comm.hpp).
-#include "xstage/comm.hpp"
+#include "xstage/comm/comm.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "common/check.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/device_buffer.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/sync/report.hpp"
 
 namespace xstage::comm {
 
@@ -34,17 +35,7 @@ constexpr auto kFailureGrace = std::chrono::seconds(20);
 
 }  // namespace
 
-unsigned long long wait_timeout_ns() {
-  constexpr unsigned long long kDefaultMs = 10'000;
-  unsigned long long ms = kDefaultMs;
-  if (const char* s = std::getenv("XSTAGE_WAIT_TIMEOUT_MS")) {
-    char* end = nullptr;
-    const long long v = std::strtoll(s, &end, 10);
-    XS_ASSERT(end && *end == '\0' && v > 0, "XSTAGE_WAIT_TIMEOUT_MS='{}' is not a positive integer", s);
-    ms = static_cast<unsigned long long>(v);
-  }
-  return ms * 1'000'000ull;
-}
+unsigned long long wait_timeout_ns() { return sync::wait_budget_ns(); }
 
 Rank::Rank(ncclUniqueId id, int nranks, int rank, int device) : rank_(rank), nranks_(nranks), device_(device) {
   XS_CHECK_CUDA(cudaSetDevice(device));

@@ -8,9 +8,9 @@
 
 #include "common/check.hpp"
 #include "common/plot.hpp"
-#include "xstage/dit.hpp"
-#include "xstage/ulysses.hpp"      // kTileRows
-#include "xstage/ulysses_qkv.hpp"  // kQkvTileRows, kQkvHeadDim
+#include "xstage/dit/dit.hpp"
+#include "xstage/ulysses/ulysses.hpp"      // kTileRows
+#include "xstage/ulysses/qkv.hpp"  // kQkvTileRows, kQkvHeadDim
 
 namespace xstage::dit {
 

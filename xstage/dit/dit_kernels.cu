@@ -5,8 +5,8 @@
 // instead (lt_gemm.cpp).
 #include <cuda_bf16.h>
 
-#include "xstage/check_cuda.hpp"
-#include "xstage/dit_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/dit/dit_cuda.hpp"
 
 namespace xstage::dit::kernels {
 

@@ -2,7 +2,7 @@
 // small kernels of dit_kernels.cu, attention (flash_fwd, or the Ulysses layer)
 // and the MoE FFN (dit_moe_ffn.hpp: the fused EP MoE kernel).
 //
-// Order of one forward on the rank's stream (shapes in xstage/dit.hpp):
+// Order of one forward on the rank's stream (shapes in xstage/dit/dit.hpp):
 //   conditioning: features(t) -> fc1 -> SiLU -> fc2 -> SiLU -> per-block mod [6C] (one batched GEMV), final mod [2C]
 //   x = patch_embed(latent)
 //   per block: ln_modulate -> QKV GEMM -> qk_norm_rope -> attention -> proj GEMM -> gated residual
@@ -29,13 +29,13 @@
 #include <map>
 
 #include "common/check.hpp"
-#include "dit_moe_ffn.hpp"
-#include "xstage/attention_cuda.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/dit_cuda.hpp"
-#include "ulysses/qkv_fused.hpp"
-#include "xstage/ulysses_cuda.hpp"
+#include "xstage/dit/moe_ffn.hpp"
+#include "xstage/attention/attention_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/dit/dit_cuda.hpp"
+#include "xstage/ulysses/qkv_fused.hpp"
+#include "xstage/ulysses/ulysses_cuda.hpp"
 
 namespace xstage::dit {
 
@@ -242,8 +242,6 @@ struct RankModel::Impl {
     a.done[0] = lq->flags.get();
     a.ready_out[0] = lq->flags.get() + 1;
     a.ready_in = lq->flags.get() + 1;
-    a.timeout_ns = comm::wait_timeout_ns();
-    a.report = hopper::timeout_report_device();
     qkv1 = std::move(lq);
   }
   void plan_modulation() {

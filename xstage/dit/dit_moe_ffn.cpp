@@ -1,12 +1,12 @@
 // The DiT block's MoE FFN on one rank (design in dit_moe_ffn.hpp).
-#include "dit_moe_ffn.hpp"
+#include "xstage/dit/moe_ffn.hpp"
 
 #include <chrono>
 
 #include "common/check.hpp"
-#include "moe/sm90_moe_fused.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
+#include "xstage/moe/sm90_moe_fused.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/comm/comm.hpp"
 
 namespace xstage::dit {
 

@@ -4,7 +4,7 @@
 // Timing: every rank runs the same fixed number of steps (warm-up, then
 // `samples` steps each between two CUDA events on its stream), because a step
 // holds collectives: a rank that ran one step more than another would wait for
-// ever. (The adaptive policy of bench_timing.hpp decides the count from each
+// ever. (The adaptive policy of bench/timing.hpp decides the count from each
 // rank's own measurements, so it is not used here; its median is.) The figure is
 // the median step of the slowest rank. Timed steps use dt = 0: the same work,
 // and the sampled latent stays as it was. With an MoE FFN and host routing a step
@@ -17,12 +17,12 @@
 #include <mutex>
 
 #include "common/check.hpp"
-#include "xstage/bench_timing.hpp"
-#include "xstage/burstgap.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/dit_cuda.hpp"
-#include "xstage/ulysses_cuda.hpp"
+#include "xstage/bench/event_timer.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/comm/comm.hpp"
+#include "xstage/dit/dit_cuda.hpp"
+#include "xstage/ulysses/ulysses_cuda.hpp"
 
 namespace xstage::dit {
 
@@ -30,22 +30,10 @@ namespace {
 double median_step_ms(RankModel& m, cudaStream_t s, AttnPath path, int warmup, int samples) {
   for (int i = 0; i < warmup; ++i) m.forward(1.0f, path), m.euler(0.0f);
   m.reset_moe_host_times();  // the MoE round trips of the timed steps only
-  cudaEvent_t e0, e1;
-  XS_CHECK_CUDA(cudaEventCreate(&e0));
-  XS_CHECK_CUDA(cudaEventCreate(&e1));
+  bench::EventTimer timer(s);
   std::vector<double> ms;
-  for (int i = 0; i < samples; ++i) {
-    XS_CHECK_CUDA(cudaEventRecord(e0, s));
-    m.forward(1.0f, path);
-    m.euler(0.0f);
-    XS_CHECK_CUDA(cudaEventRecord(e1, s));
-    m.synchronize();  // a kernel's timed-out wait is named here rather than as a bare CUDA error
-    float t = 0;
-    XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  for (int i = 0; i < samples; ++i)  // a kernel's timed-out wait is named by m.synchronize()
+    ms.push_back(timer.timed([&] { m.forward(1.0f, path), m.euler(0.0f); }, 1, [&] { m.synchronize(); }));
   std::sort(ms.begin(), ms.end());
   return median_of_sorted(ms);
 }

@@ -7,19 +7,18 @@
 // K x M (ld K): D's rows are the output channels, so the bias (one value per row of
 // D) is per channel.
 //
-// Tried and dropped (2026-12-01, one H200): the gated residuals x += gate ⊙ (Y + b) of
-// the attention projection and fc2 as CUBLASLT_EPILOGUE_BIAS with
-// CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST (alpha = gate, C = D = x): the
-// heuristic offers no algorithm for bf16 inputs with fp32 compute (docs/xstage-dit.md).
-// Instead (session 13) those GEMMs add their bias here and write Y + b in bf16, and the
-// gated residual kernel takes that bf16 branch.
+// Not used: the gated residuals x += gate ⊙ (Y + b) of the attention projection and fc2
+// as CUBLASLT_EPILOGUE_BIAS with CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST
+// (alpha = gate, C = D = x): cuBLASLt's heuristic offers no algorithm for bf16 inputs with
+// fp32 compute (docs/xstage-dit.md). Those GEMMs add their bias here and write Y + b in
+// bf16 instead, and the gated residual kernel takes that bf16 branch.
 #include <fmt/format.h>
 
 #include <cstdint>
 
 #include "common/check.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/dit_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/dit/dit_cuda.hpp"
 
 namespace xstage::dit {
 

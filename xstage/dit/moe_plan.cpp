@@ -5,7 +5,7 @@
 #include <climits>
 
 #include "common/check.hpp"
-#include "xstage/dit.hpp"
+#include "xstage/dit/dit.hpp"
 
 namespace xstage::dit {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 
 #include "common/check.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/dit.hpp"
-#include "xstage/ulysses.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/dit/dit.hpp"
+#include "xstage/ulysses/ulysses.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 namespace xstage::dit {
 

@@ -6,9 +6,9 @@
 
 #include "common/check.hpp"
 #include "common/progress.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/dit.hpp"
-#include "xstage/moe.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/dit/dit.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::dit {
 

@@ -8,8 +8,8 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/dit_safetensors.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/dit/safetensors.hpp"
 
 namespace xstage::dit {
 

@@ -6,7 +6,7 @@
 #include <numbers>
 
 #include "common/check.hpp"
-#include "xstage/dit.hpp"
+#include "xstage/dit/dit.hpp"
 
 namespace xstage::dit {
 

@@ -1,8 +1,9 @@
 // The sweep of `xstage bench moe` (host only, so its size is CPU-tested).
+#include <algorithm>
 #include <vector>
 
 #include "common/check.hpp"
-#include "xstage/moe_bench.hpp"
+#include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::moe {
 
@@ -36,6 +37,26 @@ std::vector<BenchConfig> bench_sweep(const std::string& name) {
         for (int t : {128, 512, 2048, 8192})
           for (const char* r : {"uniform", "skewed"}) out.push_back({t, e, k, h, i, ep, r});
   return out;
+}
+
+namespace {
+template <class T>
+bool listed(const std::vector<T>& allowed, const T& v) {
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+}  // namespace
+
+std::vector<BenchConfig> select_rows(const std::string& sweep, const SweepFilter& f) {
+  std::vector<BenchConfig> configs = bench_sweep(sweep);
+  if (f.only >= 0) {
+    XS_ASSERT(f.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", f.only, configs.size());
+    configs = {configs[f.only]};
+  }
+  std::erase_if(configs, [&](const BenchConfig& b) {
+    return !listed(f.ep, b.ep) || !listed(f.tokens, b.tokens_per_rank) || !listed(f.routing, b.routing);
+  });
+  XS_ASSERT(!configs.empty(), "bench moe: the filters leave no configuration of sweep '{}'", sweep);
+  return configs;
 }
 
 }  // namespace xstage::moe

@@ -3,10 +3,10 @@
 #include <climits>
 #include <cub/block/block_scan.cuh>
 
-#include "device_route.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/moe_order.hpp"
-#include "xstage/moe_topk.hpp"
+#include "xstage/moe/device_route.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/moe/order.hpp"
+#include "xstage/moe/topk.hpp"
 
 namespace xstage::moe::route {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "common/check.hpp"
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::moe {
 

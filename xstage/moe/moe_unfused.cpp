@@ -4,7 +4,7 @@
 // d's row order (send_row ascending); d receives them contiguously and scatters
 // them to those rows. The way back is the same lists reversed: d gathers its rows
 // from s in row order, s receives them and scatters to comb[token*k + slot].
-#include "moe_unfused.hpp"
+#include "xstage/moe/unfused.hpp"
 
 #include <cublas_v2.h>
 #include <fmt/format.h>
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "common/check.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/device_buffer.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/comm/comm.hpp"
+#include "common/device_buffer.hpp"
 
 #define XS_CHECK_CUBLAS(call)                                                                 \
   do {                                                                                        \
@@ -224,8 +224,8 @@ UnfusedTimes UnfusedMoe::forward() {
   XS_CHECK_CUDA(cudaEventRecord(m.ev[1], st));
   // Experts: L1, SwiGLU, L2, all bf16 out (fp32 accumulation); grouped GEMMs unless cuBLAS
   // refused them. (L1 with fp32 out was refused as a grouped GEMM on the H200 with
-  // CUDA 13.0, status 15 NOT_SUPPORTED, 2026-12-01; bf16 out is what frameworks' grouped
-  // GEMMs give too.)
+  // CUDA 13.0, status 15 NOT_SUPPORTED; bf16 out is what frameworks' grouped GEMMs give
+  // too.)
   if (m.grouped) {
     const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_16BF);
     if (s != CUBLAS_STATUS_SUCCESS) {

@@ -1,15 +1,16 @@
 // Small kernels of the unfused path (and device-side random fill for benches).
 #include <cuda_bf16.h>
 
-#include "moe_unfused.hpp"
-#include "xstage/check_cuda.hpp"
+#include "xstage/moe/unfused.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/sync/bf16.hpp"
 
 namespace xstage::moe {
 
 namespace {
 
-__device__ __forceinline__ std::uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-__device__ __forceinline__ float bf2f(std::uint16_t b) { return __uint_as_float(static_cast<unsigned>(b) << 16); }
+using sync::from_bf16;
+using sync::to_bf16;
 
 __global__ void fill_kernel(std::uint16_t* p, std::size_t n, std::uint64_t seed, float scale) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
@@ -18,7 +19,7 @@ __global__ void fill_kernel(std::uint16_t* p, std::size_t n, std::uint64_t seed,
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-    p[i] = f2bf((2.0f * u - 1.0f) * scale);
+    p[i] = to_bf16((2.0f * u - 1.0f) * scale);
   }
 }
 
@@ -33,8 +34,8 @@ __global__ void swiglu_kernel(std::uint16_t* h, const std::uint16_t* g, int rows
   const std::size_t n = std::size_t(rows) * inter;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t r = i / inter, j = i % inter;
-    const float gv = bf2f(g[r * 2 * inter + j]), uv = bf2f(g[r * 2 * inter + inter + j]);
-    h[i] = f2bf(gv / (1.0f + __expf(-gv)) * uv);
+    const float gv = from_bf16(g[r * 2 * inter + j]), uv = from_bf16(g[r * 2 * inter + inter + j]);
+    h[i] = to_bf16(gv / (1.0f + __expf(-gv)) * uv);
   }
 }
 
@@ -45,9 +46,9 @@ __global__ void combine_kernel(std::uint16_t* out, const std::uint16_t* comb, co
       float acc = 0.f;
       for (int j = 0; j < topk; ++j) {
         const std::size_t slot = std::size_t(t) * topk + j;
-        acc = __fadd_rn(acc, __fmul_rn(w[slot], bf2f(comb[slot * hidden + c])));
+        acc = __fadd_rn(acc, __fmul_rn(w[slot], from_bf16(comb[slot * hidden + c])));
       }
-      out[std::size_t(t) * hidden + c] = f2bf(acc);
+      out[std::size_t(t) * hidden + c] = to_bf16(acc);
     }
 }
 

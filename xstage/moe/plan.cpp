@@ -25,7 +25,7 @@
 // a wave's L1 phase is shorter than one round over the SMs (n1 < G), the L2 tiles
 // of wave w would be waiting on L1 tiles still in flight, so lag 2.
 // Wave size: occupancy_wave_experts() for both schedules, so they differ in order
-// only (the comparison the issue asks for).
+// only (the comparison the Burst-Gap schedules are measured by).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +35,7 @@
 #include "common/check.hpp"
 #include "common/config_print.hpp"
 #include "common/files.hpp"
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::moe {
 

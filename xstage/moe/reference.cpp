@@ -5,7 +5,7 @@
 #include <random>
 
 #include "common/check.hpp"
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::moe {
 

@@ -1,4 +1,4 @@
-// bf16 helpers, problem validation, routing (from logits and synthetic).
+// Problem validation, routing (from logits and synthetic).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -6,25 +6,10 @@
 #include <random>
 
 #include "common/check.hpp"
-#include "xstage/moe.hpp"
-#include "xstage/moe_topk.hpp"
+#include "xstage/moe/moe.hpp"
+#include "xstage/moe/topk.hpp"
 
 namespace xstage::moe {
-
-bf16_bits to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<bf16_bits>((u >> 16) | 0x40);
-  const std::uint32_t bias = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<bf16_bits>((u + bias) >> 16);
-}
-
-float from_bf16(bf16_bits b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 std::string describe(const Problem& p) {
   return fmt::format("P{} T{} E{} k{} h{} I{}", p.ranks, p.tokens_per_rank, p.experts, p.topk, p.hidden,
@@ -54,7 +39,7 @@ void validate(const Problem& p, int visible_gpus) {
 
 namespace {
 
-// Every token through topk_softmax_token (xstage/moe_topk.hpp). K > 0: k = K, the
+// Every token through topk_softmax_token (xstage/moe/topk.hpp). K > 0: k = K, the
 // scratch in registers; K = 0: any k.
 template <int K>
 void topk_softmax(const float* logits, int tokens, int experts, Routing& r) {

@@ -7,9 +7,9 @@
 #include <tuple>
 
 #include "common/check.hpp"
-#include "xstage/moe.hpp"
-#include "xstage/moe_order.hpp"
-#include "xstage/tile_raster.hpp"
+#include "xstage/moe/moe.hpp"
+#include "xstage/moe/order.hpp"
+#include "xstage/hopper/tile_raster.hpp"
 
 namespace xstage::moe {
 
@@ -205,8 +205,6 @@ DispatchPlan dispatch_plan(const OrderSpec& spec, int experts_local) {
   const long long first = static_cast<long long>(spec.wave_experts) * (spec.interleaved ? spec.lag : 1);
   return plan_with_first(static_cast<int>(std::min<long long>(first, experts_local)), experts_local);
 }
-
-DispatchPlan serial_dispatch(int experts_local) { return plan_with_first(experts_local, experts_local); }
 
 OrderSpec order_spec(const ScheduleConfig& c, const Problem& p, int raster_group) {
   return spec_of(c, p.intermediate / kL1TileN, p.hidden / kL2TileN, raster_group);

@@ -1,7 +1,7 @@
 // Host launcher of the fused EP MoE kernel: window, device communicator, index
 // maps, schedule order and the cumulative counter targets of each launch; or, with
 // route_on_device, the GPU planner of device_route.hpp in their place.
-#include "sm90_moe_fused.hpp"
+#include "xstage/moe/sm90_moe_fused.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,13 +9,13 @@
 
 #include <fmt/format.h>
 
-#include "device_route.hpp"
+#include "xstage/moe/device_route.hpp"
 
 #include "common/check.hpp"
 #include "common/config_print.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/device_buffer.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/comm/comm.hpp"
+#include "common/device_buffer.hpp"
 #include "xstage/hopper/tensor_map.hpp"
 
 namespace xstage::moe {
@@ -57,26 +57,6 @@ void upload_on(DeviceBuffer<T>& buf, const std::vector<T>& v, cudaStream_t s) {
 }
 }  // namespace
 
-const char* to_string(FusedWaitSite s) {
-  switch (s) {
-    case FusedWaitSite::start_gate: return "start gate (after the LSA barrier)";
-    case FusedWaitSite::lsa_barrier: return "LSA barrier arrival of a peer (index = peer)";
-    case FusedWaitSite::dispatch_rows: return "dispatch rows of a local expert (index = expert)";
-    case FusedWaitSite::l1_row_block: return "L1 tiles of a row block (index = expert * max_m_blocks + m)";
-    case FusedWaitSite::combine_rows: return "combine rows of this rank's tokens";
-    case FusedWaitSite::item_full: return "mbarrier item_full (consumer waits for a work item)";
-    case FusedWaitSite::item_empty: return "mbarrier item_empty (producer waits for a free item slot)";
-    case FusedWaitSite::stage_full: return "mbarrier full (consumer waits for TMA bytes of a stage)";
-    case FusedWaitSite::stage_empty: return "mbarrier empty (producer waits for consumers to free a stage)";
-    case FusedWaitSite::release_full:
-      return "release agent waits for a finished tile (index = bit mask of the consumer warpgroups still running; no tile "
-             "for six budgets)";
-    case FusedWaitSite::release_empty:
-      return "mbarrier release_empty (consumer waits for the release agent; index = warpgroup * slots + slot)";
-  }
-  return "unknown wait";
-}
-
 struct FusedMoe::Impl {
   comm::Rank* nccl;  // this rank's communicator; null: a rank of a OneGpuGroup
   int rank_id, device;
@@ -103,8 +83,7 @@ struct FusedMoe::Impl {
   std::size_t marks_used = 0;
   FusedMaps shapes;
   CUtensorMap map_recv{}, map_h{}, map_w1{}, map_w2{};
-  FusedWaitReport* report_host = nullptr;
-  FusedWaitReport* report_dev = nullptr;
+  sync::MappedReport report;  // this rank's: a timed-out wait of its kernel
   std::vector<unsigned> dispatch_total;  // cumulative per local expert
   std::vector<unsigned> next_dispatch;   // this forward's counts
   // Host inputs: where this forward's rows come from, for a timed-out wait's message.
@@ -112,8 +91,6 @@ struct FusedMoe::Impl {
   std::vector<int> combine_from;                // [P] this rank's (token, slot) rows computed on each rank
   int n_items = 0, max_m_blocks = 1;
   DispatchPlan dispatch;      // of the current inputs
-  DispatchMode dispatch_mode = DispatchMode::overlapped;
-  ReleaseMode release_mode = ReleaseMode::by_agent;
   DeviceBuffer<unsigned long long> kernel_profile;  // set_profile(true): [blocks][roles][fields] cycles
   int profiled_launches = 0;
   unsigned epoch = 0;
@@ -121,7 +98,6 @@ struct FusedMoe::Impl {
   bool have_inputs = false;
 
   ~Impl() {
-    if (report_host) cudaFreeHost(report_host);
     if (nonfinite_host) cudaFreeHost(nonfinite_host);
     for (auto& m : marks)
       for (cudaEvent_t e : m) cudaEventDestroy(e);
@@ -129,8 +105,8 @@ struct FusedMoe::Impl {
 
   // For a timed-out counter wait: the ranks whose rows it counts in this forward (host
   // inputs), e.g. "; this launch's rows of local expert 3: 5 from rank 0, 7 from rank 1".
-  std::string sources_of(FusedWaitSite site, int index) const {
-    const bool rows = site == FusedWaitSite::dispatch_rows, comb = site == FusedWaitSite::combine_rows;
+  std::string sources_of(MoeSite site, int index) const {
+    const bool rows = site == MoeSite::dispatch_rows, comb = site == MoeSite::combine_rows;
     if (!rows && !comb) return "";
     if (inputs != Inputs::host) return "; (routed on the device: the rows' sources are not on the host)";
     if (rows && (index < 0 || index >= static_cast<int>(dispatch_from.size()))) return "";
@@ -184,13 +160,6 @@ struct FusedMoe::Impl {
     dispatch_total.assign(p.experts_per_rank(), 0);
     map_recv = map_of(shapes.recv, window_local + win.recv_off);
     map_h = map_of(shapes.h, h.get());
-    void* hp = nullptr;
-    XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(FusedWaitReport), cudaHostAllocMapped));
-    report_host = static_cast<FusedWaitReport*>(hp);
-    *report_host = FusedWaitReport{};
-    void* dp = nullptr;
-    XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
-    report_dev = static_cast<FusedWaitReport*>(dp);
     // Counters start at zero on every rank before any peer may add to them (the caller
     // synchronises the ranks after this).
     fill_device(window_local, 0, kFlagsBytes);
@@ -416,9 +385,6 @@ Routing FusedMoe::device_routing() const {
   return {m.p.tokens_per_rank, m.p.topk, m.expert.to_host(tk), m.weight.to_host(tk)};
 }
 
-void FusedMoe::set_dispatch(DispatchMode mode) { impl_->dispatch_mode = mode; }
-void FusedMoe::set_release(ReleaseMode mode) { impl_->release_mode = mode; }
-
 void FusedMoe::set_profile(bool on) {
   Impl& m = *impl_;
   XS_CHECK_CUDA(cudaSetDevice(m.device));
@@ -485,7 +451,6 @@ void FusedMoe::launch() {
   a.map_h = m.map_h;
   a.map_w1 = m.map_w1;
   a.map_w2 = m.map_w2;
-  a.report = m.report_dev;
   a.x = m.x;
   a.w1 = m.w1;
   a.w2 = m.w2;
@@ -508,15 +473,11 @@ void FusedMoe::launch() {
   // Every (token, slot) of this rank comes back once per L2 n-block.
   a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
   a.epoch = m.epoch;
-  const DispatchPlan d =
-      m.dispatch_mode == DispatchMode::overlapped ? m.dispatch : serial_dispatch(m.p.experts_per_rank());
-  a.dispatch_first = d.first;
-  a.dispatch_step = d.step;
-  a.dispatch_by_block = m.dispatch_mode == DispatchMode::by_block;
-  a.release_by_agent = m.release_mode == ReleaseMode::by_agent;
+  a.dispatch_first = m.dispatch.first;
+  a.dispatch_step = m.dispatch.step;
   a.profile = m.kernel_profile.get();
   if (a.profile != nullptr) ++m.profiled_launches;
-  a.wait = {comm::wait_timeout_ns(), m.rank_id};
+  a.wait = {sync::wait_budget_ns(), m.rank_id, static_cast<int>(sync::Kernel::moe), m.report.device()};
   launch_fused(a, blocks_, st);
 }
 
@@ -533,12 +494,11 @@ void FusedMoe::synchronize() {
     }
     return;
   }
-  volatile FusedWaitReport* r = m.report_host;
-  if (r->flag != 0)  // 1, or 2 when the trap came before the final flag store landed
-    XS_FAIL("moe fused kernel: device wait timed out on rank {} block {} thread {}: {} (index {}, expected {}, saw {}){}; "
-            "CUDA: {}",
-            r->rank, r->block, r->thread, to_string(static_cast<FusedWaitSite>(r->site)), r->index, r->expected,
-            r->seen, m.sources_of(static_cast<FusedWaitSite>(r->site), r->index), cudaGetErrorString(err));
+  if (m.report.raised()) {  // flag 1, or 2 when the trap came before the final flag store landed
+    const sync::WaitReport r = m.report.read();
+    const std::string line = m.report.take(&kMoeSites);
+    XS_FAIL("{}{}; CUDA: {}", line, m.sources_of(static_cast<MoeSite>(r.site), r.index), cudaGetErrorString(err));
+  }
   XS_FAIL("moe fused kernel failed on rank {}: {}", m.rank_id, cudaGetErrorString(err));
 }
 

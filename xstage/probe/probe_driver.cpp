@@ -8,16 +8,18 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 
 #include "common/check.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
 #include "common/progress.hpp"
 #include "common/stats.hpp"
-#include "sm90_probe.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/probe.hpp"
+#include "xstage/bench/event_timer.hpp"
+#include "xstage/comm/comm.hpp"
+#include "xstage/probe/probe.hpp"
+#include "xstage/probe/sm90_probe.hpp"
 
 namespace xstage::probe {
 
@@ -184,6 +186,179 @@ void validate(const ProbeOptions& o, int gpus_present, int sm_count) {
   }
 }
 
+
+// The per-SM region of the payload: the largest burst, 128-byte aligned; and the most SMs.
+struct Extent {
+  std::size_t region = 0;
+  int max_sms = 0;
+};
+
+Extent extent_of(const ProbeOptions& o) {
+  std::size_t max_burst = 0;
+  Extent e;
+  for (const auto& c : o.configs) {
+    max_burst = std::max(max_burst, c.burst_bytes);
+    e.max_sms = std::max(e.max_sms, c.sms);
+  }
+  e.region = (max_burst + 127) / 128 * 128;
+  XS_ASSERT(e.region * static_cast<std::size_t>(e.max_sms) <= o.buffer_bytes,
+            "largest burst ({} B) x most SMs ({}) exceeds the {}-byte buffer (raise --buffer)", max_burst, e.max_sms,
+            o.buffer_bytes);
+  return e;
+}
+
+// One rank's part of the probe: its window and device records, and the steps that
+// every rank takes together (each is collective: all ranks call it in the same order).
+class RankProbe {
+ public:
+  RankProbe(comm::Rank& rank, const ProbeOptions& o, const Extent& e, Shared& shared, ProbeResult& result)
+      : rank_(rank), o_(o), e_(e), shared_(shared), result_(result), me_(rank.rank()), st_(rank.stream()),
+        win_(rank, kPayloadOffset + o.buffer_bytes), budget_{comm::wait_timeout_ns(), me_},
+        bursts_(static_cast<std::size_t>(e.max_sms) * o.bursts), sms_(e.max_sms),
+        seen_(static_cast<std::size_t>(e.max_sms) * o.bursts), ping_(2 * kPingRounds), sink_(kBlockThreads) {
+    shared_.payload[me_] = static_cast<char*>(win_.local()) + kPayloadOffset;
+    rank_.host_barrier();  // every window registered before any peer access
+  }
+
+  // Clock offsets: rank 0 pings each receiver in turn (NTP-style, fastest round). The
+  // GPUs' timers drift apart by microseconds over a sweep, so this runs again before
+  // every visible-mode configuration.
+  void calibrate_clocks() {
+    for (int r = 1; r < o_.gpus; ++r) {
+      ping_base_ += kPingRounds + 1;
+      PingArgs pa{win_.window(), me_ == 0 ? r : 0, kPingRounds, ping_base_, ping_.get(), budget_};
+      if (me_ == 0) launch_ping_sender(pa, st_);
+      if (me_ == r) launch_ping_echo(pa, st_);
+      synchronize(st_);  // names a timed-out wait
+      if (me_ == 0 || me_ == r) shared_.seen[me_] = ping_.to_host(2 * kPingRounds);
+      shared_.sync.arrive_and_wait();
+      if (me_ == 0) fastest_round(r);
+      shared_.sync.arrive_and_wait();
+    }
+  }
+
+  // Copy-engine reference: cudaMemcpyPeer rank 0 -> rank 1, the median of 10 copies
+  // after 3 warm-up ones.
+  void copy_engine() {
+    if (me_ <= 1) XS_CHECK_CUDA(cudaMalloc(&shared_.copy_buf[me_], kCopyBytes));
+    shared_.sync.arrive_and_wait();
+    if (me_ == 0) {
+      bench::EventTimer timer(st_, "copy engine");
+      std::vector<double> ms;
+      for (int i = 0; i < 13; ++i) {
+        const double t = timer(
+            [&] { XS_CHECK_CUDA(cudaMemcpyPeerAsync(shared_.copy_buf[1], 1, shared_.copy_buf[0], 0, kCopyBytes, st_)); },
+            1);
+        if (i >= 3) ms.push_back(t);
+      }
+      result_.copy_engine_GBps = static_cast<double>(kCopyBytes) / (common::median(ms) * 1e6);
+    }
+    shared_.sync.arrive_and_wait();
+    if (me_ <= 1) XS_CHECK_CUDA(cudaFree(shared_.copy_buf[me_]));
+  }
+
+  // Configuration i: rank 0 sends, the observers watch (visible mode), every rank checks
+  // its payload; rank 0 then summarizes the records into `row`.
+  void run_config(std::size_t i, SweepRow& row) {
+    const ProbeConfig& c = o_.configs[i];
+    const auto dst = destinations(c.pattern, o_.gpus);
+    const uint32_t epoch = static_cast<uint32_t>(i + 1);
+    const bool visible = c.mode == "visible";
+    if (visible) calibrate_clocks();
+    shared_.sync.arrive_and_wait();
+    if (visible && me_ != 0 && std::find(dst.begin(), dst.end(), me_) != dst.end()) {
+      ObserverArgs oa{win_.window(), c.sms, o_.warmup, o_.bursts, flag_base_, seen_.get(), budget_};
+      launch_observer(oa, st_);
+    }
+    if (me_ == 0) send(c, dst, epoch, visible);
+    synchronize(st_);  // names a timed-out wait
+    shared_.sync.arrive_and_wait();  // all kernels of this config are done
+    if (visible && me_ != 0) shared_.seen[me_] = seen_.to_host(static_cast<std::size_t>(c.sms) * o_.bursts);
+    verify(c, epoch);
+    if (me_ == 0) row = summarize(c);
+    flag_base_ += static_cast<uint32_t>(o_.warmup + o_.bursts + 1);
+  }
+
+ private:
+  void fastest_round(int r) {
+    double best_rtt = std::numeric_limits<double>::max(), offset = 0;
+    for (int i = 0; i < kPingRounds; ++i) {
+      const double a = static_cast<double>(shared_.seen[0][2 * i]);
+      const double c = static_cast<double>(shared_.seen[0][2 * i + 1]);
+      const double b = static_cast<double>(shared_.seen[r][i]);
+      if (c - a < best_rtt) {
+        best_rtt = c - a;
+        offset = b - (a + c) / 2;
+      }
+    }
+    result_.clock_offset_ns[r] = offset;
+    result_.ping_rtt_ns[r] = best_rtt;
+  }
+
+  void send(const ProbeConfig& c, const std::vector<int>& dst, uint32_t epoch, bool visible) {
+    SenderArgs sa{};
+    sa.window = win_.window();
+    if (o_.gpus == 1) {  // no LSA pointers on a one-rank communicator (SenderArgs)
+      sa.self_payload = static_cast<char*>(win_.local()) + kPayloadOffset;
+      sa.self_flags = reinterpret_cast<uint32_t*>(static_cast<char*>(win_.local()) + kFlagOffset);
+    }
+    sa.n_dst = static_cast<int>(dst.size());
+    for (int d = 0; d < sa.n_dst; ++d) sa.dst_rank[d] = dst[d];
+    sa.store = store_kind(c.store);
+    sa.burst_bytes = static_cast<int>(c.burst_bytes);
+    sa.region_bytes = e_.region;
+    sa.warmup = o_.warmup;
+    sa.bursts = o_.bursts;
+    sa.gap_ns = static_cast<long long>(c.gap_ns);
+    sa.visible = visible ? 1 : 0;
+    sa.flag_base = flag_base_;
+    sa.epoch = epoch;
+    sa.bursts_out = bursts_.get();
+    sa.sms_out = sms_.get();
+    sa.sink = sink_.get();
+    sa.wait = budget_;
+    launch_sender(sa, c.sms, st_);
+  }
+
+  // Every rank checks its payload bitwise; rank 0 fails with the first mismatch.
+  void verify(const ProbeConfig& c, uint32_t epoch) {
+    std::string err;
+    shared_.verified[me_] += verify_payload(c, o_, me_, shared_.payload[me_], e_.region, epoch, err);
+    if (!err.empty()) {
+      std::lock_guard lock(shared_.mu);
+      if (shared_.verify_error.empty()) shared_.verify_error = err;
+    }
+    shared_.sync.arrive_and_wait();
+    if (me_ == 0) XS_ASSERT(shared_.verify_error.empty(), "{}", shared_.verify_error);
+  }
+
+  SweepRow summarize(const ProbeConfig& c) {
+    const auto bursts = bursts_.to_host(static_cast<std::size_t>(c.sms) * o_.bursts);
+    const auto sms = sms_.to_host(c.sms);
+    std::vector<int> ids;
+    for (const auto& s : sms) ids.push_back(s.smid);
+    std::sort(ids.begin(), ids.end());
+    XS_ASSERT(std::adjacent_find(ids.begin(), ids.end()) == ids.end(),
+              "two probe blocks shared an SM ({} SMs requested)", c.sms);
+    return summarize_config(c, o_, bursts, sms, shared_, result_.clock_offset_ns);
+  }
+
+  comm::Rank& rank_;
+  const ProbeOptions& o_;
+  Extent e_;
+  Shared& shared_;
+  ProbeResult& result_;
+  int me_;
+  cudaStream_t st_;
+  comm::SymmetricWindow win_;
+  sync::WaitContext budget_;
+  DeviceBuffer<BurstRecord> bursts_;
+  DeviceBuffer<SmRecord> sms_;
+  DeviceBuffer<unsigned long long> seen_, ping_;
+  DeviceBuffer<float> sink_;
+  uint32_t ping_base_ = 0, flag_base_ = 1u << 20;
+};
+
 }  // namespace
 
 ProbeResult run_probe(const ProbeOptions& o) {
@@ -192,6 +367,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   cudaDeviceProp prop{};
   XS_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   validate(o, present, prop.multiProcessorCount);
+  const Extent extent = extent_of(o);
 
   ProbeResult result;
   result.card = prop.name;
@@ -199,166 +375,23 @@ ProbeResult run_probe(const ProbeOptions& o) {
   result.sm_count = prop.multiProcessorCount;
   result.clock_offset_ns.assign(o.gpus, 0.0);
   result.ping_rtt_ns.assign(o.gpus, 0.0);
-  std::size_t max_burst = 0;
-  int max_sms = 0;
-  for (const auto& c : o.configs) {
-    max_burst = std::max(max_burst, c.burst_bytes);
-    max_sms = std::max(max_sms, c.sms);
-  }
-  // Region per SM: the largest burst, 128-byte aligned, capped by the buffer.
-  const std::size_t region = (max_burst + 127) / 128 * 128;
-  XS_ASSERT(region * static_cast<std::size_t>(max_sms) <= o.buffer_bytes,
-            "largest burst ({} B) x most SMs ({}) exceeds the {}-byte buffer (raise --buffer)", max_burst, max_sms,
-            o.buffer_bytes);
-
   Shared shared(o.gpus);
   shared.verified.assign(o.gpus, 0);
-  std::vector<SweepRow> rows(o.configs.size());
-
+  result.rows.resize(o.configs.size());
   comm::run_ranks(o.gpus, comm::Launch::threads, [&](comm::Rank& rank) {
-    const int me = rank.rank();
-    cudaStream_t st = rank.stream();
-    comm::SymmetricWindow win(rank, kPayloadOffset + o.buffer_bytes);
-    shared.payload[me] = static_cast<char*>(win.local()) + kPayloadOffset;
-    const comm::WaitBudget budget{comm::wait_timeout_ns(), me};
-
-    const std::size_t nrec = static_cast<std::size_t>(max_sms) * o.bursts;
-    DeviceBuffer<BurstRecord> d_bursts(nrec);
-    DeviceBuffer<SmRecord> d_sms(max_sms);
-    DeviceBuffer<unsigned long long> d_seen(nrec), d_ping(2 * kPingRounds);
-    DeviceBuffer<float> d_sink(kBlockThreads);
-    rank.host_barrier();  // every window registered before any peer access
-
-    // Clock offsets: rank 0 pings each receiver in turn (NTP-style, fastest round).
-    // The GPUs' timers drift apart by microseconds over a sweep, so this runs
-    // before every visible-mode configuration. All ranks must call it together.
-    uint32_t ping_base = 0;
-    auto calibrate_clocks = [&] {
-      for (int r = 1; r < o.gpus; ++r) {
-        ping_base += kPingRounds + 1;
-        PingArgs pa{win.window(), me == 0 ? r : 0, kPingRounds, ping_base, d_ping.get(), budget};
-        if (me == 0) launch_ping_sender(pa, st);
-        if (me == r) launch_ping_echo(pa, st);
-        XS_CHECK_CUDA(cudaStreamSynchronize(st));
-        if (me == 0 || me == r) shared.seen[me] = d_ping.to_host(2 * kPingRounds);
-        shared.sync.arrive_and_wait();
-        if (me == 0) {
-          double best_rtt = std::numeric_limits<double>::max(), offset = 0;
-          for (int i = 0; i < kPingRounds; ++i) {
-            const double a = static_cast<double>(shared.seen[0][2 * i]);
-            const double c = static_cast<double>(shared.seen[0][2 * i + 1]);
-            const double b = static_cast<double>(shared.seen[r][i]);
-            if (c - a < best_rtt) {
-              best_rtt = c - a;
-              offset = b - (a + c) / 2;
-            }
-          }
-          result.clock_offset_ns[r] = offset;
-          result.ping_rtt_ns[r] = best_rtt;
-        }
-        shared.sync.arrive_and_wait();
-      }
-    };
-    calibrate_clocks();
-
-    // Copy-engine reference: cudaMemcpyPeer rank 0 -> rank 1.
-    if (o.copy_engine && o.gpus >= 2) {
-      if (me <= 1) XS_CHECK_CUDA(cudaMalloc(&shared.copy_buf[me], kCopyBytes));
-      shared.sync.arrive_and_wait();
-      if (me == 0) {
-        cudaEvent_t e0, e1;
-        XS_CHECK_CUDA(cudaEventCreate(&e0));
-        XS_CHECK_CUDA(cudaEventCreate(&e1));
-        std::vector<double> ms;
-        for (int i = 0; i < 13; ++i) {
-          XS_CHECK_CUDA(cudaEventRecord(e0, st));
-          XS_CHECK_CUDA(cudaMemcpyPeerAsync(shared.copy_buf[1], 1, shared.copy_buf[0], 0, kCopyBytes, st));
-          XS_CHECK_CUDA(cudaEventRecord(e1, st));
-          XS_CHECK_CUDA(cudaEventSynchronize(e1));
-          float t = 0;
-          XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-          if (i >= 3) ms.push_back(t);
-        }
-        result.copy_engine_GBps = static_cast<double>(kCopyBytes) / (common::median(ms) * 1e6);
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-      }
-      shared.sync.arrive_and_wait();
-      if (me <= 1) XS_CHECK_CUDA(cudaFree(shared.copy_buf[me]));
-    }
-
-    // The sweep.
+    RankProbe probe(rank, o, extent, shared, result);
+    probe.calibrate_clocks();
+    if (o.copy_engine && o.gpus >= 2) probe.copy_engine();
     std::unique_ptr<common::ProgressBar> bar;
-    if (me == 0) bar = std::make_unique<common::ProgressBar>("probe", o.configs.size(), o.progress);
-    uint32_t flag_base = 1u << 20;
-    std::vector<BurstRecord> h_bursts;
-    std::vector<SmRecord> h_sms;
+    if (rank.rank() == 0) bar = std::make_unique<common::ProgressBar>("probe", o.configs.size(), o.progress);
     for (std::size_t i = 0; i < o.configs.size(); ++i) {
-      const ProbeConfig& c = o.configs[i];
-      const auto dst = destinations(c.pattern, o.gpus);
-      const uint32_t epoch = static_cast<uint32_t>(i + 1);
-      const bool visible = c.mode == "visible";
-      if (visible) calibrate_clocks();
-      shared.sync.arrive_and_wait();
-      if (visible && me != 0 && std::find(dst.begin(), dst.end(), me) != dst.end()) {
-        ObserverArgs oa{win.window(), c.sms, o.warmup, o.bursts, flag_base, d_seen.get(), budget};
-        launch_observer(oa, st);
-      }
-      if (me == 0) {
-        SenderArgs sa{};
-        sa.window = win.window();
-        if (o.gpus == 1) {  // no LSA pointers on a one-rank communicator (SenderArgs)
-          sa.self_payload = static_cast<char*>(win.local()) + kPayloadOffset;
-          sa.self_flags = reinterpret_cast<uint32_t*>(static_cast<char*>(win.local()) + kFlagOffset);
-        }
-        sa.n_dst = static_cast<int>(dst.size());
-        for (int d = 0; d < sa.n_dst; ++d) sa.dst_rank[d] = dst[d];
-        sa.store = store_kind(c.store);
-        sa.burst_bytes = static_cast<int>(c.burst_bytes);
-        sa.region_bytes = region;
-        sa.warmup = o.warmup;
-        sa.bursts = o.bursts;
-        sa.gap_ns = static_cast<long long>(c.gap_ns);
-        sa.visible = visible ? 1 : 0;
-        sa.flag_base = flag_base;
-        sa.epoch = epoch;
-        sa.bursts_out = d_bursts.get();
-        sa.sms_out = d_sms.get();
-        sa.sink = d_sink.get();
-        sa.wait = budget;
-        launch_sender(sa, c.sms, st);
-      }
-      XS_CHECK_CUDA(cudaStreamSynchronize(st));
-      shared.sync.arrive_and_wait();  // all kernels of this config are done
-      if (visible && me != 0) {
-        shared.seen[me] = d_seen.to_host(static_cast<std::size_t>(c.sms) * o.bursts);
-      }
-      std::string err;
-      shared.verified[me] += verify_payload(c, o, me, shared.payload[me], region, epoch, err);
-      if (!err.empty()) {
-        std::lock_guard lock(shared.mu);
-        if (shared.verify_error.empty()) shared.verify_error = err;
-      }
-      shared.sync.arrive_and_wait();
-      if (me == 0) {
-        XS_ASSERT(shared.verify_error.empty(), "{}", shared.verify_error);
-        h_bursts = d_bursts.to_host(static_cast<std::size_t>(c.sms) * o.bursts);
-        h_sms = d_sms.to_host(c.sms);
-        std::vector<int> ids;
-        for (const auto& s : h_sms) ids.push_back(s.smid);
-        std::sort(ids.begin(), ids.end());
-        XS_ASSERT(std::adjacent_find(ids.begin(), ids.end()) == ids.end(),
-                  "two probe blocks shared an SM ({} SMs requested)", c.sms);
-        rows[i] = summarize_config(c, o, h_bursts, h_sms, shared, result.clock_offset_ns);
-        bar->tick();
-      }
-      flag_base += static_cast<uint32_t>(o.warmup + o.bursts + 1);
+      probe.run_config(i, result.rows[i]);
+      if (bar) bar->tick();
     }
     if (bar) bar->finish();
     rank.host_barrier();
   });
   for (long long v : shared.verified) result.verified_words += v;
-  result.rows = std::move(rows);
   return result;
 }
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "common/check.hpp"
-#include "xstage/probe.hpp"
-#include "xstage/sweep.hpp"
+#include "xstage/probe/probe.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage::probe {
 

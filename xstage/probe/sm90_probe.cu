@@ -11,15 +11,37 @@
 //            flag to reach each burst's value and stamps %globaltimer.
 // ping/echo: flag ping-pong between two GPUs, to place the receiver's clock on the
 //            sender's (offset = t_echo - (t_sent + t_back)/2 at the fastest round).
-#include <cuda/atomic>
+#include <nccl_device.h>
 
-#include "sm90_probe.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm_device.cuh"
+#include <iterator>
+#include <string>
+
+#include "xstage/probe/sm90_probe.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/sync/ptx.cuh"
+#include "xstage/sync/wait.cuh"
 
 namespace xstage::probe {
 
 namespace {
+
+// The probe's wait sites (sync::WaitReport::site) and their names.
+enum class ProbeSite : int { burst_flag, ping_reply, ping };
+constexpr const char* kProbeSiteNames[] = {
+    "burst flag of sender SM {index} (observer)",
+    "ping-pong reply (sender; index = round)",
+    "ping-pong ping (echo; index = round)",
+};
+constexpr sync::SiteNames kProbeSites{sync::Kernel::probe, "probe", kProbeSiteNames,
+                                      static_cast<int>(std::size(kProbeSiteNames))};
+
+// The context of a launch: the caller's budget and rank, the process-wide report.
+sync::WaitContext context_of(sync::WaitContext w) {
+  sync::register_sites(kProbeSites);
+  w.kernel = static_cast<int>(sync::Kernel::probe);
+  w.report = sync::process_report().device();
+  return w;
+}
 
 __device__ __forceinline__ unsigned long long clk() { return clock64(); }
 
@@ -33,9 +55,9 @@ __device__ __forceinline__ int smid() {
 // every 64 dependent FMAs so the check costs little.
 __device__ __forceinline__ float busy_compute(long long ns, float acc) {
   if (ns <= 0) return acc;
-  const unsigned long long start = comm::global_ns();
+  const unsigned long long start = sync::global_ns();
   #pragma unroll 1
-  while (comm::global_ns() - start < static_cast<unsigned long long>(ns)) {
+  while (sync::global_ns() - start < static_cast<unsigned long long>(ns)) {
     #pragma unroll
     for (int i = 0; i < 64; ++i) acc = fmaf(acc, 1.0000001f, 1e-7f);
   }
@@ -109,12 +131,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
     // Source chunk for bulk stores: burst 0's pattern, repeated each burst.
     for (int w = threadIdx.x; w < kTmaChunk / 4; w += blockDim.x)
       reinterpret_cast<uint32_t*>(smem)[w] = probe_word(a.epoch, sm, 0, w);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    sync::fence_proxy_async_smem();
   }
   SmRecord rec{};
   if (threadIdx.x == 0) {
     rec.clk0 = clk();
-    rec.gt0 = comm::global_ns();
+    rec.gt0 = sync::global_ns();
     rec.smid = smid();
   }
   __syncthreads();
@@ -124,7 +146,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
   const int total = a.warmup + a.bursts;
   for (int b = 0; b < total; ++b) {
     unsigned long long gt_start = 0;
-    if (threadIdx.x == 0) gt_start = comm::global_ns();
+    if (threadIdx.x == 0) gt_start = sync::global_ns();
     const unsigned long long t0 = clk();
     switch (a.store) {
       case StoreKind::st4: issue_burst_st<4>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
@@ -151,9 +173,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
       unsigned long long gt_fenced = 0;
       if (a.visible) {
         if (a.store == StoreKind::tma) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-        asm volatile("fence.acq_rel.sys;" ::: "memory");
-        for (int d = 0; d < a.n_dst; ++d) comm::store_relaxed_sys(flags[d] + sm, a.flag_base + b + 1);
-        gt_fenced = comm::global_ns();
+        sync::fence_acq_rel_sys();
+        for (int d = 0; d < a.n_dst; ++d) sync::st_relaxed_sys(flags[d] + sm, a.flag_base + b + 1);
+        gt_fenced = sync::global_ns();
       }
       if (b >= a.warmup) a.bursts_out[static_cast<std::size_t>(sm) * a.bursts + (b - a.warmup)] =
           BurstRecord{s, e, gt_start, gt_fenced};
@@ -165,7 +187,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
   __threadfence_system();  // payload performed before the kernel ends (for verification)
   if (threadIdx.x == 0) {
     rec.clk1 = clk();
-    rec.gt1 = comm::global_ns();
+    rec.gt1 = sync::global_ns();
     a.sms_out[sm] = rec;
   }
   if (acc == -1.0f) a.sink[threadIdx.x] = acc;  // never true; keeps the FMAs
@@ -176,8 +198,8 @@ __global__ void observer_kernel(const ObserverArgs a) {
   const int total = a.warmup + a.bursts;
   for (int s = threadIdx.x; s < a.sender_sms; s += blockDim.x) {
     for (int b = 0; b < total; ++b) {
-      comm::wait_geq_acquire(flags + s, a.flag_base + b + 1, a.wait, "probe burst flag");
-      const unsigned long long t = comm::global_ns();
+      sync::wait_geq_acquire(a.wait, flags + s, a.flag_base + b + 1, ProbeSite::burst_flag, s);
+      const unsigned long long t = sync::global_ns();
       if (b >= a.warmup) a.seen_out[static_cast<std::size_t>(s) * a.bursts + (b - a.warmup)] = t;
     }
   }
@@ -187,10 +209,10 @@ __global__ void ping_sender_kernel(const PingArgs a) {
   uint32_t* ping = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kPingOffset, a.peer));
   const uint32_t* pong = static_cast<const uint32_t*>(ncclGetLocalPointer(a.window, kPongOffset));
   for (int i = 0; i < a.rounds; ++i) {
-    const unsigned long long t0 = comm::global_ns();
-    comm::store_release_sys(ping, a.base + i + 1);
-    comm::wait_geq_acquire(pong, a.base + i + 1, a.wait, "ping-pong reply");
-    const unsigned long long t1 = comm::global_ns();
+    const unsigned long long t0 = sync::global_ns();
+    sync::st_release_sys(ping, a.base + i + 1);
+    sync::wait_geq_acquire(a.wait, pong, a.base + i + 1, ProbeSite::ping_reply, i);
+    const unsigned long long t1 = sync::global_ns();
     a.t_out[2 * i] = t0;
     a.t_out[2 * i + 1] = t1;
   }
@@ -200,9 +222,9 @@ __global__ void ping_echo_kernel(const PingArgs a) {
   const uint32_t* ping = static_cast<const uint32_t*>(ncclGetLocalPointer(a.window, kPingOffset));
   uint32_t* pong = static_cast<uint32_t*>(ncclGetLsaPointer(a.window, kPongOffset, a.peer));
   for (int i = 0; i < a.rounds; ++i) {
-    comm::wait_geq_acquire(ping, a.base + i + 1, a.wait, "ping-pong ping");
-    a.t_out[i] = comm::global_ns();
-    comm::store_release_sys(pong, a.base + i + 1);
+    sync::wait_geq_acquire(a.wait, ping, a.base + i + 1, ProbeSite::ping, i);
+    a.t_out[i] = sync::global_ns();
+    sync::st_release_sys(pong, a.base + i + 1);
   }
 }
 
@@ -214,24 +236,40 @@ void launch_sender(const SenderArgs& args, int sms, cudaStream_t stream) {
   XS_CHECK_MSG(args.burst_bytes > 0 && args.burst_bytes % 16 == 0, "probe sender: burst must be a multiple of 16");
   XS_CHECK_MSG(static_cast<std::size_t>(args.burst_bytes) <= args.region_bytes, "probe sender: burst exceeds region");
   XS_CHECK_CUDA(cudaFuncSetAttribute(sender_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBlockSmem));
-  sender_kernel<<<sms, kBlockThreads, kBlockSmem, stream>>>(args);
+  SenderArgs a = args;
+  a.wait = context_of(args.wait);
+  sender_kernel<<<sms, kBlockThreads, kBlockSmem, stream>>>(a);
   XS_CHECK_LAUNCH();
 }
 
 void launch_observer(const ObserverArgs& args, cudaStream_t stream) {
   const int threads = std::min(1024, ((args.sender_sms + 31) / 32) * 32);
-  observer_kernel<<<1, threads, 0, stream>>>(args);
+  ObserverArgs a = args;
+  a.wait = context_of(args.wait);
+  observer_kernel<<<1, threads, 0, stream>>>(a);
   XS_CHECK_LAUNCH();
 }
 
 void launch_ping_sender(const PingArgs& args, cudaStream_t stream) {
-  ping_sender_kernel<<<1, 1, 0, stream>>>(args);
+  PingArgs a = args;
+  a.wait = context_of(args.wait);
+  ping_sender_kernel<<<1, 1, 0, stream>>>(a);
   XS_CHECK_LAUNCH();
 }
 
 void launch_ping_echo(const PingArgs& args, cudaStream_t stream) {
-  ping_echo_kernel<<<1, 1, 0, stream>>>(args);
+  PingArgs a = args;
+  a.wait = context_of(args.wait);
+  ping_echo_kernel<<<1, 1, 0, stream>>>(a);
   XS_CHECK_LAUNCH();
+}
+
+void synchronize(cudaStream_t stream) {
+  const cudaError_t err = cudaStreamSynchronize(stream);
+  if (err == cudaSuccess) return;
+  const std::string why = sync::take_report();
+  if (why.empty()) XS_CHECK_CUDA(err);
+  detail::check_failed(__FILE__, __LINE__, (why + "; CUDA: " + cudaGetErrorString(err)).c_str());
 }
 
 }  // namespace xstage::probe

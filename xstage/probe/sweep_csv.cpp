@@ -3,7 +3,7 @@
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
-#include "xstage/sweep.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/check.hpp"
-#include "xstage/attention_cuda.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/device_buffer.hpp"
+#include "xstage/attention/attention_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "attention/sm90_flash_fwd.cuh"
-#include "attention/sm90_flash_fwd_launch.cuh"
-#include "xstage/check_cuda.hpp"
-#include "xstage/device_buffer.hpp"
+#include "xstage/attention/sm90_flash_fwd.cuh"
+#include "xstage/attention/sm90_flash_fwd_launch.cuh"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
 
 namespace {
 
@@ -57,7 +57,8 @@ __global__ void chain_kernel(const __grid_constant__ ChainMaps maps, float* s_ou
       hw::tma_load_4d(&maps.v, bar, v + p * 128 * 128, p * 64, 0, 0, 0);
     }
   }
-  hw::mbar_wait(bar, 0);
+  const xstage::sync::WaitContext wait{10'000'000'000ull};  // no report: a timeout only traps
+  xstage::sync::wait_phase(wait, bar, 0, sm90::AttentionSite::q_full, -1);
   for (int i = tid; i < 64 * D * 2; i += 128) q_raw[i] = q[i];
 
   float s[64];

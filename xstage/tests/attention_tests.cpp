@@ -11,8 +11,8 @@
 #include <set>
 
 #include "common/check.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/bench_timing.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/bench/timing.hpp"
 
 using namespace xstage::attention;
 using ::testing::HasSubstr;

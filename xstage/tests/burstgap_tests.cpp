@@ -5,16 +5,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <random>
 
 #include "common/testing.hpp"
-#include "../burstgap/nelder_mead.hpp"
+#include "xstage/burstgap/nelder_mead.hpp"
 #include "common/check.hpp"
 #include "common/png.hpp"
-#include "xstage/burstgap.hpp"
+#include "xstage/burstgap/burstgap.hpp"
 
 namespace bg = xstage::burstgap;
 namespace fs = std::filesystem;
@@ -324,6 +325,45 @@ TEST(BurstGapFit, SweepFitValidatesOnHeldOutRowsAndMinGaps) {
   EXPECT_NE(report.find("\"min_gap\""), std::string::npos);
 }
 
+TEST(BurstGapFit, ASweepWithoutTheTargetColumnIsRefusedNotFittedOnAnother) {
+  auto rows = bg::synthesize_sweep(bg::example_params("peer"), bg::SynthGrid{}, 0.03, 5);
+  auto no_mean = rows;
+  for (auto& r : no_mean) r.issue_ns_mean = -1;  // an older sweep: no issue_ns_mean column
+  const std::string all = error_of([&] { bg::fit_sweep(no_mean, {}, "old.csv"); });
+  EXPECT_NE(all.find("old.csv: no column issue_ns_mean, the fit target"), std::string::npos) << all;
+  EXPECT_NE(all.find("--target median"), std::string::npos) << all;
+  auto some = rows;
+  some[3].issue_ns_mean = -1;
+  const std::string one = error_of([&] { bg::fit_sweep(some, {}, "mixed.csv"); });
+  EXPECT_NE(one.find("mixed.csv: row 4: issue_ns_mean, the fit target, is not measured"), std::string::npos) << one;
+  bg::FitOptions median;
+  median.target = bg::FitTarget::median;
+  EXPECT_EQ(error_of([&] { bg::fit_sweep(no_mean, median, "old.csv"); }), "") << "the median is measured";
+}
+
+// The fit's cost follows the distinct configurations: a sweep that repeats its grid ten
+// times fits to the same parameters in about the time of one pass (it took ten times as
+// long when every row was a model evaluation).
+TEST(BurstGapFit, CostGrowsWithConfigurationsNotRepeatedRows) {
+  const auto once = bg::synthesize_sweep(bg::example_params("peer"), bg::SynthGrid{}, 0.03, 7);
+  std::vector<xstage::SweepRow> ten;
+  for (int k = 0; k < 10; ++k) ten.insert(ten.end(), once.begin(), once.end());
+  auto seconds = [](const std::vector<xstage::SweepRow>& rows, bg::FitResult& out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    out = bg::fit_sweep(rows, {}, "synthetic");
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  bg::FitResult r1, r10;
+  const double t1 = seconds(once, r1), t10 = seconds(ten, r10);
+  EXPECT_LT(t10, 3 * t1 + 0.5) << "1x: " << t1 << " s, 10x: " << t10 << " s";
+  ASSERT_EQ(r1.params.groups.size(), 1u);
+  ASSERT_EQ(r10.params.groups.size(), 1u);
+  const auto &a = r1.params.groups[0], &b = r10.params.groups[0];
+  EXPECT_NEAR(b.t0_ns_per_byte / a.t0_ns_per_byte, 1, 1e-3);
+  EXPECT_NEAR(b.drain_GBps / a.drain_GBps, 1, 1e-3);
+  EXPECT_EQ(b.n_rows, 10 * a.n_rows);
+}
+
 // ---------------------------------------------------------------- params file
 
 TEST(BurstGapParams, JsonRoundTrip) {
@@ -385,7 +425,7 @@ TEST(BurstGapParams, TheShippedFitsLoadTogether) {
   EXPECT_EQ(shipped.for_exchange(4).pattern, "all_peers");
   // The four-GPU file is the fit of the committed four-GPU sweep (xstage/data/README.md).
   const bg::Params x4 = bg::read_params(fs::path(src) / "xstage/data/h200x4_params.json");
-  EXPECT_EQ(x4.source_csv, "docs/data/h200x4_sweep.csv");
+  EXPECT_EQ(x4.source_csv, "xstage/data/h200x4_sweep.csv");
   EXPECT_EQ(x4.find("all_peers", "st16").drain_GBps, shipped.for_exchange(4).drain_GBps);
   // A given file is read alone.
   const bg::Params given = bg::read_params_or_default((fs::path(src) / "xstage/data/h200_params.json").string());
@@ -427,6 +467,33 @@ TEST(BurstGapParams, StrictReaderNamesTheFieldAndTheFile) {
   const auto at = nulled.find("\"capacity_bytes_gpu\": ");
   nulled.replace(at, nulled.find(',', at) - at, "\"capacity_bytes_gpu\": null");
   EXPECT_NE(error_of([&] { bg::params_from_json(nulled, "p.json"); }).find("capacity_bytes_gpu"), std::string::npos);
+}
+
+TEST(BurstGapParams, AbsurdOrNonFiniteValuesAreRefusedWhenRead) {
+  bg::Params ps;
+  ps.source_csv = "sweep.csv";
+  ps.groups.push_back(peer());
+  const std::string good = bg::params_to_json(ps);
+  auto with = [&](const std::string& field, const std::string& value) {
+    std::string s = good;
+    const auto at = s.find("\"" + field + "\": ");
+    s.replace(at, s.find_first_of(",\n", at) - at, "\"" + field + "\": " + value);
+    return s;
+  };
+  // t0 = 1e308 used to predict "inf ms" and advise a gap of "-nan ns".
+  const std::string t0 = error_of([&] { bg::params_from_json(with("t0_ns_per_byte", "1e308"), "p.json"); });
+  EXPECT_NE(t0.find("p.json: groups[0]: field 't0_ns_per_byte': 1e+308 ns/B is out of range"), std::string::npos) << t0;
+  const std::string inf = error_of([&] { bg::params_from_json(with("drain_GBps", "1e999"), "p.json"); });
+  EXPECT_NE(inf.find("p.json: not valid JSON"), std::string::npos) << inf;
+  const std::string tiny = error_of([&] { bg::params_from_json(with("capacity_bytes_gpu", "1e-300"), "p.json"); });
+  EXPECT_NE(tiny.find("capacity_bytes_gpu"), std::string::npos) << tiny;
+  EXPECT_NE(tiny.find(" B is out of range"), std::string::npos) << tiny;
+  const std::string lat = error_of([&] { bg::params_from_json(with("issue_latency_ns", "1e30"), "p.json"); });
+  EXPECT_NE(lat.find("1e+30 ns is out of range"), std::string::npos) << lat;
+  // Whatever reads predicts finite times.
+  const auto p = bg::params_from_json(good, "p.json");
+  const auto pr = bg::predict(p.groups[0], 132, 16384, 2000, 8);
+  EXPECT_TRUE(std::isfinite(pr.steady_issue_ns));
 }
 
 // ---------------------------------------------------------------- advisor

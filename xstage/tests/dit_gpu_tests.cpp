@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "common/testing.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/dit_cuda.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/comm/comm.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/dit/dit_cuda.hpp"
 
 using namespace xstage;
 using namespace xstage::dit;

@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "common/testing.hpp"
-#include "xstage/dit.hpp"
+#include "xstage/dit/dit.hpp"
 
 using namespace xstage;
 using namespace xstage::dit;

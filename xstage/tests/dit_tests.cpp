@@ -14,10 +14,10 @@
 
 #include "common/files.hpp"
 #include "common/testing.hpp"
-#include "xstage/dit.hpp"
-#include "xstage/dit_safetensors.hpp"
-#include "xstage/ulysses.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/dit/dit.hpp"
+#include "xstage/dit/safetensors.hpp"
+#include "xstage/ulysses/ulysses.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 using namespace xstage::dit;
 using common::error_of;
@@ -482,7 +482,7 @@ TEST(DitPlan, PaddingOnTheLastRankMoeSchedulesAndOneGpu) {
   EXPECT_EQ(wan.rank[3].padding, 176);
   EXPECT_DOUBLE_EQ(wan.attention_flops, 4.0 * 75776 * 75600 * 128 * 10) << "queries padded, keys real";
 
-  const RunPlan moe8 = plan_run(preset("dit-moe"), {4096, 8, 1, 0}, peer);  // issue 9's rank count
+  const RunPlan moe8 = plan_run(preset("dit-moe"), {4096, 8, 1, 0}, peer);  // eight ranks
   ASSERT_TRUE(moe8.moe);
   EXPECT_TRUE(contains(moe8.moe_interleaved, "interleaved split")) << moe8.moe_interleaved;
   EXPECT_TRUE(contains(moe8.moe_expert_wave, "wave of")) << moe8.moe_expert_wave;

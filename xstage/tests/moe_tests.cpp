@@ -11,9 +11,9 @@
 #include <tuple>
 
 #include "common/check.hpp"
-#include "xstage/moe.hpp"
-#include "xstage/tile_raster.hpp"
-#include "xstage/moe_bench.hpp"
+#include "xstage/moe/moe.hpp"
+#include "xstage/hopper/tile_raster.hpp"
+#include "xstage/bench/moe_bench.hpp"
 
 namespace moe = xstage::moe;
 namespace bg = xstage::burstgap;
@@ -234,7 +234,7 @@ TEST(MoeSchedule, BothSchedulersCoverEveryTileOnceInDependencyOrder) {
     }
 }
 
-// The closed form the GPU planner uses (xstage/moe_order.hpp) puts every tile where the
+// The closed form the GPU planner uses (xstage/moe/order.hpp) puts every tile where the
 // schedulers put it: skewed and empty experts, every wave size, lag, split and raster
 // group here, and tile lists whose m blocks span several raster groups.
 TEST(MoeSchedule, ClosedFormOrderEqualsTheSchedulers) {
@@ -312,7 +312,6 @@ TEST(MoeSchedule, FirstDispatchPassCoversWhatTheFirstTilesNeed) {
     }
   EXPECT_EQ(cases, 2 * 2 * 5 * 3 * 2);
   // No overlap: one pass of every expert.
-  EXPECT_EQ(moe::serial_dispatch(16).first, 16);
   EXPECT_EQ(moe::dispatch_plan(std::vector<moe::WorkItem>{}, 16).first, 16);
   EXPECT_EQ(moe::dispatch_plan(std::vector<moe::WorkItem>{{moe::TileKind::l1, 3, 0, 0}}, 16).first, 16);
   // 256 local experts, first wave of 4: 252 left in 8 passes of 32.
@@ -512,7 +511,7 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
   }
   EXPECT_EQ(distinct.size(), s.size());
   EXPECT_EQ(moe::bench_sweep("quick").size(), 8u);
-  // Issue 9: the same configurations at EP = 8.
+  // The same configurations at EP = 8.
   const auto eight = moe::bench_sweep("eight");
   EXPECT_EQ(eight.size(), 96u);
   for (const auto& c : eight) {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "common/check.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/probe.hpp"
+#include "xstage/comm/comm.hpp"
+#include "xstage/probe/probe.hpp"
 
 namespace {
 

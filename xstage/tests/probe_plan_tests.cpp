@@ -1,4 +1,4 @@
-// The probe's host plan for any GPU count (issue 9 needs 8): destinations, the
+// The probe's host plan for any GPU count (up to 8): destinations, the
 // row -> destination map of an all-peer burst, the standard sweep.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "common/testing.hpp"
-#include "xstage/probe.hpp"
+#include "xstage/probe/probe.hpp"
 
 using namespace xstage::probe;
 using common::error_of;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "common/check.hpp"
-#include "xstage/sweep.hpp"
+#include "xstage/probe/sweep.hpp"
 
 TEST(SweepCsv, RoundTrip) {
   std::vector<xstage::SweepRow> rows(2);

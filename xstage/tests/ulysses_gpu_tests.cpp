@@ -27,15 +27,16 @@
 #include <thread>
 
 #include "common/test_child.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/attention_cuda.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/device_buffer.hpp"
-#include "ulysses/qkv_fused.hpp"
-#include "ulysses/ulysses_fused.hpp"
-#include "xstage/ulysses_cuda.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/attention/attention_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "xstage/comm/comm.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/ulysses/qkv_fused.hpp"
+#include "xstage/ulysses/ulysses_fused.hpp"
+#include "xstage/ulysses/ulysses_cuda.hpp"
+#include "xstage/ulysses/qkv.hpp"
+#include "xstage/sync/report.hpp"
 
 namespace {
 
@@ -90,7 +91,9 @@ std::vector<uint16_t> download(const uint16_t* d, std::size_t n) {
 
 void sync_or_throw(cudaStream_t st, int rank) {
   const cudaError_t e = cudaStreamSynchronize(st);
-  if (e != cudaSuccess) throw std::runtime_error("rank " + std::to_string(rank) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error("rank " + std::to_string(rank) + ": " + cudaGetErrorString(e) + " " +
+                             xstage::sync::take_report());
 }
 
 // Runs every path on P ranks and checks them; `slow_rank` delays its fused launch.
@@ -256,8 +259,6 @@ struct OneRankQkv {
     a.done[0] = flags.get();
     a.ready_out[0] = flags.get() + 1;
     a.ready_in = flags.get() + 1;
-    a.timeout_ns = comm::wait_timeout_ns();
-    a.report = hopper::timeout_report_device();
   }
 };
 
@@ -497,8 +498,6 @@ TEST(UlyssesQkvGpu, EveryOwnerGetsItsHeadsOnOneGpu) {
         a[r].ready_out[j] = raised.get() + j * P + r;
       }
       a[r].ready_in = ready.get() + r * P;
-      a[r].timeout_ns = comm::wait_timeout_ns();
-      a[r].report = hopper::timeout_report_device();
     }
     std::vector<QkvOwnerOut> want;
     for (int j = 0; j < P; ++j) want.push_back(qkv_reference(p, in, j));
@@ -591,8 +590,8 @@ int qkv_unready_child() {
   k.a.epoch = 1;
   launch_qkv_fused(k.a, 4, nullptr);
   const cudaError_t e = cudaDeviceSynchronize();
-  const volatile hopper::WaitTimeoutReport* raw = k.a.report;  // mapped: the same address on the host (UVA)
-  std::printf("child: report flag %d site %d stage %d\n", raw->flag, raw->site, raw->stage);
+  const xstage::sync::WaitReport raw = xstage::sync::process_report().read();  // host-mapped: readable after the trap
+  std::printf("child: report flag %d site %d index %d\n", raw.flag, raw.site, raw.index);
   std::printf("child: sync: %s; %s\n", cudaGetErrorString(e), qkv_explain_failure().c_str());
   std::fflush(stdout);
   std::_Exit(e == cudaSuccess ? 0 : 7);
@@ -631,7 +630,7 @@ int absent_source_one_gpu_child() {
   for (int src = 0; src < P; ++src) want.v[src] = fused_signals_per_forward(p, t.signal, cfg.grid, cfg.consumer_wgs);
   launch_wait_sources(counters.get(), P, want, {comm::wait_timeout_ns(), 0}, nullptr);  // owner 0
   const cudaError_t e = cudaDeviceSynchronize();
-  std::printf("child: owner 0 sync: %s\n", cudaGetErrorString(e));
+  std::printf("child: owner 0 sync: %s; %s\n", cudaGetErrorString(e), xstage::sync::take_report().c_str());
   std::fflush(stdout);
   std::_Exit(e == cudaSuccess ? 0 : 7);
 }
@@ -657,7 +656,7 @@ int child_main(const std::string& name) {
       layer.fused(Completion::receiver_complete);
       const cudaError_t e = cudaStreamSynchronize(rank.stream());
       std::fflush(stdout);
-      std::printf("child: rank 0 sync: %s\n", cudaGetErrorString(e));
+      std::printf("child: rank 0 sync: %s; %s\n", cudaGetErrorString(e), xstage::sync::take_report().c_str());
       std::fflush(stdout);
       std::_Exit(e == cudaSuccess ? 0 : 7);
     });
@@ -672,14 +671,14 @@ TEST(UlyssesGpu, AbsentPeerTimesOutNamingRankAndFlag) {
   if (gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   auto [code, out] = run_child("absent");
   EXPECT_EQ(code, 7) << out;
-  EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("ulysses: device wait timed out on rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
 }
 
 TEST(UlyssesGpu, AbsentSourceTimesOutNamingRankAndFlagOnOneGpu) {
   auto [code, out] = run_child("absent_one_gpu");
   EXPECT_EQ(code, 7) << out;
-  EXPECT_NE(out.find("xstage device timeout: ulysses rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("ulysses: device wait timed out on rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("source rank 1's tiles (flag: slice counter 1"), std::string::npos) << out;
   EXPECT_EQ(out.find("source rank 0's tiles"), std::string::npos) << "source 0's tiles all arrived:\n" << out;
   std::printf("%s", out.c_str());
@@ -688,9 +687,9 @@ TEST(UlyssesGpu, AbsentSourceTimesOutNamingRankAndFlagOnOneGpu) {
 TEST(UlyssesQkvGpu, AnOwnerThatNeverStartsTimesOutNamingIt) {
   auto [code, out] = run_child("qkv_unready");
   EXPECT_EQ(code, 7) << out;
-  EXPECT_NE(out.find("fused QKV: block"), std::string::npos) << out;
-  EXPECT_NE(out.find("timed out waiting for rank 0's ready flag (expected launch 1, saw 0)"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("fused QKV: device wait timed out on rank 0 block"), std::string::npos) << out;
+  EXPECT_NE(out.find("ready flag of owner rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("(index 0, expected 1, saw 0)"), std::string::npos) << out;
 }
 
 int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }

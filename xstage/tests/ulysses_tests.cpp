@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "common/testing.hpp"
-#include "xstage/ulysses.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/ulysses/ulysses.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 using namespace xstage;
 using namespace xstage::ulysses;
@@ -25,6 +25,15 @@ namespace {
 
 // A value that names its global position (b, s, h, d) of the full [B, S, H, D] tensor.
 double code(int64_t b, int64_t s, int64_t h, int64_t d) { return ((b * 100000 + s) * 1000 + h) * 1000 + d; }
+// A [B, rows, heads, D] buffer whose element (b, s, h, d) is code(b, s0 + s, h0 + h, d).
+std::vector<double> coded(int64_t B, int64_t rows, int64_t heads, int64_t D, int64_t s0, int64_t h0) {
+  std::vector<double> x(B * rows * heads * D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < rows; ++s)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < D; ++d) x[((b * rows + s) * heads + h) * D + d] = code(b, s0 + s, h0 + h, d);
+  return x;
+}
 
 constexpr std::size_t kBufs = 5;
 
@@ -130,12 +139,7 @@ TEST_P(UlyssesPlans, PreAttentionGathersAllRowsOfOwnHeads) {
   std::vector<std::vector<std::vector<double>>> bufs(P, std::vector<std::vector<double>>(kBufs));
   for (int r = 0; r < P; ++r) {
     plans.push_back(pre_attention_plan(p, r));
-    auto& in = bufs[r][size_t(Buf::input)];
-    in.resize(B * R * H * D);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < R; ++s)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t d = 0; d < D; ++d) in[((b * R + s) * H + h) * D + d] = code(b, r * R + s, h, d);
+    bufs[r][size_t(Buf::input)] = coded(B, R, H, D, r * R, 0);
     bufs[r][size_t(Buf::send)].assign(plans[r].send_elems, NAN);
     bufs[r][size_t(Buf::recv)].assign(plans[r].recv_elems, NAN);
     bufs[r][size_t(Buf::attn)].assign(B * S * Hp * D, NAN);
@@ -161,12 +165,7 @@ TEST_P(UlyssesPlans, PostAttentionAndFusedTargetsAgree) {
   std::vector<std::vector<std::vector<double>>> bufs(P, std::vector<std::vector<double>>(kBufs));
   for (int r = 0; r < P; ++r) {
     plans.push_back(post_attention_plan(p, r));
-    auto& a = bufs[r][size_t(Buf::attn)];
-    a.resize(B * S * Hp * D);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < S; ++s)
-        for (int64_t h = 0; h < Hp; ++h)
-          for (int64_t d = 0; d < D; ++d) a[((b * S + s) * Hp + h) * D + d] = code(b, s, r * Hp + h, d);
+    bufs[r][size_t(Buf::attn)] = coded(B, S, Hp, D, 0, r * Hp);
     bufs[r][size_t(Buf::send)].assign(plans[r].send_elems, NAN);
     bufs[r][size_t(Buf::recv)].assign(plans[r].recv_elems, NAN);
     bufs[r][size_t(Buf::output)].assign(B * R * H * D, NAN);

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "common/check.hpp"
-#include "xstage/ulysses.hpp"
+#include "xstage/ulysses/ulysses.hpp"
 
 namespace xstage::ulysses {
 

@@ -1,5 +1,5 @@
 // Host part of the fused QKV projection + pre-attention All-to-All
-// (xstage/ulysses_qkv.hpp): validation, the tile order and its Burst-Gap
+// (xstage/ulysses/qkv.hpp): validation, the tile order and its Burst-Gap
 // profile, the per-source signal count, and the CPU reference.
 //
 // Burst profile of an order (same model as the attention epilogue's, schedule.cpp):
@@ -17,9 +17,9 @@
 #include "common/check.hpp"
 #include "common/config_print.hpp"
 #include "common/files.hpp"
-#include "xstage/attention.hpp"
-#include "xstage/tile_raster.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/hopper/tile_raster.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 namespace xstage::ulysses {
 

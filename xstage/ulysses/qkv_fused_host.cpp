@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "common/check.hpp"
-#include "qkv_fused.hpp"
+#include "xstage/ulysses/qkv_fused.hpp"
 #include "xstage/hopper/tensor_map.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 namespace xstage::ulysses {
 
@@ -25,25 +25,6 @@ CUtensorMap map_2d(const void* base, int64_t rows, int64_t cols) {
   return hopper::make_tiled_map_bf16(s);
 }
 
-const char* site_name(int site) {
-  switch (static_cast<QkvWaitSite>(site)) {
-    case QkvWaitSite::stage_full: return "full (consumer waits for the TMA bytes of a stage)";
-    case QkvWaitSite::stage_empty: return "empty (producer waits for the consumers to free a stage)";
-    case QkvWaitSite::peer_ready: return "peer ready";
-    case QkvWaitSite::agent: return "release agent (no tile finished for twice the budget; parity = tiles released)";
-  }
-  return "unknown";
-}
-
-std::string describe(const hopper::WaitTimeoutReport& r) {
-  if (r.site == static_cast<int>(QkvWaitSite::peer_ready))
-    return fmt::format(
-        "fused QKV: block {} thread {} timed out waiting for rank {}'s ready flag (expected launch {}, saw {}): that "
-        "rank is slow, stopped or absent",
-        r.block, r.thread, r.stage, r.parity, r.smem);
-  return fmt::format("fused QKV: block {} thread {} timed out on mbarrier '{}' stage {} (phase parity {})", r.block,
-                     r.thread, site_name(r.site), r.stage, r.parity);
-}
 }  // namespace
 
 QkvArgs qkv_shape_args(const Problem& p, int rank) {
@@ -91,14 +72,17 @@ void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream) {
   XS_ASSERT(a.n_entries >= a.n_tiles && a.n_entries <= 2 * a.n_tiles,
             "fused QKV: an order of {} entries cannot cover {} tiles", a.n_entries, a.n_tiles);
   XS_ASSERT(grid >= 1 && grid <= a.n_entries, "fused QKV: grid {} must be in 1..{} entries", grid, a.n_entries);
-  XS_ASSERT(a.order && a.bias && a.q_norm && a.k_norm && a.cos && a.sin && a.ready_in && a.report,
+  XS_ASSERT(a.order && a.bias && a.q_norm && a.k_norm && a.cos && a.sin && a.ready_in,
             "fused QKV: a device pointer is missing");
   for (int j = 0; j < a.ranks; ++j)
     XS_ASSERT(a.dst[0][j] && a.dst[1][j] && a.dst[2][j] && a.done[j] && a.ready_out[j],
               "fused QKV: owner {}'s pointers are missing", j);
-  launch_qkv_kernel(a, grid, stream);
+  sync::register_sites(kQkvSites);
+  QkvArgs k = a;
+  k.wait = sync::wait_context(sync::Kernel::qkv, a.rank);
+  launch_qkv_kernel(k, grid, stream);
 }
 
-std::string qkv_explain_failure() { return hopper::take_timeout_report(describe); }
+std::string qkv_explain_failure() { return sync::take_report(); }
 
 }  // namespace xstage::ulysses

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "common/check.hpp"
-#include "xstage/ulysses.hpp"
+#include "xstage/ulysses/ulysses.hpp"
 
 namespace xstage::ulysses {
 

@@ -31,7 +31,7 @@
 #include "common/check.hpp"
 #include "common/config_print.hpp"
 #include "common/files.hpp"
-#include "xstage/ulysses.hpp"
+#include "xstage/ulysses/ulysses.hpp"
 
 namespace xstage::ulysses {
 

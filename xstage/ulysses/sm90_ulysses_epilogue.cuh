@@ -3,12 +3,12 @@
 // output slice straight into its owner's output and counts it there.
 //
 // Protocol (rank r computes heads r·H/P .. for all S rows; docs/xstage-ulysses.md):
-//   store    the kernel copies the staged 64 x D slice (query rows row0 .., local
+//   store    store_tile_to_owner copies the staged 64 x D slice (query rows row0 .., local
 //            head h) with 16-byte st.global to target(): the owner's output
 //            [B, S/P, H, D] in its symmetric window, reached through the LSA
 //            pointer out[owner], at row row0 - owner·S/P, head r·H/P + h
-//            (fused_target, xstage/ulysses_geometry.hpp). The owner may be r itself.
-//   signal   two modes (FusedSignal, chosen per launch; same stores, same counts):
+//            (fused_target, xstage/ulysses/geometry.hpp). The owner may be r itself.
+//   signal   three modes (FusedSignal, chosen per launch; same stores):
 //            per_cta: each consumer warpgroup, once after its last slice:
 //              warpgroup barrier, then thread 0 runs fence.acq_rel.sys and one
 //              red.relaxed.sys.add of 1 to every owner's counter, whether or not
@@ -45,8 +45,9 @@
 
 #include <cstdint>
 
-#include "attention/sm90_flash_fwd_epilogue.cuh"
-#include "xstage/ulysses_geometry.hpp"
+#include "xstage/attention/sm90_flash_fwd_epilogue.cuh"
+#include "xstage/sync/ptx.cuh"
+#include "xstage/ulysses/geometry.hpp"
 
 namespace xstage::ulysses::sm90 {
 
@@ -56,24 +57,33 @@ struct RemoteStoreParams {
   FusedGeometry geo;              // rows per rank, ranks, this rank's head offset, output strides
 };
 
+// REMOTE STORE: this warpgroup's staged slice of a tile (rows [row0, row0 + 64) of local
+// head h) into its owner's output, 16-byte stores through the LSA pointer (the owner
+// may be this rank). S/P % 128 == 0, so the slice has one owner.
+template <int D>
+__device__ __forceinline__ void store_tile_to_owner(const RemoteStoreParams& p, const attention::sm90::OutputSlice& s,
+                                                    const __nv_bfloat16* staged, int pitch, int tid) {
+  const FusedTarget t = fused_target(p.geo, s.batch, s.head, s.row0);
+  attention::sm90::store_staged_slice<D>({p.out[t.owner] + t.offset, p.geo.stride_s}, s.rows, staged, pitch, tid);
+}
+
 template <attention::sm90::Signal kMode>
 struct RemoteStoreEpilogue {
   using Params = RemoteStoreParams;
   static constexpr attention::sm90::Signal kSignal = kMode;
 
-  __device__ __forceinline__ static attention::sm90::StoreTarget target(const Params& p,
-                                                                       const attention::sm90::OutputSlice& s) {
-    // REMOTE STORE target: the owner of rows [row0, row0 + 64) (S/P % 128 == 0: one owner).
-    const FusedTarget t = fused_target(p.geo, s.batch, s.head, s.row0);
-    return {p.out[t.owner] + t.offset, p.geo.stride_s};
+  template <int D>
+  __device__ __forceinline__ static void store(const Params& p, const attention::sm90::OutputSlice& s,
+                                               const __nv_bfloat16* staged, int pitch, int tid) {
+    store_tile_to_owner<D>(p, s, staged, pitch, tid);
   }
   __device__ __forceinline__ static void store_lse(const Params&, const attention::sm90::OutputSlice&, int, float) {}
 
   __device__ __forceinline__ static void slice_done(const Params& p, const attention::sm90::OutputSlice& s, int tid) {
     if (tid == 0) {
       const int owner = slice_owner(p.geo, s.row0);
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
-      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[owner]) : "memory");
+      sync::fence_acq_rel_sys();
+      sync::red_add_relaxed_sys(p.counter[owner], 1);
     }
   }
 
@@ -84,21 +94,19 @@ struct RemoteStoreEpilogue {
     const int m0 = w.m_block * block_m;
     const int first = slice_owner(p.geo, m0), last = slice_owner(p.geo, m0 + 64 * (slices - 1));
     if (first == last) {
-      asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p.counter[first]), "r"(slices) : "memory");
+      sync::red_add_relaxed_sys(p.counter[first], slices);
       return;
     }
 #pragma unroll 1
     for (int s = 0; s < slices; ++s)
-      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[slice_owner(p.geo, m0 + 64 * s)])
-                   : "memory");
+      sync::red_add_relaxed_sys(p.counter[slice_owner(p.geo, m0 + 64 * s)], 1);
   }
 
   __device__ __forceinline__ static void worker_done(const Params& p, int tid) {
     if (tid != 0) return;
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    sync::fence_acq_rel_sys();
 #pragma unroll 1
-    for (int owner = 0; owner < p.geo.ranks; ++owner)
-      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(p.counter[owner]) : "memory");
+    for (int owner = 0; owner < p.geo.ranks; ++owner) sync::red_add_relaxed_sys(p.counter[owner], 1);
   }
 };
 

@@ -2,36 +2,33 @@
 // epilogue), the receiver-complete wait and the LSA pointer query.
 #include <nccl_device.h>
 
-#include <cstdio>
+#include <iterator>
 
-#include "attention/sm90_flash_fwd_launch.cuh"
+#include "xstage/attention/sm90_flash_fwd_launch.cuh"
 #include "sm90_ulysses_epilogue.cuh"
-#include "ulysses_fused.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/comm_device.cuh"
-#include "xstage/device_buffer.hpp"
+#include "xstage/ulysses/ulysses_fused.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/sync/wait.cuh"
 
 namespace xstage::ulysses {
 
 namespace {
 
-__global__ void wait_sources_kernel(const uint32_t* counters, int ranks, SourceCounts expected, comm::WaitBudget b) {
+// The receiver's wait sites (sync::WaitReport::site).
+enum class UlyssesSite : int { source_slices };
+constexpr const char* kUlyssesSiteNames[] = {
+    "source rank {index}'s tiles (flag: slice counter {index} of this owner; expected = what that source has "
+    "signalled so far)"};
+constexpr sync::SiteNames kUlyssesSites{sync::Kernel::ulysses, "ulysses", kUlyssesSiteNames,
+                                       static_cast<int>(std::size(kUlyssesSiteNames))};
+
+// One thread per source rank: acquire its counter >= the cumulative count it has signalled.
+__global__ void wait_sources_kernel(const uint32_t* counters, int ranks, SourceCounts expected,
+                                    sync::WaitContext wait) {
   const int src = threadIdx.x;
   if (src >= ranks) return;
-  const uint32_t* flag = counters + src;
-  const uint32_t want = expected.v[src];
-  const unsigned long long start = comm::global_ns();
-#pragma unroll 1
-  while (true) {
-    const uint32_t seen = comm::load_acquire_sys(flag);
-    if (static_cast<int32_t>(seen - want) >= 0) return;
-    if (comm::global_ns() - start > b.timeout_ns) {
-      printf("xstage device timeout: ulysses rank %d waited %.3f s for source rank %d's tiles (flag: slice counter "
-             "%d at %p): expected >= %u, saw %u\n",
-             b.rank, b.timeout_ns * 1e-9, src, src, flag, want, seen);
-      __trap();
-    }
-  }
+  sync::wait_geq_acquire(wait, counters + src, expected.v[src], UlyssesSite::source_slices, src, sync::kPeerBudgets);
 }
 
 __global__ void lsa_pointers_kernel(ncclWindow_t window, std::size_t offset, int ranks, void** out) {
@@ -53,17 +50,23 @@ void launch_fused_attention(const attention::FwdArgs& args, const attention::Fwd
   epi.geo = t.geo;
   using attention::sm90::Signal;
   XS_CHECK_MSG(t.signal != FusedSignal::automatic, "ulysses fused: resolve FusedSignal::automatic before the launch");
+  const int rank = t.geo.head0 / static_cast<int>(prob.H);  // rank r computes heads r·H/P .. (H/P per rank)
   if (t.signal == FusedSignal::per_slice)
-    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream);
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream,
+                                                                                     rank);
   else if (t.signal == FusedSignal::by_agent)
-    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::by_agent>>(args, prob, cfg, epi, stream);
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::by_agent>>(args, prob, cfg, epi, stream,
+                                                                                    rank);
   else
-    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::at_exit>>(args, prob, cfg, epi, stream);
+    attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::at_exit>>(args, prob, cfg, epi, stream, rank);
 }
 
-void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, comm::WaitBudget budget,
+void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, sync::WaitContext wait,
                          cudaStream_t stream) {
-  wait_sources_kernel<<<1, 32, 0, stream>>>(counters, ranks, expected, budget);
+  sync::register_sites(kUlyssesSites);
+  wait.kernel = static_cast<int>(sync::Kernel::ulysses);
+  wait.report = sync::process_report().device();
+  wait_sources_kernel<<<1, 32, 0, stream>>>(counters, ranks, expected, wait);
   XS_CHECK_LAUNCH();
 }
 

@@ -4,13 +4,13 @@
 #include <array>
 
 #include "common/check.hpp"
-#include "qkv_fused.hpp"
-#include "ulysses_fused.hpp"
-#include "xstage/attention_cuda.hpp"
-#include "xstage/check_cuda.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/ulysses_cuda.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/ulysses/qkv_fused.hpp"
+#include "xstage/ulysses/ulysses_fused.hpp"
+#include "xstage/attention/attention_cuda.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/ulysses/ulysses_cuda.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 namespace xstage::ulysses {
 
@@ -154,8 +154,6 @@ struct Layer::Impl {
       a.ready_out[j] = static_cast<uint32_t*>(heads[j]) + kQkvReady + rank.rank();
     }
     a.ready_in = static_cast<const uint32_t*>(qkv_window.local()) + kQkvReady;
-    a.timeout_ns = comm::wait_timeout_ns();
-    a.report = hopper::timeout_report_device();
   }
 
   std::size_t attn_elems() const { return p.batch * p.seq * p.heads_per_rank() * p.head_dim; }

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "xstage/check_cuda.hpp"
+#include "common/cuda_check.hpp"
 
 namespace xstage {
 
@@ -17,7 +17,7 @@ namespace xstage {
 // stream, where cudaMemcpy and cudaMemset run): cudaMemcpy from pageable host memory may
 // return once the data is staged, before its DMA lands, and cudaMemset to device memory
 // is asynchronous. (A fused QKV launch right after such an upload read part of the
-// previous buffer's order: docs/xstage-ulysses.md, session 11.)
+// previous buffer's order: docs/xstage-ulysses.md.)
 inline void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   XS_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));

@@ -88,6 +88,14 @@ inline Series horizontal_line(std::string label, double y, double x0, double x1)
           .marker = Marker::none};
 }
 
+// Whether this build draws charts: PLplot is an optional dependency (a GPU node
+// without it still runs every bench). Without it the functions that draw throw the
+// one-line error of require_charts().
+bool charts_available();
+// Throws, naming `what` (e.g. "bench moe: --png out.png"), when charts_available() is
+// false; CLIs call it before long work.
+void require_charts(const std::string& what);
+
 // Validates the chart and returns its plot rectangle (throws on bad data). Draws the
 // chart in memory on the way: an outside legend's width is PLplot's to tell.
 Frame layout(const Chart& chart);

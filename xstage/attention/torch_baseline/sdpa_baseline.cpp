@@ -1,6 +1,6 @@
 #include "sdpa_baseline.hpp"
 
-#include "xstage/bench_timing.hpp"
+#include "xstage/bench/timing.hpp"
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "xstage/attention.hpp"
+#include "xstage/attention/attention.hpp"
 
 namespace xstage::attention::baseline {
 

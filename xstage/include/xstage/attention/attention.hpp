@@ -2,7 +2,7 @@
 //
 // This header has no CUDA dependency: shape validation, the launch-config
 // heuristic and the CPU reference build and test everywhere. The launcher is in
-// xstage/attention_cuda.hpp; the kernel in xstage/attention/sm90_flash_fwd.cuh.
+// xstage/attention/attention_cuda.hpp; the kernel in xstage/attention/sm90_flash_fwd.cuh.
 //
 // Layout: every tensor is [B, S, H, D] with explicit element strides (the last
 // dimension contiguous). Q and O have S = Sq rows; K and V have S = Skv rows.
@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "xstage/attention_tiles.hpp"
+#include "xstage/attention/tiles.hpp"
+#include "xstage/sync/bf16.hpp"
 
 namespace xstage::attention {
 
@@ -107,7 +108,7 @@ RefResult reference_fwd(const std::vector<float>& q, const std::vector<float>& k
                         int64_t B, int64_t Sq, int64_t Skv, int64_t H, int64_t D, bool causal, double scale);
 
 // bf16 <-> float on the host (round to nearest even; NaN stays NaN).
-uint16_t float_to_bf16_bits(float f);
-float bf16_bits_to_float(uint16_t b);
+inline uint16_t float_to_bf16_bits(float f) { return sync::to_bf16(f); }  // xstage/sync/bf16.hpp
+inline float bf16_bits_to_float(uint16_t b) { return sync::from_bf16(b); }
 
 }  // namespace xstage::attention

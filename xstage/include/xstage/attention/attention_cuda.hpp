@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xstage/attention.hpp"
+#include "xstage/attention/attention.hpp"
 
 namespace xstage::attention {
 
@@ -35,8 +35,8 @@ struct NaiveArgs {
 };
 void naive_attention(const NaiveArgs& a, cudaStream_t stream = nullptr);
 
-// After a failed synchronisation: which device wait of the kernel timed out
-// (block, thread, barrier, stage, parity), or "" when none did. Clears it.
+// After a failed synchronisation: which device wait timed out (kernel, block, thread,
+// barrier, stage, parity; sync::take_report), or "" when none did. Clears it.
 std::string explain_device_failure();
 
 // Device fills for tests and benchmarks.

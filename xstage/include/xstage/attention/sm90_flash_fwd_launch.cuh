@@ -10,11 +10,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "attention/sm90_flash_fwd.cuh"
-#include "xstage/attention.hpp"
-#include "xstage/check_cuda.hpp"
+#include "xstage/attention/sm90_flash_fwd.cuh"
+#include "xstage/attention/attention.hpp"
+#include "common/cuda_check.hpp"
 #include "xstage/hopper/tensor_map.hpp"
-#include "xstage/hopper/timeout_report.hpp"
+#include "xstage/sync/report.hpp"
 
 namespace xstage::attention::sm90 {
 
@@ -43,9 +43,10 @@ inline CUtensorMap make_bshd_map(const Tensor4& t, int box_rows) {
   return hopper::make_tiled_map_bf16(s);
 }
 
+// rank: named in a timed-out wait's report (-1: a kernel of no rank).
 template <class T, class Epilogue>
 void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdConfig& cfg,
-                             const typename Epilogue::Params& epi, cudaStream_t stream) {
+                             const typename Epilogue::Params& epi, cudaStream_t stream, int rank) {
   XS_CHECK_MSG(cfg.smem_bytes == T::kSmemBytes && cfg.block_m == T::kBlockM && cfg.block_n == T::kBlockN &&
                    cfg.stages == T::kStages && cfg.threads == T::kThreads,
                "attention: host config disagrees with the kernel traits (smem_bytes_for / choose_config)");
@@ -58,7 +59,8 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
   p.scheduler.space = cfg.tiles;
   p.scheduler.snake = cfg.snake;
   p.epilogue = epi;
-  p.timeout_report = hopper::timeout_report_device();
+  sync::register_sites(kAttentionSites);
+  p.wait = sync::wait_context(sync::Kernel::attention, rank);
   auto kernel = flash_fwd_kernel<T, Epilogue>;
   // The shared-memory opt-in is per device: once per instantiation and device
   // (Ulysses runs one rank per device from threads of one process).
@@ -76,15 +78,17 @@ void launch_flash_fwd_traits(const FwdArgs& a, const Problem& prob, const FwdCon
 
 template <class Epilogue>
 void launch_flash_fwd(const FwdArgs& a, const Problem& prob, const FwdConfig& cfg,
-                      const typename Epilogue::Params& epi, cudaStream_t stream) {
+                      const typename Epilogue::Params& epi, cudaStream_t stream, int rank = -1) {
   XS_CHECK_MSG((cfg.head_dim == 64 || cfg.head_dim == 128) && cfg.consumer_wgs == 2,
                "attention: no kernel for this head dim / consumer warpgroup count (64/2, 128/2)");
   if (cfg.head_dim == 64) {
-    if (cfg.pingpong) launch_flash_fwd_traits<FlashFwdTraits<64, 2, true>, Epilogue>(a, prob, cfg, epi, stream);
-    else launch_flash_fwd_traits<FlashFwdTraits<64, 2, false>, Epilogue>(a, prob, cfg, epi, stream);
+    if (cfg.pingpong) launch_flash_fwd_traits<FlashFwdTraits<64, 2, true>, Epilogue>(a, prob, cfg, epi, stream, rank);
+    else launch_flash_fwd_traits<FlashFwdTraits<64, 2, false>, Epilogue>(a, prob, cfg, epi, stream, rank);
   } else {
-    if (cfg.pingpong) launch_flash_fwd_traits<FlashFwdTraits<128, 2, true>, Epilogue>(a, prob, cfg, epi, stream);
-    else launch_flash_fwd_traits<FlashFwdTraits<128, 2, false>, Epilogue>(a, prob, cfg, epi, stream);
+    if (cfg.pingpong)
+      launch_flash_fwd_traits<FlashFwdTraits<128, 2, true>, Epilogue>(a, prob, cfg, epi, stream, rank);
+    else
+      launch_flash_fwd_traits<FlashFwdTraits<128, 2, false>, Epilogue>(a, prob, cfg, epi, stream, rank);
   }
 }
 

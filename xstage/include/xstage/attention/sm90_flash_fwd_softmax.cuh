@@ -15,7 +15,8 @@
 
 #include <cstdint>
 
-#include "xstage/attention_tiles.hpp"
+#include "xstage/attention/tiles.hpp"
+#include "xstage/sync/bf16.hpp"
 
 namespace xstage::attention::sm90 {
 
@@ -23,11 +24,6 @@ __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 inline constexpr float kNegInf = -__builtin_huge_valf();
@@ -55,7 +51,7 @@ __device__ __forceinline__ void convert_p(const float (&s)[N / 2], uint32_t (&pa
 #pragma unroll
   for (int kk = 0; kk < N / 16; ++kk)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) pa[kk][r] = pack_bf16x2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    for (int r = 0; r < 4; ++r) pa[kk][r] = sync::pack_bf16x2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
 // Multiplies the O fragment's two rows by per-row factors.

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "xstage/host_device.hpp"  // XS_HD
+#include "common/host_device.hpp"  // XS_HD
 
 namespace xstage::attention {
 
@@ -22,7 +22,7 @@ enum class TileOrder : int {
   // With group_heads < heads the heads are taken in sections of group_heads
   // (longest first inside each): fewer heads in flight share L2 better.
   longest_first = 1,
-  // Ulysses (issue 6): as head_major, but the m_blocks of each (batch, head)
+  // Ulysses: as head_major, but the m_blocks of each (batch, head)
   // are `slices` equal sequence slices (one per owner rank), interleaved in runs
   // of `slice_run` tiles: slice_first, slice_first + 1, ... (mod slices). With
   // slice_first = rank + 1, consecutive runs go to different owners and the

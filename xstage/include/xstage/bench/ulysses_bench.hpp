@@ -1,10 +1,13 @@
-// One configuration of `xstage bench ulysses` (CUDA builds; xstage/ulysses/ulysses_bench.cpp).
+// `xstage bench ulysses` (CUDA builds; xstage/ulysses/ulysses_bench*.cpp): one
+// configuration on P GPUs, one rank's share on one GPU (--kernel-only), and the
+// sweeps that print and write them.
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "xstage/burstgap.hpp"
-#include "xstage/ulysses.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/ulysses/ulysses.hpp"
 
 namespace xstage::ulysses {
 
@@ -27,7 +30,7 @@ struct BenchRow {
   double predicted_stall_us = 0; // the Burst-Gap model, per SM, for the chosen order
   double measured_stall_us = 0;  // fused sender-visible - attention alone
   double nvlink_GBps = 0;        // bytes this rank stores to peers / fused sender-visible time
-  bool fused_equal = false;      // fused output == serial output bitwise, every rank, both completions, both signals
+  bool fused_equal = false;      // fused output == serial output bitwise, every rank, both completions, every signal
   bool coarse_equal = false;     // coarse output == serial output bitwise, every rank
   std::string order;             // the chosen tile order and the advisor's reasoning (rank 0)
 };
@@ -62,5 +65,24 @@ struct KernelRow {
 };
 // Each variant: `reps` samples, taken in turns with the other variants.
 KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps);
+
+// The sweep of `xstage bench ulysses` (bench_sweep: S in [min_seq, max_seq], P in
+// `ranks`): a table line per configuration, the JSON (docs/results/ulysses.json
+// format) rewritten after every row and the PNG of the speedup over serial vs S.
+// P above the visible GPUs are skipped with a note. kernel_only: run_kernel_bench
+// of rank `rank` instead, on GPU 0 (its JSON only when json is given).
+struct SweepOptions {
+  std::vector<int> ranks{2, 4};
+  int64_t min_seq = 4096, max_seq = 131072;
+  std::string params;  // Burst-Gap parameters (default: xstage/data/h200_params.json)
+  int warmup = 2, samples = 5;
+  bool torch = true;   // the LibTorch SDPA baseline, when built in
+  bool kernel_only = false;
+  int rank = 0;        // kernel_only: whose share and order
+  std::string json = "docs/results/ulysses.json", png;  // empty: none (a chart only when asked for)
+  std::string command;  // the command line, for the results file
+};
+void run_sweep(const SweepOptions& o);
+void run_kernel_sweep(const SweepOptions& o);
 
 }  // namespace xstage::ulysses

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "xstage/sweep.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage::burstgap {
 

@@ -7,7 +7,7 @@
 //   2. Rank::Rank() -> ncclCommInitRank (NVLS off: NCCL_NVLS_ENABLE=0 is forced).
 //   3. SymmetricWindow -> ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC):
 //      the same offset is valid on every rank; kernels reach peers' copies through
-//      LSA pointers (xstage/comm_device.cuh).
+//      LSA pointers (xstage/comm/device.cuh).
 //   4. DeviceComm -> ncclDevCommCreate with LSA barriers, passed to kernels by value.
 //   5. Teardown in reverse order by RAII (device comm, window, memory, communicator).
 // Collective steps (3, 4) must be entered by all ranks in the same order.
@@ -25,8 +25,8 @@ namespace xstage::comm {
 
 enum class Launch { threads, processes };
 
-// Budget for every device-side wait, in ns. XSTAGE_WAIT_TIMEOUT_MS overrides
-// the default of 10 s. Kernels get it by value inside their argument structs.
+// Budget of one device-side wait, in ns (sync::wait_budget_ns: XSTAGE_WAIT_TIMEOUT_MS,
+// default 10 s). Kernels get it by value in their sync::WaitContext.
 unsigned long long wait_timeout_ns();
 
 class Rank {

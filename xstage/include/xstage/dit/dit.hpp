@@ -3,7 +3,7 @@
 // No CUDA include: presets, validation, the weight schema and random weights,
 // the SP sharding plan, rotary tables, the fp32 CPU reference of the whole
 // denoiser and the flow-matching Euler sampler build and test everywhere. The
-// GPU model is in xstage/dit_cuda.hpp; safetensors I/O in xstage/dit_safetensors.hpp;
+// GPU model is in xstage/dit/dit_cuda.hpp; safetensors I/O in xstage/dit/safetensors.hpp;
 // the block structure with shapes in docs/xstage-dit.md.
 //
 // The denoiser works on patch tokens: a latent of T frames x Hl x Wl pixels and
@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::dit {
 

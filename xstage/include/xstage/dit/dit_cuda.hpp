@@ -8,7 +8,7 @@
 //
 // A rank holds tokens [r·N/P, (r+1)·N/P) (dit::shard_of) and replicated weights,
 // except the experts of an MoE FFN: E/P per rank (expert parallelism, the fused
-// MoE kernel of xstage/moe; its host side in xstage/dit.hpp, "MoE FFN on GPUs").
+// MoE kernel of xstage/moe; its host side in xstage/dit/dit.hpp, "MoE FFN on GPUs").
 // Per block, attention needs all tokens: the Ulysses layer's pre-attention
 // All-to-All gives each rank H/P heads of all N tokens, and the post-attention
 // All-to-All (serial: NCCL after the kernel; fused: stores from the attention
@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "xstage/burstgap.hpp"
-#include "xstage/dit.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/dit/dit.hpp"
 
 namespace xstage::comm {
 class Rank;
@@ -106,44 +106,6 @@ class BiasGemm {
 // cuBLAS's recommended workspace on Hopper.
 inline constexpr std::size_t kLtWorkspaceBytes = std::size_t(32) << 20;
 
-// `xstage bench qkv` (qkv_bench.cpp): rank `rank`'s QKV projection of a Ulysses
-// problem [1, S, H, 128] over P ranks, on GPU 0 with no peers. Timed in turns:
-//   cublas_norm_rope: cuBLAS QKV GEMM (fp32 out) + qk_norm_rope (bf16 q, k, v) — the
-//     serial path's work before its NCCL All-to-All;
-//   fused_loopback: the fused QKV kernel (GEMM, norms, RoPE, stores, signals) with
-//     every owner's buffers and flags local (output meaningless; no NVLink).
-// Checked in the same run: the fused kernel in the one-rank layout against the
-// cuBLAS path's q, k, v (max |diff|, elements beyond one bf16 step), and every
-// owner's counter after one loopback launch against qkv_signals_per_source.
-struct QkvBenchRow {
-  int64_t seq = 0;
-  int ranks = 0, heads = 0, rank = 0;
-  double cublas_norm_rope_ms = 0, fused_loopback_ms = 0, tflops_fused = 0;
-  double max_abs_diff = 0;
-  int64_t elements_off = 0;  // not ulysses::within_one_bf16_step of the cuBLAS path
-  std::string count_errors;  // each miscount: release mode, order, launch, owner, counted / expected
-  bool counts_ok() const { return count_errors.empty(); }
-  std::string order;  // the advisor's choice and predicted stall (first group)
-  int group = 0;      // the first group's m blocks per raster group (fused_loopback_ms)
-  std::vector<std::pair<int, double>> fused_by_group;  // (group, fused ms) per timed order
-  bool split_tail = false;     // the first group's order has a split last round (qkv_split_tail)
-  double fused_unsplit_ms = 0; // that order without the split, timed in the same turns
-  // The first group's order with each tile released by its consumer warpgroups
-  // (QkvArgs::release_by_agent = 0) instead of the agent lane, in the same turns.
-  double fused_by_consumer_ms = 0;
-  // The first group's order released by the agent with another longest sleep
-  // (QkvArgs::agent_max_sleep_ns = kQkvCompareAgentSleepNs, the default until session 11),
-  // in the same turns.
-  double fused_compare_sleep_ms = 0;
-  uint32_t agent_max_sleep_ns = 0;  // the other fused columns' longest sleep (QkvArgs default)
-};
-inline constexpr uint32_t kQkvCompareAgentSleepNs = 2048;
-// groups: raster groups of the fused orders timed (0: ulysses::qkv_raster_group);
-// fused_loopback_ms is the first one's. count_checks: launches per release mode and order
-// whose counters are checked (count_errors).
-QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples, const std::vector<int>& groups = {0}, int count_checks = 1);
-
 enum class AttnPath { single, serial, fused };
 const char* to_string(AttnPath p);
 
@@ -198,7 +160,7 @@ class RankModel {
   void euler(float dt);                              // x += dt * v
   int64_t local_tokens() const;
   // Breakdown: with it on, each forward records a CUDA event at its start and at the end
-  // of each phase (Phase, xstage/dit.hpp); add_breakdown waits for the last forward's
+  // of each phase (Phase, xstage/dit/dit.hpp); add_breakdown waits for the last forward's
   // events and adds its phases to t. Off by default (the events cost a little host time).
   void set_breakdown(bool on);
   void add_breakdown(PhaseTimes& t);

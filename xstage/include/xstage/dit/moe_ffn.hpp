@@ -32,11 +32,11 @@
 #include <memory>
 #include <vector>
 
-#include "xstage/burstgap.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/dit.hpp"
-#include "xstage/dit_cuda.hpp"  // MoeTimes
-#include "xstage/moe.hpp"       // ScheduleConfig
+#include "xstage/burstgap/burstgap.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/dit/dit.hpp"
+#include "xstage/dit/dit_cuda.hpp"  // MoeTimes
+#include "xstage/moe/moe.hpp"       // ScheduleConfig
 
 namespace xstage::comm {
 class Rank;

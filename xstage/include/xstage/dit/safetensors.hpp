@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "xstage/dit.hpp"
+#include "xstage/dit/dit.hpp"
 
 namespace xstage::dit {
 

@@ -40,14 +40,7 @@ __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* ba
       : "memory");
 }
 
-// Orders this thread's earlier generic-proxy global-memory accesses with later
-// async-proxy (TMA) accesses of global memory: a writer runs it after storing
-// data that a TMA load will read, and a reader after acquiring the flag that
-// says the data is there (before issuing the TMA load).
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
-
-// Orders this thread's earlier generic-proxy shared-memory writes before later
-// async-proxy (TMA, wgmma) accesses; each writing thread runs it before the barrier.
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// The proxy fences that order generic writes with TMA reads are sync::fence_proxy_async_*
+// (sync/ptx.cuh).
 
 }  // namespace xstage::hopper

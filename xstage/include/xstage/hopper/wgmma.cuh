@@ -76,8 +76,8 @@ __device__ __forceinline__ void fence_operand(uint32_t (&r)[M][N]) {
 // warpgroup multiplies A's rows [64·wg, 64·wg + 64). Issues and commits one group.
 // B0 and B1 are adjacent 128-row boxes, so by default each k16 step is one
 // m64n256k16 over both (B as 256 rows, 8-row groups 1024 B apart): A is read from
-// shared memory once per step instead of once per box. XSTAGE_WGMMA_N128_PAIRS builds
-// the two m64n128k16 per step of the kernels until session 11 (for A/B runs).
+// shared memory once per step instead of once per box (1-3 % faster than a pair of
+// m64n128k16, docs/xstage-moe.md "Decisions").
 template <int kTileK, int kBoxBytes>
 __device__ __forceinline__ void mma_stage_two_b(float (&acc0)[64], float (&acc1)[64], uint32_t stage_addr, int wg,
                                                 bool first) {
@@ -91,12 +91,7 @@ __device__ __forceinline__ void mma_stage_two_b(float (&acc0)[64], float (&acc1)
   for (int kk = 0; kk < kTileK / 16; ++kk) {
     const uint64_t da = make_desc(a_addr + kk * 32, 0, 1024);
     const int accumulate = (first && kk == 0) ? 0 : 1;
-#ifdef XSTAGE_WGMMA_N128_PAIRS
-    mma_ss<128, 0>(acc0, da, make_desc(b0 + kk * 32, 0, 1024), accumulate);
-    mma_ss<128, 0>(acc1, da, make_desc(b0 + kBoxBytes + kk * 32, 0, 1024), accumulate);
-#else
     mma_ss_halves<256, 0>(acc0, acc1, da, make_desc(b0 + kk * 32, 0, 1024), accumulate);
-#endif
   }
   commit();
 }

@@ -2,7 +2,7 @@
 // from router logits needs no host round trip (FusedMoe::route_on_device).
 //
 // From this rank's logits [T, E]:
-//   1. topk_softmax: each token's top-k experts and weights (xstage/moe_topk.hpp, the
+//   1. topk_softmax: each token's top-k experts and weights (xstage/moe/topk.hpp, the
 //      arithmetic of route_from_logits).
 //   2. the caller gathers every rank's experts [P, T*k] (ncclAllGather; P = 1: none).
 //   3. plan: the layout build_layout() makes, and this rank's order, from the gathered
@@ -10,7 +10,7 @@
 //        count   one block per 512 (token, slot) pairs of a source: per-expert counts;
 //        scan    one block: per expert, exclusive prefix over (source, chunk); each
 //                destination's expert offsets; this rank's dispatch targets (+=) and
-//                m blocks; the tables of its tile order (xstage/moe_order.hpp);
+//                m blocks; the tables of its tile order (xstage/moe/order.hpp);
 //        order   one thread per tile: its place in the order (tile_position);
 //        assign  one block per chunk: the row of each pair = its expert's offset on
 //                the destination + pairs of that expert in earlier (source, chunk) +
@@ -27,11 +27,11 @@
 
 #include <cstddef>
 
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::moe::route {
 
-// kTopkMax, kChunk and the buffer sizes are in xstage/moe.hpp (host code, CPU-tested).
+// kTopkMax, kChunk and the buffer sizes are in xstage/moe/moe.hpp (host code, CPU-tested).
 
 // Top-k softmax of logits [tokens, experts] fp32 (device) into expert / weight
 // [tokens * topk]. A non-finite logit sets *nonfinite = 1 (left alone otherwise) and is

@@ -15,7 +15,7 @@
 // schedulers in moe_tests.cpp; the GPU planner is xstage/moe/device_route.cu.
 #pragma once
 
-#include "xstage/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace xstage::moe {
 

@@ -17,12 +17,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
-#include "xstage/comm_device_types.hpp"
-#include "xstage/device_buffer.hpp"
-#include "xstage/moe.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/moe/moe.hpp"
+#include "xstage/sync/report.hpp"
 
 namespace xstage::comm {
 class Rank;
@@ -37,22 +38,31 @@ inline constexpr int kMaxLocalExperts = 512;     // flags area: 4 KiB of counter
 inline constexpr int kMaxRanks = 8;              // one NVLink domain of H200s
 inline constexpr std::size_t kFlagsBytes = 4096;
 
-// Where a timed-out device wait reports before it traps (host-mapped, so the
-// host can read it after the trap). The kernel has no printf: a call anywhere in
-// a kernel makes ptxas serialise its wgmma instructions.
-struct FusedWaitReport {
-  int flag;             // 1 once a wait timed out (2 while being written)
-  int rank, block, thread;
-  int site;             // FusedWaitSite
-  int index;            // stage / item slot / expert / row block, -1 if none
-  unsigned expected, seen;  // counter waits: target and last value; mbarriers: parity
+// The kernel's wait sites (sync::WaitReport::site; the kernel reports into the
+// launcher's own host-mapped report) and their names. Budgets (sync/wait.cuh): the
+// LSA barrier and the dispatch rows 1 (peers only), the start gate, L1 row blocks and
+// combine rows 2 (this rank's CTAs too), the mbarriers 3, the release agent 6.
+enum class MoeSite : int {
+  start_gate, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters
+  item_full, item_empty, stage_full, stage_empty,                       // mbarriers
+  release_full, release_empty                                           // the release agent's queue
 };
-enum class FusedWaitSite : int {
-  start_gate = 1, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters: 1 budget (peers), 2 (CTAs too)
-  item_full, item_empty, stage_full, stage_empty,                           // mbarriers: 3 budgets
-  release_full, release_empty                                               // the release agent's queue
+inline constexpr const char* kMoeSiteNames[] = {
+    "start gate (after the LSA barrier)",
+    "LSA barrier arrival of a peer (index = peer)",
+    "dispatch rows of a local expert (index = expert)",
+    "L1 tiles of a row block (index = expert * max_m_blocks + m)",
+    "combine rows of this rank's tokens",
+    "mbarrier item_full (consumer waits for a work item; index = slot)",
+    "mbarrier item_empty (producer waits for a free item slot; index = slot)",
+    "mbarrier full (consumer waits for TMA bytes of a stage; index = stage)",
+    "mbarrier empty (producer waits for consumers to free a stage; index = stage)",
+    "release agent waits for a finished tile (index = bit mask of the consumer warpgroups still running; no tile "
+    "for six budgets)",
+    "mbarrier release_empty (consumer waits for the release agent; index = warpgroup * slots + slot)",
 };
-const char* to_string(FusedWaitSite s);
+inline constexpr sync::SiteNames kMoeSites{sync::Kernel::moe, "moe fused", kMoeSiteNames,
+                                           static_cast<int>(std::size(kMoeSiteNames))};
 
 // Everything the kernel reads; passed by value as a __grid_constant__ (the TMA
 // descriptors must live in parameter space). Field comments give the shapes.
@@ -61,7 +71,6 @@ struct FusedArgs {
   CUtensorMap map_h;               // H [max_rows, I]
   CUtensorMap map_w1;              // W1 as [E/P * 2I, hidden]
   CUtensorMap map_w2;              // W2 as [E/P * hidden, I]
-  FusedWaitReport* report;         // host-mapped
   ncclWindow_t window;             // symmetric window (flags, recv, comb)
   // Every rank's window memory as plain pointers, or all null: through the window's LSA
   // pointers. EP = 1: [0] is this rank's own (NCCL gives a one-rank communicator no
@@ -92,10 +101,8 @@ struct FusedArgs {
   unsigned combine_expect;         // cumulative combine count to wait for
   unsigned epoch;                  // launch number, from 1
   int dispatch_first, dispatch_step;  // dispatch passes over local expert ids (moe::DispatchPlan)
-  int dispatch_by_block;           // 1: DispatchMode::by_block (the passes are ignored)
-  int release_by_agent;            // 1: ReleaseMode::by_agent (the default), 0: by_consumer
   unsigned long long* profile;     // nullptr: an unprofiled launch; else see kProfileRoles
-  comm::WaitBudget wait;
+  sync::WaitContext wait;          // budget, rank, the launcher's host-mapped report
 };
 
 // Launches the kernel (grid = blocks, one per SM). Defined in the .cu.
@@ -168,27 +175,8 @@ class FusedMoe {
   };
   void profile_planner(bool on);    // records the events from the next call; off by default
   PlannerPhases planner_phases();   // synchronises; then resets the sums
-  // How the kernel dispatches (takes effect at the next launch):
-  //   overlapped    (default) in passes of moe::DispatchPlan of the inputs' order or
-  //                 config, all but the first while the tiles run, a warp per row;
-  //   before_tiles  one pass of every expert before the tiles start, a warp per row;
-  //   by_block      before the tiles, the whole CTA on one row at a time, one release
-  //                 per CTA (the kernel's dispatch until 2026-12-01, session 8).
-  // The last two are for A/B runs (xstage bench moe --compare-dispatch).
-  enum class DispatchMode { overlapped, before_tiles, by_block };
-  void set_dispatch(DispatchMode mode);
-  // Who releases a finished tile (its system-scope fence, then the red.add of the
-  // counters that the L2 tiles or the combine wait for):
-  //   by_agent     (default) one lane of the producer warpgroup, from a queue in
-  //                shared memory: the fence waits for the tile's stores to drain
-  //                while the consumer warpgroup computes its next tile;
-  //   by_consumer  the consumer warpgroup's thread 0 at the tile's end: the warpgroup
-  //                waits for the drain (the kernel until 2026-12-01, session 10).
-  // The second is for A/B runs (xstage bench moe --compare-release).
-  enum class ReleaseMode { by_agent, by_consumer };
-  void set_release(ReleaseMode mode);
-  // Profiled launches (a second instantiation of the kernel that reads the SM clock
-  // around its phases; the unprofiled kernel has none of that code). Off by default.
+  // Profiled launches (the kernel's CycleProfile instantiation, which reads the SM clock
+  // around its phases; the NoProfile one has none of that code). Off by default.
   // profile() synchronises, returns the phases of the profiled launches since the last
   // call (KernelProfile, moe.hpp), then resets the sums.
   using Profile = KernelProfile;

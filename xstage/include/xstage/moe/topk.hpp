@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-#include "xstage/host_device.hpp"
+#include "common/host_device.hpp"
 
 namespace xstage::moe {
 

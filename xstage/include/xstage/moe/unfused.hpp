@@ -1,6 +1,6 @@
 // The unfused EP MoE path: NCCL all-to-all-v dispatch, cuBLAS grouped GEMM over the
 // experts (cublasGemmGroupedBatchedEx, one launch per layer), a SwiGLU kernel, a
-// second grouped GEMM, NCCL all-to-all-v combine, weighted sum. It is both the issue's
+// second grouped GEMM, NCCL all-to-all-v combine, weighted sum. It is both the
 // reference path on the GPU and the baseline the fused kernel is timed against. If
 // cuBLAS refuses the grouped call for these types, the layer falls back to one
 // cublasGemmEx per expert and says so (gemm_path()). The bench asks for the faster
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "xstage/moe.hpp"
+#include "xstage/moe/moe.hpp"
 
 namespace xstage::comm {
 class Rank;

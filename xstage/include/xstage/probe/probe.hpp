@@ -1,14 +1,15 @@
 // The X-Stage probe: sweeps burst configurations on this node's GPUs and returns
-// one SweepRow per configuration (xstage/sweep.hpp). Rank 0 issues; the other
+// one SweepRow per configuration (xstage/probe/sweep.hpp). Rank 0 issues; the other
 // ranks receive (and, in visible mode, observe the per-burst release flags).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "xstage/host_device.hpp"
-#include "xstage/sweep.hpp"
+#include "common/host_device.hpp"
+#include "xstage/probe/sweep.hpp"
 
 namespace xstage::probe {
 
@@ -59,6 +60,12 @@ struct ProbeResult {
 // multiple of 16, sms x burst larger than the buffer. Device waits time out with
 // a message (XSTAGE_WAIT_TIMEOUT_MS).
 ProbeResult run_probe(const ProbeOptions& opts);
+
+// Into folder `out`: sweep.csv, probe_summary.json (card, GPUs, date, command, copy-engine
+// bandwidth, clock offsets, verified words) and the raw sweep's plots; the rows as a
+// table on stdout. Needs no GPU (xstage/probe/probe_report.cpp).
+void write_results(const ProbeResult& res, const ProbeOptions& o, const std::filesystem::path& out,
+                   const std::string& command);
 
 // The sweep used to fit the model: patterns x SM counts x burst sizes x gaps for
 // st16 (plus store-kind and visible-mode subsets). `quick` is a small subset.

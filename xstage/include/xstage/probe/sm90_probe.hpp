@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "xstage/comm_device_types.hpp"
-#include "xstage/probe.hpp"  // kMaxDst, probe_dst_of_row
+#include "xstage/sync/report.hpp"
+#include "xstage/probe/probe.hpp"  // kMaxDst, probe_dst_of_row
 
 namespace xstage::probe {
 
@@ -60,7 +60,7 @@ struct SenderArgs {
   BurstRecord* bursts_out;  // [gridDim.x][bursts]
   SmRecord* sms_out;        // [gridDim.x]
   float* sink;              // keeps the gap compute alive
-  comm::WaitBudget wait;
+  sync::WaitContext wait;   // {budget_ns, rank}; the launcher sets the rest
 };
 
 struct ObserverArgs {
@@ -69,7 +69,7 @@ struct ObserverArgs {
   int warmup, bursts;
   uint32_t flag_base;
   unsigned long long* seen_out;  // [sender_sms][bursts] %globaltimer when the flag was seen
-  comm::WaitBudget wait;
+  sync::WaitContext wait;        // {budget_ns, rank}; the launcher sets the rest
 };
 
 struct PingArgs {
@@ -78,7 +78,7 @@ struct PingArgs {
   int rounds;
   uint32_t base;    // flag values base + i + 1
   unsigned long long* t_out;  // sender: [rounds][2] (sent, pong seen); echo: [rounds] (ping seen)
-  comm::WaitBudget wait;
+  sync::WaitContext wait;     // {budget_ns, rank}; the launcher sets the rest
 };
 
 // The value stored at 32-bit word `word` of burst `burst` from SM `sm` (TMA bursts
@@ -92,5 +92,9 @@ void launch_sender(const SenderArgs& args, int sms, cudaStream_t stream);
 void launch_observer(const ObserverArgs& args, cudaStream_t stream);
 void launch_ping_sender(const PingArgs& args, cudaStream_t stream);
 void launch_ping_echo(const PingArgs& args, cudaStream_t stream);
+
+// cudaStreamSynchronize; on an error throws one line that names the timed-out wait
+// (rank, which flag, expected, seen) when a probe kernel reported one.
+void synchronize(cudaStream_t stream);
 
 }  // namespace xstage::probe

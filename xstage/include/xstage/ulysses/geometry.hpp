@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "xstage/attention_tiles.hpp"  // XS_HD
+#include "xstage/attention/tiles.hpp"  // XS_HD
 
 namespace xstage::ulysses {
 
@@ -31,7 +31,7 @@ struct FusedGeometry {
 // has stored its last slice; per_slice: a fence and an add after every slice;
 // by_agent: the per_slice counts, added (after its own fence) by an agent lane of the
 // producer warpgroup, so no consumer waits for its stores to drain.
-// automatic: the layer picks per head dim (default_signal in xstage/ulysses.hpp).
+// automatic: the layer picks per head dim (default_signal in xstage/ulysses/ulysses.hpp).
 enum class FusedSignal { per_cta, per_slice, by_agent, automatic };
 inline const char* to_string(FusedSignal s) {
   switch (s) {

@@ -1,6 +1,5 @@
-// The QKV projection with the pre-attention All-to-All fused into its epilogue
-// (issue 8, "beyond the paper"). Host part: shapes, who owns which output tile,
-// where a row lands, the tile order, what each source signals. CPU-tested; the
+// The QKV projection with the pre-attention All-to-All fused into its epilogue.
+// Host part: shapes, who owns which output tile, where a row lands, the tile order, what each source signals. CPU-tested; the
 // kernel (xstage/ulysses/sm90_qkv_fused.cu) uses the same arithmetic.
 //
 // Rank r holds its tokens' activations h [B·S/P, C] (bf16, C = H·D) and the
@@ -27,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "xstage/burstgap.hpp"
-#include "xstage/ulysses.hpp"
-#include "xstage/ulysses_geometry.hpp"  // XS_HD, kMaxRanks
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/ulysses/ulysses.hpp"
+#include "xstage/ulysses/geometry.hpp"  // XS_HD, kMaxRanks
 
 namespace xstage::ulysses {
 
@@ -99,7 +98,7 @@ const char* to_string(QkvOrder o);
 // m block, the column tiles by (rank of the tile among its owner's tiles, owner
 // counted from rank + 1), so that consecutive tiles go to different owners and
 // this rank's own heads come last. Both in grouped raster order
-// (xstage/tile_raster.hpp): groups of `group` m blocks, column tile by column
+// (xstage/hopper/tile_raster.hpp): groups of `group` m blocks, column tile by column
 // tile in the order above, m fastest; group 1 is m-major, so the owner order
 // holds per m block.
 std::vector<int> qkv_tile_order(const Problem& p, int rank, QkvOrder order, int group = 1);

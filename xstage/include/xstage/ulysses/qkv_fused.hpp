@@ -1,5 +1,5 @@
 // Launcher of the fused QKV projection + pre-attention All-to-All
-// (sm90_qkv_fused.cu; protocol in xstage/ulysses_qkv.hpp). Plain types only, so
+// (sm90_qkv_fused.cu; protocol in xstage/ulysses/qkv.hpp). Plain types only, so
 // host code (the layer, tests) needs no device code.
 #pragma once
 
@@ -7,10 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 
-#include "xstage/hopper/timeout_report.hpp"
-#include "xstage/ulysses_geometry.hpp"
+#include "xstage/sync/report.hpp"
+#include "xstage/ulysses/geometry.hpp"
 
 namespace xstage::ulysses {
 
@@ -29,21 +30,25 @@ struct QkvArgs {
   uint32_t* ready_out[kMaxRanks] = {};    // owner j's ready flag for this rank
   const uint32_t* ready_in = nullptr;     // this rank's ready flags, one per source
   uint32_t epoch = 0;                     // launches so far, this one included
-  unsigned long long timeout_ns = 0;      // budget of the ready wait
-  hopper::WaitTimeoutReport* report = nullptr;
+  sync::WaitContext wait;                 // set by launch_qkv_fused (process-wide report, this rank)
   // Who releases a finished tile (fence.acq_rel.sys, then the done counts): 1 = an
   // agent lane of the producer warpgroup (the consumers count the tile in shared
   // memory and go on while its stores drain), 0 = each consumer warpgroup's thread 0
   // at the tile's end (the warpgroup waits for the drain). Same counts either way.
   int release_by_agent = 1;
-  // The agent's longest sleep while no tile is done (hopper::agent_wait_past: 128 ns
-  // doubling up to this; the default is hopper::kAgentMaxSleepNs). The last release of a
-  // launch comes up to this much late.
-  uint32_t agent_max_sleep_ns = 256;
 };
 
-// The kernel's wait sites (WaitTimeoutReport::site).
-enum class QkvWaitSite : int { stage_full = 0, stage_empty = 1, peer_ready = 2, agent = 3 };
+// The kernel's wait sites (sync::WaitReport::site) and their names.
+enum class QkvSite : int { stage_full, stage_empty, peer_ready, agent };
+inline constexpr const char* kQkvSiteNames[] = {
+    "mbarrier full (consumer waits for the TMA bytes of stage {index})",
+    "mbarrier empty (producer waits for the consumers to free stage {index})",
+    "ready flag of owner rank {index} (that rank has not started this launch: slow, stopped or absent; "
+    "expected = this launch's number)",
+    "release agent (no tile finished; expected = tiles released + 1, seen = the lowest count)",
+};
+inline constexpr sync::SiteNames kQkvSites{sync::Kernel::qkv, "fused QKV", kQkvSiteNames,
+                                           static_cast<int>(std::size(kQkvSiteNames))};
 
 // The shape fields of rank `rank`'s arguments (rows .. n_tiles, n_entries = n_tiles for
 // an unsplit order); pointers, maps and epoch unset.
@@ -59,10 +64,13 @@ void qkv_bind_inputs(QkvArgs& a, const QkvInputs& in);
 CUtensorMap qkv_map_h(const void* h, int64_t rows, int64_t hidden);
 CUtensorMap qkv_map_w(const void* w, int64_t hidden);
 
-// One persistent launch of `grid` CTAs (grid <= n_entries, one CTA per SM).
+// One persistent launch of `grid` CTAs (grid <= n_entries, one CTA per SM); sets the
+// launch's QkvArgs::wait (the budget of sync::wait_budget_ns, the process-wide report).
 void launch_qkv_fused(const QkvArgs& a, int grid, cudaStream_t stream);
 
-// After a failed synchronisation: the timed-out wait, in one line ("" if none).
+// After a failed synchronisation: the timed-out wait, in one line ("" if none). The
+// report is the process-wide one: a wait of another kernel (attention, the Ulysses
+// receiver) is named too (sync::take_report).
 std::string qkv_explain_failure();
 
 }  // namespace xstage::ulysses

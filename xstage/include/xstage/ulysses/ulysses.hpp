@@ -1,7 +1,7 @@
 // Ulysses sequence-parallel attention over P ranks: the host-side contract.
 // No CUDA include: the layout plan, the exchange plans, the fused tile order
 // chosen with the Burst-Gap advisor and the CPU reference build and test
-// everywhere. The layer itself is in xstage/ulysses_cuda.hpp; the protocol of
+// everywhere. The layer itself is in xstage/ulysses/ulysses_cuda.hpp; the protocol of
 // the fused post-attention All-to-All in docs/xstage-ulysses.md.
 //
 // Shapes (every tensor dense, bf16, the last dimension contiguous):
@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "xstage/attention.hpp"
-#include "xstage/burstgap.hpp"
-#include "xstage/ulysses_geometry.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/ulysses/geometry.hpp"
 
 namespace xstage::ulysses {
 
@@ -132,17 +132,13 @@ struct OrderStats {  // the persistent schedule of one order, simulated on the h
 OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace& tiles, int grid);
 
 // The completion signal the layer uses when asked for FusedSignal::automatic, from the
-// measurements in docs/xstage-ulysses.md: per_slice at D = 64 (H200 x2, 2026-11-29:
-// within 1-5 % of attention alone; per_cta 12-17 % over it) and at S >= 32K (the same
-// x2 run: per_slice 2-3 % faster at 32K with 24 and 40 heads; one H200, 2026-12-01,
-// the kernel with all targets local: per_slice within 3.8 % of attention alone at
-// S >= 32K, the per-CTA kernel of that day 8-14 % over it); per_cta at D = 128 below
-// 32K (faster at 4K-16K with 24 heads on x2, where each slice's fence waits on its
-// stores for longer than the tile computation hides). All of that was measured before
-// per_cta lost its schedule walk (fused_signals_per_forward). With all targets local
-// (one H200, 2026-12-01, second run) the walk-free per_cta kernel is no slower than
-// per_slice in all 30 rows and within 1 % of attention alone at S >= 32K; the choice
-// stays until remote stores over NVLink (x2 / x4) say the same.
+// measurements in docs/xstage-ulysses.md: per_slice at D = 64 (over NVLink on two H200s
+// within 1-5 % of attention alone, per_cta 12-17 % over it) and at S >= 32K (per_slice
+// 2-3 % faster at 32K with 24 and 40 heads); per_cta at D = 128 below 32K (faster at
+// 4K-16K with 24 heads, where each slice's fence waits on its stores for longer than the
+// tile computation hides). Those runs predate per_cta's walk-free form, which with all
+// targets local on one H200 is no slower than per_slice in all 30 rows; the choice stays
+// until remote stores over NVLink say the same.
 FusedSignal default_signal(const Problem& p);
 
 // What one fused forward of a source rank adds to each owner's counter for it, so

@@ -26,10 +26,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "xstage/burstgap.hpp"
-#include "xstage/comm.hpp"
-#include "xstage/ulysses.hpp"
-#include "xstage/ulysses_qkv.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/comm/comm.hpp"
+#include "xstage/ulysses/ulysses.hpp"
+#include "xstage/ulysses/qkv.hpp"
 
 namespace xstage::ulysses {
 
@@ -52,12 +52,12 @@ class Layer {
   void set_inputs(const void* q, const void* k, const void* v);
   void pre_attention();
   // The QKV projection with the pre-attention All-to-All fused into its epilogue
-  // (xstage/ulysses_qkv.hpp): one persistent kernel computes this rank's
+  // (xstage/ulysses/qkv.hpp): one persistent kernel computes this rank's
   // qkv = h·Wᵀ + bias, RMSNorm and RoPE on q and k, and stores each head's rows
   // straight into its owner's attention inputs; then waits until every source's
   // heads have arrived here. Replaces set_inputs + pre_attention. Needs D = 128
   // and (B·S/P) % 128 == 0 (fused_qkv_supported(); otherwise it throws why).
-  using QkvInputs = ulysses::QkvInputs;  // xstage/ulysses_qkv.hpp
+  using QkvInputs = ulysses::QkvInputs;  // xstage/ulysses/qkv.hpp
   bool fused_qkv_supported() const;
   void pre_attention_qkv(const QkvInputs& in);
   // The attention inputs of this rank, [B, S, H/P, D] bf16 (part 0 = q, 1 = k, 2 = v):

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "xstage/attention.hpp"
-#include "xstage/comm_device_types.hpp"
-#include "xstage/ulysses_geometry.hpp"
+#include "xstage/attention/attention.hpp"
+#include "xstage/sync/report.hpp"
+#include "xstage/ulysses/geometry.hpp"
 
 namespace xstage::ulysses {
 
@@ -32,9 +32,10 @@ struct SourceCounts {
 };
 
 // Receiver-complete: one thread per source rank acquires counters[src] >=
-// expected.v[src]; on timeout prints rank, source rank, counter address, expected
-// and seen, then traps.
-void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, comm::WaitBudget budget,
+// expected.v[src]. `wait` gives the budget and this rank ({budget_ns, rank}); on
+// timeout the wait fills the process-wide report (rank, source rank = its counter,
+// expected, seen; sync::take_report() names it) and traps.
+void launch_wait_sources(const uint32_t* counters, int ranks, const SourceCounts& expected, sync::WaitContext wait,
                          cudaStream_t stream);
 
 // LSA pointers of window offset `offset` on ranks 0 .. ranks-1 (a one-thread kernel; blocking).

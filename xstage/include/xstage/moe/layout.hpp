@@ -1,0 +1,66 @@
+// Expert-parallel MoE, dispatch and combine layout: the index maps every rank's part of
+// the fused kernel reads, built on the host from every rank's routing.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "xstage/moe/routing.hpp"
+
+namespace xstage::moe {
+
+// ============================================================================
+// Dispatch and combine layout
+// ============================================================================
+
+// Everything one rank's part of the fused kernel indexes by. Built on the host
+// from every rank's routing (the reference path routes on the host too).
+struct RankLayout {
+  int rank = 0;
+  // Send side: for each (token, slot) of this rank, where its row goes.
+  std::vector<int> send_rank;      // [T*k] destination rank
+  std::vector<int> send_row;       // [T*k] row in the destination's recv buffer
+  // Receive side: rows grouped by local expert.
+  std::vector<int> expert_offset;  // [E/P + 1] first recv row of each local expert
+  std::vector<int> recv_src_rank;  // [rows] owner of the token
+  std::vector<int> recv_src_slot;  // [rows] token * k + slot on the owner (its comb row)
+  std::vector<int> recv_from;      // [P] rows this rank receives from each source
+  int rows() const { return expert_offset.empty() ? 0 : expert_offset.back(); }
+  int count(int local_expert) const { return expert_offset[local_expert + 1] - expert_offset[local_expert]; }
+};
+
+struct Layout {
+  Problem problem;
+  std::vector<RankLayout> ranks;
+  int max_rows() const;                       // most rows any rank receives
+};
+Layout build_layout(const Problem& p, const std::vector<Routing>& routing);
+// Structural invariants (every (token, slot) sent once, maps inverse, offsets
+// monotone); throws naming the first broken one.
+void check_layout(const Layout& layout, const std::vector<Routing>& routing);
+
+// Sizes of the GPU planner's buffers (FusedMoe::route_on_device, moe/device_route.hpp).
+namespace route {
+inline constexpr int kTopkMax = 8;  // the top-k kernel keeps k <= 8 entries in registers
+inline constexpr int kChunk = 512;  // (token, slot) pairs per block of its count and assign kernels
+int chunks_per_rank(const Problem& p);           // ceil(T*k / kChunk)
+std::size_t chunk_count_size(const Problem& p);  // P * chunks * E
+std::size_t plan_table_size(const Problem& p);   // 9 * E/P + 2 ints: the order's tables
+// The most rows one rank can receive (each token of every rank at most once per
+// local expert and at most k times), the most m blocks of one local expert
+// (ceil(P*T / kTileM)), and the most work items an order over max_rows rows has.
+int max_recv_rows(const Problem& p);
+int max_m_blocks(const Problem& p);
+int item_capacity(const Problem& p, int max_rows);
+}  // namespace route
+
+// Host model of the kernel's data movement over `row_elems` elements per row
+// (bit copies): dispatch x rows to recv buffers, and return recv-shaped rows to
+// the owners' comb buffers [T*k, row_elems].
+std::vector<std::vector<bf16_bits>> dispatch_rows(const Layout& layout, const std::vector<std::vector<bf16_bits>>& x,
+                                                  int row_elems);
+std::vector<std::vector<bf16_bits>> combine_rows(const Layout& layout,
+                                                 const std::vector<std::vector<bf16_bits>>& recv, int row_elems);
+
+
+}  // namespace xstage::moe

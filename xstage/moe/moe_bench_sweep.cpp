@@ -1,0 +1,131 @@
+// The whole `xstage bench moe`: the selected rows of a sweep through run_bench, one
+// table line each, the results file rewritten after every row (so a run cut short by
+// --budget-s or a kill keeps what it measured), then the speedup PNG. Means and
+// maxima are over the rows whose check passed: a wrong row is never counted as fast.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/check.hpp"
+#include "common/plot.hpp"
+#include "xstage/bench/moe_bench.hpp"
+#include "xstage/bench/report.hpp"
+
+namespace xstage::moe {
+
+namespace {
+
+bench::Table moe_table(bool device_routing) {
+  bench::Table t({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
+                  {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"unf us", 9, ".1f"},
+                  {"IL/EW", 6, ".3f", false, true}, {"TFLOPs", 7, ".1f"}, {"GEMM TF", 7, ".1f"},
+                  {"NVL GB/s", 8, ".1f"}, {"ok", 0}});
+  if (device_routing)
+    t.add({"logits us", 9, ".1f", false, true}).add({"plan us", 7, ".1f"}).add({"eq", 3});
+  return t;
+}
+
+bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
+  const BenchConfig& b = r.config;
+  bench::Row row;
+  row.check = {r.correct, r.correct ? "" : fmt::format("max rel err {:.2e}{}", r.max_rel_err,
+                                                        o.device_routing && !r.from_logits_bitwise
+                                                            ? ", forward from logits differs from host routing"
+                                                            : "")};
+  row.config = {{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
+                {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing}};
+  row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
+                {"unfused_us", r.unfused_us}, {"grouped_gemm_us", r.grouped_gemm_us},
+                {"unfused_gemm", r.unfused_gemm}, {"speedup", r.speedup},
+                {"fused_over_unfused", r.unfused_us / std::min(r.expert_wave_us, r.interleaved_us)},
+                {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops}, {"nvlink_GBps", r.nvlink_GBps},
+                {"max_rel_err", r.max_rel_err}, {"raster_group", kMoeRasterGroup},
+                {"fused_blocks", o.blocks > 0 ? nlohmann::json(o.blocks) : nlohmann::json("one per SM")},
+                {"interleaved_config",
+                 {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
+                  {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};
+  row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
+               r.expert_wave_us, r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops,
+               r.nvlink_GBps, std::string(r.correct ? "yes" : "NO")};
+  if (!o.device_routing) return row;
+  const double* ph = r.planner_phase_us;
+  row.values["from_logits"] = {
+      {"us", r.from_logits_us},
+      {"planner_us", r.planner_us},
+      {"bitwise_equal_to_host_routed", r.from_logits_bitwise},
+      {"planner_phase_us",
+       {{"topk", ph[0]}, {"allgather", ph[1]}, {"count", ph[2]}, {"scan", ph[3]}, {"order", ph[4]}, {"assign", ph[5]}}},
+      {"config",
+       {{"wave_experts", r.from_logits_config.wave_experts}, {"lag", r.from_logits_config.lag},
+        {"burst_split", r.from_logits_config.burst_split}}}};
+  row.cells.insert(row.cells.end(), {r.from_logits_us, r.planner_us, std::string(r.from_logits_bitwise ? "yes" : "NO")});
+  return row;
+}
+
+// The checked rows' figures, for the summary and the chart (x: the row's index).
+struct Curves {
+  std::vector<double> x, speedup, from_logits, planner_share;
+  double max_speedup = 0;
+  void add(double i, const BenchRow& r) {
+    x.push_back(i);
+    speedup.push_back(r.speedup);
+    max_speedup = std::max(max_speedup, r.speedup);
+    if (!r.device_routing) return;
+    from_logits.push_back(r.interleaved_us / r.from_logits_us);
+    planner_share.push_back(1.0 - r.planner_us / r.from_logits_us);
+  }
+};
+
+void write_png(const Curves& c, const std::string& card, const std::string& png) {
+  namespace plot = common::plot;
+  plot::Chart chart;
+  chart.title = fmt::format("MoE Interleaved / Expert-Wave ({}, geomean {:.2f}x)", card, bench::geomean(c.speedup));
+  chart.x.label = "configuration";
+  chart.y.label = "speedup";
+  chart.series.push_back({.label = "Interleaved / Expert-Wave", .x = c.x, .y = c.speedup, .line = plot::LineStyle::none});
+  if (!c.from_logits.empty()) {
+    chart.series.push_back({.label = "host-routed Interleaved / forward from logits (GPU routing)", .x = c.x,
+                            .y = c.from_logits, .line = plot::LineStyle::none});
+    chart.series.push_back({.label = "1 - planner / forward from logits", .x = c.x, .y = c.planner_share,
+                            .line = plot::LineStyle::none});
+  }
+  chart.series.push_back(plot::horizontal_line("1x", 1.0, c.x.front(), c.x.back()));
+  plot::write_chart(chart, png);
+  std::printf("wrote %s\n", png.c_str());
+}
+
+}  // namespace
+
+void run_sweep(const SweepOptions& o) {
+  const auto params = burstgap::read_params_or_default(o.params);
+  const auto configs = select_rows(o.sweep, o.filter);
+  const bench::Budget budget(o.budget_s);
+  cudaDeviceProp prop{};
+  XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  bench::Report report(moe_table(o.bench.device_routing),
+                       bench::ResultsFile(o.json, bench::run_head(prop.name, gpus, o.command)), configs.size());
+  report.print_header();
+  Curves curves;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (budget.spent()) {
+      std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
+      break;
+    }
+    const BenchRow r = run_bench(configs[i], params.for_exchange(configs[i].ep), o.bench);
+    if (r.correct) curves.add(double(i), r);
+    report.set("geomean_speedup", bench::geomean(curves.speedup));
+    report.set("max_speedup", curves.max_speedup);
+    report.add(to_row(r, o.bench));
+  }
+  std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n",
+              bench::geomean(curves.speedup), curves.max_speedup, curves.x.size(),
+              report.all_correct() ? "" : " (SOME OUTPUTS WRONG: left out of the means)");
+  report.finish();
+  if (!o.png.empty() && !curves.x.empty()) write_png(curves, prop.name, o.png);
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,108 @@
+// Mainloop of the fused MoE kernel: the producer thread's tickets, dependency waits and
+// TMA loads, and a consumer warpgroup's GEMM of one work item.
+//
+// Producer (one thread): takes the schedule's items by ticket; waits for an item's
+// dependency (L1: its expert's dispatch rows; L2: both halves of every L1 tile of its
+// row block), then fence.proxy.async.global (generic writes -> TMA reads), hands the
+// item to the consumers through an item slot and streams its K steps into the
+// kStages-deep ring (A 128x64 + B0 128x64 + B1 128x64, 128-byte swizzle).
+// Dependencies always precede an item in the order and all CTAs are resident, so
+// these waits end. Consumer (one warpgroup, 64 rows): per stage 4 wgmma m64n256k16
+// (SS) over B0|B1 into two 64x128 fp32 accumulators; one group stays in flight, so
+// stage s is released once the group of s+1 is issued and s is done.
+#pragma once
+
+#include <cstdint>
+
+#include "sm90_moe_fused_traits.cuh"
+#include "sm90_moe_profile.cuh"
+#include "xstage/hopper/mbarrier.cuh"
+#include "xstage/hopper/tma.cuh"
+#include "xstage/hopper/wgmma.cuh"
+#include "xstage/sync/ring.cuh"
+#include "xstage/sync/wait.cuh"
+
+namespace xstage::moe::device {
+
+template <class Prof>
+__device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar, Prof& prof) {
+  using P = ProducerPhase;
+  hopper::tma_prefetch_desc(&a.map_recv);
+  hopper::tma_prefetch_desc(&a.map_h);
+  hopper::tma_prefetch_desc(&a.map_w1);
+  hopper::tma_prefetch_desc(&a.map_w2);
+  const auto* flags = static_cast<const unsigned*>(local_window_at(a, 0));
+  const unsigned l1_expect = static_cast<unsigned>(a.l1_n_blocks * Shape::kConsumerWGs);
+  const int n_items = *a.n_items;  // written before the launch (upload or the GPU planner)
+  sync::RingPos stage, slot;
+#pragma unroll 1
+  while (true) {
+    const int t = static_cast<int>(atomicAdd(a.ticket, 1u));
+    WorkItem it{TileKind::l1, -1, 0, 0};
+    if (t < n_items) {
+      it = a.items[t];
+      const auto tw = Prof::now();
+      if (it.kind == TileKind::l1)
+        sync::wait_geq_acquire(a.wait, flags + it.expert, a.dispatch_expect[it.expert], MoeSite::dispatch_rows,
+                               it.expert, sync::kPeerBudgets);
+      else
+        sync::wait_geq_acquire(a.wait, a.l1_done + it.expert * a.max_m_blocks + it.m_block, l1_expect,
+                               MoeSite::l1_row_block, it.expert * a.max_m_blocks + it.m_block, sync::kCtaBudgets);
+      prof.end(P::dependency, tw);
+      sync::fence_proxy_async_global();  // generic writes of recv / H before the TMA reads
+    }
+    const auto tr = Prof::now();
+    sync::wait_phase(a.wait, &bar.item_empty[slot.index], slot.phase ^ 1, MoeSite::item_empty, slot.index);
+    prof.end(P::ring, tr);
+    bar.item[slot.index] = it;
+    hopper::mbar_arrive(&bar.item_full[slot.index]);
+    slot.advance<Shape::kItemSlots>();
+    if (it.expert < 0) break;
+
+    const TileLoads ld = tile_loads(it, a.expert_offset[it.expert], a.hidden, a.inter);
+    const CUtensorMap* amap = it.kind == TileKind::l1 ? &a.map_recv : &a.map_h;
+    const CUtensorMap* bmap = it.kind == TileKind::l1 ? &a.map_w1 : &a.map_w2;
+#pragma unroll 1
+    for (int k = 0; k < ld.k_steps; ++k) {
+      const auto te = Prof::now();
+      sync::wait_phase(a.wait, &bar.empty[stage.index], stage.phase ^ 1, MoeSite::stage_empty, stage.index);
+      prof.end(P::ring, te);
+      uint8_t* dst = smem + Shape::kOffStages + stage.index * Shape::kStageBytes;
+      uint64_t* full = &bar.full[stage.index];
+      hopper::mbar_arrive_expect_tx(full, Shape::kStageBytes);
+      hopper::tma_load_2d(amap, full, dst, k * kTileK, ld.a_row);
+      hopper::tma_load_2d(bmap, full, dst + Shape::kBoxBytes, k * kTileK, ld.b0_row);
+      hopper::tma_load_2d(bmap, full, dst + 2 * Shape::kBoxBytes, k * kTileK, ld.b1_row);
+      stage.advance<Shape::kStages>();
+    }
+  }
+}
+
+// One item's GEMM (k_steps stages from `stage` on) for consumer warpgroup wg; every
+// stage it read is released on return.
+template <class Prof>
+__device__ __forceinline__ void consumer_mainloop(const FusedArgs& a, Barriers& bar, uint32_t stages_addr,
+                                                  sync::RingPos& stage, int k_steps, int wg, int lane,
+                                                  float (&acc0)[64], float (&acc1)[64], Prof& prof) {
+  sync::RingPos prev;
+#pragma unroll 1
+  for (int k = 0; k < k_steps; ++k) {
+    const auto ts = Prof::now();
+    sync::wait_phase(a.wait, &bar.full[stage.index], stage.phase, MoeSite::stage_full, stage.index);
+    prof.end(ConsumerPhase::stage, ts);
+    hopper::wgmma::mma_stage_two_b<kTileK, Shape::kBoxBytes>(acc0, acc1, stages_addr + stage.index * Shape::kStageBytes,
+                                                            wg, k == 0);
+    hopper::wgmma::wait<1>();
+    hopper::wgmma::fence_operand(acc0);
+    hopper::wgmma::fence_operand(acc1);
+    if (k > 0) hopper::mbar_warp_arrive(&bar.empty[prev.index], lane);
+    prev = stage;
+    stage.advance<Shape::kStages>();
+  }
+  hopper::wgmma::wait<0>();
+  hopper::wgmma::fence_operand(acc0);
+  hopper::wgmma::fence_operand(acc1);
+  hopper::mbar_warp_arrive(&bar.empty[prev.index], lane);
+}
+
+}  // namespace xstage::moe::device

@@ -1,0 +1,51 @@
+// Shared-memory types of the fused MoE kernel (sm90_moe_fused.cuh): the barriers and
+// queues of one CTA, the named barriers, and the window pointers of a rank.
+#pragma once
+
+#include <nccl_device.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "xstage/moe/sm90_moe_fused.hpp"
+
+namespace xstage::moe::device {
+
+using Shape = FusedKernelShape;
+
+// A finished tile's release, from a consumer warpgroup's thread 0 to the agent.
+enum ReleaseKind : int { kReleaseStop = -1, kReleaseL1 = 0, kReleaseL2 = 1 };
+struct ReleaseReq {
+  int kind;                                  // ReleaseKind
+  int index;                                 // L1: l1_done index (expert * max_m_blocks + m)
+  unsigned long long counts;                 // L2: byte o = rows stored to owner o (<= 64)
+};
+
+// item_full[slot] (producer arrive) / item_empty[slot] (8 consumer warps), full[stage]
+// (expect_tx + TMA bytes) / empty[stage] (8 consumer warps), rel_full[wg][slot] (the
+// warpgroup's thread 0) / rel_empty[wg][slot] (the agent).
+struct Barriers {
+  uint64_t full[Shape::kStages], empty[Shape::kStages];
+  uint64_t item_full[Shape::kItemSlots], item_empty[Shape::kItemSlots];
+  uint64_t rel_full[Shape::kConsumerWGs][Shape::kReleaseSlots], rel_empty[Shape::kConsumerWGs][Shape::kReleaseSlots];
+  WorkItem item[Shape::kItemSlots];  // expert < 0: no more items
+  ReleaseReq rel[Shape::kConsumerWGs][Shape::kReleaseSlots];
+  unsigned long long prof[kProfileRoles][kProfileFields];  // CycleProfile: this CTA's sums
+};
+static_assert(sizeof(Barriers) <= Shape::kBarBytes, "barrier area");
+
+// Named CTA barriers (0 is __syncthreads).
+constexpr int kEpilogueBar0 = 1;  // + consumer warpgroup
+constexpr int kConsumersBar = 1 + Shape::kConsumerWGs;
+
+// Byte `off` of rank `rank`'s window (local_window_at: this rank's): a plain pointer
+// when the host gave them (EP = 1, where NCCL gives a one-rank communicator no
+// symmetric memory; a OneGpuGroup), else the window's LSA pointer.
+__device__ __forceinline__ void* window_at(const FusedArgs& a, std::size_t off, int rank) {
+  return a.plain[0] != nullptr ? a.plain[rank] + off : ncclGetLsaPointer(a.window, off, rank);
+}
+__device__ __forceinline__ void* local_window_at(const FusedArgs& a, std::size_t off) {
+  return a.plain[0] != nullptr ? a.plain[a.rank] + off : ncclGetLocalPointer(a.window, off);
+}
+
+}  // namespace xstage::moe::device

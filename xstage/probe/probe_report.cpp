@@ -1,0 +1,64 @@
+// What `xstage probe` leaves in its output folder (xstage/probe/probe.hpp,
+// write_results): the sweep CSV, a JSON summary of the run, the table of rows on
+// stdout and the raw sweep's plots (the model's curves come with `xstage plot --params`).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/files.hpp"
+#include "xstage/bench/report.hpp"
+#include "xstage/burstgap/burstgap.hpp"
+#include "xstage/probe/probe.hpp"
+
+namespace xstage::probe {
+
+namespace {
+
+nlohmann::json summary(const ProbeResult& res, const ProbeOptions& o, const std::string& command) {
+  nlohmann::json j = bench::run_head(res.card, res.gpus, command);
+  j.update({{"sm_count", res.sm_count},
+            {"copy_engine_GBps", res.copy_engine_GBps},
+            {"clock_offset_ns", res.clock_offset_ns},
+            {"ping_rtt_ns", res.ping_rtt_ns},
+            {"verified_words", res.verified_words},
+            {"configs", res.rows.size()},
+            {"warmup_bursts", o.warmup},
+            {"measured_bursts", o.bursts}});
+  return j;
+}
+
+void print_rows(const std::vector<SweepRow>& rows) {
+  const bench::Table t({{"pattern", 9}, {"store", 5}, {"mode", 7}, {"sms", 4}, {"burst", 8}, {"gap_us", 8, ".1f"},
+                        {"issue_us", 11, ".3f"}, {"GB/s", 9, ".1f"}, {"visible_us", 11, ".3f"}});
+  fmt::print("{}\n", t.header());
+  for (const auto& r : rows)
+    fmt::print("{}\n", t.line({r.pattern, r.store, r.mode, (long long)r.sms, common::format_bytes(r.burst_bytes),
+                               r.gap_ns / 1e3, r.issue_ns_med / 1e3, r.gbps,
+                               r.visible_ns_med >= 0 ? bench::Cell(r.visible_ns_med / 1e3) : bench::Cell()}));
+}
+
+}  // namespace
+
+void write_results(const ProbeResult& res, const ProbeOptions& o, const std::filesystem::path& out,
+                   const std::string& command) {
+  write_sweep_csv(res.rows, out / "sweep.csv");
+  common::write_file_atomic(out / "probe_summary.json", summary(res, o, command).dump(2) + "\n");
+  fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {}\n", res.card, res.gpus,
+             res.rows.size(), res.verified_words,
+             res.copy_engine_GBps > 0 ? fmt::format("{:.1f} GB/s", res.copy_engine_GBps) : std::string("not measured"));
+  print_rows(res.rows);
+  burstgap::PlotSelection sel;
+  sel.pattern = o.gpus >= 2 ? "peer" : "local";
+  sel.sms = 0;
+  const bool has_sel = std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
+    return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
+  });
+  if (has_sel) {
+    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, out / "issue_vs_burst.png");
+    burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", out / "drain_vs_sms.png");
+  }
+  fmt::print("wrote {}, {}{}\n", (out / "sweep.csv").string(), (out / "probe_summary.json").string(),
+             has_sel ? " and the PNG plots" : "");
+}
+
+}  // namespace xstage::probe
