@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -12,20 +14,30 @@
 
 namespace common {
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+namespace {
+
+std::filesystem::path temp_path_of(const std::filesystem::path& path) {
+  return path.string() + ".tmp." + std::to_string(::getpid());
+}
+
+// Writes `bytes` to the temp file beside `path`; removes it and throws on failure.
+std::filesystem::path write_temp(const std::filesystem::path& path, std::string_view bytes) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  const auto tmp = std::filesystem::path(path.string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(fmt::format("{}: write failed", path.string()));
-    }
+  const auto tmp = temp_path_of(path);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) {
+    out.close();
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error(fmt::format("{}: write failed", path.string()));
   }
+  return tmp;
+}
+
+void rename_into_place(const std::filesystem::path& tmp, const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
@@ -34,7 +46,33 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   }
 }
 
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  rename_into_place(write_temp(path, bytes), path);
+}
+
+void write_files_atomic(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  std::vector<std::filesystem::path> temps;
+  try {
+    for (const auto& [path, bytes] : files) {
+      if (std::filesystem::is_directory(path)) throw Error(fmt::format("{}: is a directory", path.string()));
+      temps.push_back(write_temp(path, bytes));
+    }
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& t : temps) std::filesystem::remove(t, ec);
+    throw;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) rename_into_place(temps[i], files[i].first);
+}
+
 namespace {
+
+// "--json out.json", or just the path when no option is named.
+std::string label(const std::filesystem::path& path, std::string_view what) {
+  return what.empty() ? path.string() : fmt::format("{} {}", what, path.string());
+}
 
 // Throws when the nearest existing one of `dir` and its parents is not a directory.
 void check_existing_part_is_dir(const std::filesystem::path& path, std::filesystem::path dir, std::string_view what) {
@@ -43,7 +81,7 @@ void check_existing_part_is_dir(const std::filesystem::path& path, std::filesyst
   for (; !dir.empty(); dir = dir.parent_path()) {
     if (fs::exists(dir, ec)) {
       if (!fs::is_directory(dir, ec))
-        throw Error(fmt::format("{} {}: {} is not a directory", what, path.string(), dir.string()));
+        throw Error(fmt::format("{}: {} is not a directory", label(path, what), dir.string()));
       return;
     }
     if (dir == dir.parent_path()) return;
@@ -54,22 +92,95 @@ void check_existing_part_is_dir(const std::filesystem::path& path, std::filesyst
 
 void check_output_path(const std::filesystem::path& path, std::string_view what) {
   std::error_code ec;
-  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
-  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{} {}: is a directory", what, path.string()));
+  if (path.empty()) throw Error(fmt::format("{}: empty path", what.empty() ? "output" : what));
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{}: is a directory", label(path, what)));
   check_existing_part_is_dir(path, path.parent_path(), what);
 }
 
 void check_output_dir(const std::filesystem::path& path, std::string_view what) {
-  if (path.empty()) throw Error(fmt::format("{}: empty path", what));
+  if (path.empty()) throw Error(fmt::format("{}: empty path", what.empty() ? "output folder" : what));
   check_existing_part_is_dir(path, path, what);
 }
 
 std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  // A folder opens and reads as empty: say what it is instead of "empty" or "not JSON".
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("{}: is a folder, not a file", path.string()));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open for reading", path.string()));
+  if (!in) throw Error(fmt::format("{}: cannot open for reading ({})", path.string(), std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("{}: read failed", path.string()));
   return ss.str();
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "out/" and "out" name the same target; the stage needs its last component.
+fs::path normal_target(fs::path p) {
+  p = p.lexically_normal();
+  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();
+  return p;
+}
+
+void move_into(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) throw Error(fmt::format("{}: cannot move the new output into place ({})", to.string(), ec.message()));
+}
+
+}  // namespace
+
+OutputStage::OutputStage(fs::path target, Mode mode) : target_(normal_target(std::move(target))), mode_(mode) {
+  if (target_.empty() || target_ == ".") throw Error("output folder: empty path");
+  const fs::path parent = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  std::error_code ec;
+  for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created_.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  stage_ = parent / fmt::format(".{}.stage-{}", target_.filename().string(), ::getpid());
+  fs::remove_all(stage_, ec);
+  fs::create_directories(stage_, ec);
+  if (ec) throw Error(fmt::format("{}: cannot create the output's staging folder ({})", stage_.string(), ec.message()));
+}
+
+OutputStage::~OutputStage() {
+  std::error_code ec;
+  fs::remove_all(stage_, ec);
+  if (committed_) return;
+  for (const auto& p : created_) fs::remove(p, ec);  // only if still empty
+}
+
+void OutputStage::commit() {
+  XS_ASSERT(!committed_, "{}: output committed twice", target_.string());
+  std::error_code ec;
+  if (!fs::exists(target_, ec)) {
+    move_into(stage_, target_);
+    committed_ = true;
+    return;
+  }
+  if (!fs::is_directory(target_, ec)) throw Error(fmt::format("{}: exists and is not a folder", target_.string()));
+  if (mode_ == Mode::replace) {
+    for (const auto& e : fs::directory_iterator(stage_)) {
+      const fs::path to = target_ / e.path().filename();
+      fs::remove_all(to, ec);
+      move_into(e.path(), to);
+    }
+  } else {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(stage_))
+      if (!e.is_directory()) files.push_back(e.path());
+    for (const auto& f : files) {
+      const fs::path to = target_ / f.lexically_relative(stage_);
+      fs::create_directories(to.parent_path(), ec);
+      if (fs::is_directory(to, ec)) throw Error(fmt::format("{}: is a folder, not a file", to.string()));
+      move_into(f, to);
+    }
+  }
+  committed_ = true;
 }
 
 namespace {
@@ -113,12 +224,18 @@ std::size_t parse_bytes(std::string_view text, std::string_view what) {
 
 double parse_duration_ns(std::string_view text, std::string_view what) {
   auto [v, unit] = number_and_unit(text, what);
-  if (unit == "ns") return v;
-  if (unit == "us" || unit == "µs") return v * 1e3;
-  if (unit == "ms") return v * 1e6;
-  if (unit == "s") return v * 1e9;
-  if (unit.empty() && v == 0) return 0;
-  throw Error(fmt::format("{}: '{}' needs a unit (ns, us, ms, s)", what, text));
+  double scale = 0;
+  if (unit == "ns") scale = 1;
+  else if (unit == "us" || unit == "µs") scale = 1e3;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  else if (unit.empty() && v == 0) return 0;
+  else throw Error(fmt::format("{}: '{}' needs a unit (ns, us, ms, s)", what, text));
+  // The same ceiling as parse_bytes: beyond it, sums and products of times overflow
+  // into "inf" in the models that use them (1e18 ns is 32 years).
+  const double ns = v * scale;
+  if (ns > 1e18) throw Error(fmt::format("{}: '{}' is too long (at most 1e18 ns)", what, text));
+  return ns;
 }
 
 std::string format_bytes(double bytes) {

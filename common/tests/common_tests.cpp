@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <map>
+#include <optional>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -13,6 +19,7 @@
 #include "common/parallel.hpp"
 #include "common/png.hpp"
 #include "common/stats.hpp"
+#include "common/validate.hpp"
 
 namespace fs = std::filesystem;
 
@@ -109,6 +116,9 @@ TEST(Units, ParseBytesAndDurations) {
   EXPECT_DOUBLE_EQ(common::parse_duration_ns("0", "--gap"), 0.0);
   EXPECT_THROW(common::parse_duration_ns("5", "--gap"), common::Error);
   EXPECT_THROW(common::parse_duration_ns("-1us", "--gap"), common::Error);
+  // As --burst 1e30 is refused, so is a gap that overflows the model's arithmetic.
+  EXPECT_EQ(common::error_of([] { common::parse_duration_ns("1e30s", "--gap"); }),
+            "--gap: '1e30s' is too long (at most 1e18 ns)");
 }
 
 TEST(Files, AtomicWriteReplacesWholeFile) {
@@ -186,4 +196,163 @@ TEST(Png, CorruptAndTruncatedInputsThrow) {
     } catch (const common::Error&) {
     }
   }
+}
+
+// ---------------------------------------------------------------- validation layer
+
+TEST(Validate, NumbersAreRefusedWithTheirUnit) {
+  using common::error_of;
+  namespace v = common::validate;
+  EXPECT_EQ(error_of([] { v::in_range(4, 1, 8, "--threads", "threads"); }), "");
+  EXPECT_EQ(error_of([] { v::in_range(0, 1, 8, "--threads", "threads"); }),
+            "--threads: 0 threads is out of range (1 .. 8 threads)");
+  EXPECT_EQ(error_of([] { v::at_least(-1, 0, "--max-minutes", "minutes"); }),
+            "--max-minutes: -1 minutes is below the minimum 0 minutes");
+  EXPECT_EQ(error_of([] { v::at_least(std::nan(""), 0, "lr", ""); }), "lr: nan is not finite");
+  EXPECT_EQ(error_of([] { v::finite(HUGE_VAL, "t0", "ns/B"); }), "t0: inf ns/B is not finite");
+}
+
+TEST(Validate, CliOptionsAreCheckedAtParseTimeAndEmptyMeansTheConfig) {
+  auto parse = [](std::vector<std::string> args, std::optional<int>& threads) {
+    CLI::App app;
+    app.add_option("--threads", threads)->check(common::validate::min(0, "threads", "0: all cores"));
+    std::reverse(args.begin(), args.end());
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::optional<int> threads;
+  EXPECT_EQ(parse({}, threads), "");
+  EXPECT_FALSE(threads.has_value()) << "not given: the config's value, not a magic number";
+  EXPECT_EQ(parse({"--threads", "0"}, threads), "");
+  EXPECT_EQ(threads, 0);
+  EXPECT_EQ(parse({"--threads", "-3"}, threads), "--threads: -3 threads is below the minimum 0 threads (0: all cores)");
+  EXPECT_NE(parse({"--threads", "many"}, threads).find("'many' is not a number"), std::string::npos);
+}
+
+TEST(Validate, FilesAndFoldersSayWhatTheyAre) {
+  using common::error_of;
+  const fs::path dir = fs::temp_directory_path() / "xs_common_validate_files";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "folder.csv");
+  common::write_file_atomic(dir / "a.json", "{}");
+  EXPECT_EQ(error_of([&] { common::validate::file(dir / "a.json", "--config"); }), "");
+  EXPECT_EQ(error_of([&] { common::validate::file(dir / "folder.csv", "--sweep"); }),
+            fmt::format("--sweep {}: is a folder, not a file", (dir / "folder.csv").string()));
+  EXPECT_NE(error_of([&] { common::validate::file(dir / "nope", ""); }).find("no such file"), std::string::npos);
+  EXPECT_NE(error_of([&] { common::validate::folder(dir / "a.json", "--data"); }).find("is a file, not a folder"),
+            std::string::npos);
+  // Every reader goes through read_file: a folder is named as such, not read as an empty file.
+  EXPECT_NE(error_of([&] { common::read_file(dir / "folder.csv"); }).find("is a folder, not a file"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Validate, TablesNeedTheirColumnsAndFiniteCells) {
+  using common::error_of;
+  const auto t = common::CsvTable::parse("a,b\n1,2\n3,nan\n", "t.csv");
+  EXPECT_EQ(error_of([&] { common::validate::columns(t, {"a", "b"}); }), "");
+  EXPECT_EQ(error_of([&] { common::validate::columns(t, {"a", "issue_ns_mean"}); }),
+            "t.csv: missing column 'issue_ns_mean' (it has: a, b)");
+  EXPECT_EQ(error_of([&] { common::validate::finite_cells(t, {"a"}); }), "");
+  EXPECT_EQ(error_of([&] { common::validate::finite_cells(t, {"b"}); }),
+            "t.csv:3: column 'b': 'nan' is not a finite number");
+}
+
+TEST(Validate, ArraysAndSets) {
+  using common::error_of;
+  const std::vector<float> rows = {1, 2, 3, 4, NAN, 6};
+  EXPECT_EQ(common::validate::first_non_finite(std::span<const float>(rows)), 4u);
+  EXPECT_EQ(error_of([&] {
+              common::validate::finite_rows(rows, 3, "emb.npy", [](std::size_t r) { return fmt::format("row {}", r + 1); });
+            }),
+            "emb.npy: row 2: value 2 of 3 is nan (non-finite values are refused)");
+  const std::vector<int> views = {0, 90, 18, 90};
+  EXPECT_EQ(error_of([&] { common::validate::unique<int>(views, "--views"); }),
+            "--views: 90 is given twice (items 2 and 4)");
+  const std::vector<int> fine = {0, 18, 90};
+  EXPECT_EQ(error_of([&] { common::validate::unique<int>(fine, "--views"); }), "");
+}
+
+// ---------------------------------------------------------------- outputs written only on success
+
+namespace {
+
+// Every file below `dir` with its bytes, to compare before and after.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out[e.path().lexically_relative(dir).string()] = e.is_regular_file() ? common::read_file(e.path()) : "<dir>";
+  return out;
+}
+
+}  // namespace
+
+TEST(OutputStage, AFailedCommandLeavesTheTargetByteForByte) {
+  const fs::path root = fs::temp_directory_path() / "xs_common_stage";
+  fs::remove_all(root);
+  const fs::path target = root / "out";
+  common::write_file_atomic(target / "keep.json", "old");
+  common::write_file_atomic(target / "sub" / "a.csv", "old a");
+  const auto before = snapshot(root);
+  {
+    common::OutputStage stage(target);
+    common::write_file_atomic(stage.dir() / "keep.json", "new");
+    common::write_file_atomic(stage.dir() / "sub" / "b.csv", "new b");
+    // no commit: the command failed
+  }
+  EXPECT_EQ(snapshot(root), before) << "target untouched and no stage left beside it";
+  {
+    common::OutputStage stage(root / "deep" / "er" / "new");
+    common::write_file_atomic(stage.dir() / "x", "x");
+  }
+  EXPECT_FALSE(fs::exists(root / "deep")) << "folders made for the stage go with it";
+  fs::remove_all(root);
+}
+
+TEST(OutputStage, CommitMergesOrReplaces) {
+  const fs::path root = fs::temp_directory_path() / "xs_common_stage_commit";
+  fs::remove_all(root);
+  {
+    common::OutputStage stage(root / "fresh");
+    common::write_file_atomic(stage.dir() / "a" / "b.txt", "b");
+    stage.commit();
+  }
+  EXPECT_EQ(common::read_file(root / "fresh" / "a" / "b.txt"), "b");
+  common::write_file_atomic(root / "t" / "data" / "old.png", "old");
+  common::write_file_atomic(root / "t" / "other.txt", "other");
+  {
+    common::OutputStage stage(root / "t");  // merge: new files join, others stay
+    common::write_file_atomic(stage.dir() / "data" / "new.png", "new");
+    stage.commit();
+  }
+  EXPECT_TRUE(fs::exists(root / "t" / "data" / "old.png"));
+  EXPECT_EQ(common::read_file(root / "t" / "data" / "new.png"), "new");
+  {
+    common::OutputStage stage(root / "t", common::OutputStage::Mode::replace);  // a regenerated folder
+    common::write_file_atomic(stage.dir() / "data" / "only.png", "only");
+    stage.commit();
+  }
+  EXPECT_FALSE(fs::exists(root / "t" / "data" / "old.png"));
+  EXPECT_TRUE(fs::exists(root / "t" / "data" / "only.png"));
+  EXPECT_EQ(common::read_file(root / "t" / "other.txt"), "other");
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(root)) entries += e.path().filename().string().front() == '.';
+  EXPECT_EQ(entries, 0u) << "no stage left";
+  fs::remove_all(root);
+}
+
+TEST(Files, FilesThatBelongTogetherAreWrittenAllOrNothing) {
+  const fs::path dir = fs::temp_directory_path() / "xs_common_pair";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "b.csv");  // the second output cannot be written
+  EXPECT_THROW(common::write_files_atomic({{dir / "a.npy", "a"}, {dir / "b.csv", "b"}}), common::Error);
+  EXPECT_FALSE(fs::exists(dir / "a.npy")) << "the first file waits for the second";
+  common::write_files_atomic({{dir / "a.npy", "a"}, {dir / "c.csv", "c"}});
+  EXPECT_EQ(common::read_file(dir / "a.npy"), "a");
+  EXPECT_EQ(common::read_file(dir / "c.csv"), "c");
+  fs::remove_all(dir);
 }

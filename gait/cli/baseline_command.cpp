@@ -3,18 +3,24 @@
 //   per probe set and probe view, on a preprocessed cache.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/validate.hpp"
 #include "gait/gei_baseline.hpp"
 
 namespace gait::cli {
 
 void add_baseline_command(CLI::App& app) {
   auto* cache = new std::filesystem::path;
-  auto* test_from = new int(0);
+  auto* test_from = new std::optional<int>;  // empty: the protocol's split
   auto* cmd = app.add_subcommand("baseline", "Rank-1 of a GEI nearest-neighbour reference on a cache (no training)");
-  cmd->add_option("--cache", *cache, "Cache folder from gait preprocess")->required();
-  cmd->add_option("--test-from", *test_from, "First test subject (default: the 74:50 protocol split)");
+  cmd->add_option("--cache", *cache, "Cache folder from gait preprocess")
+      ->required()
+      ->check(common::validate::existing_folder());
+  cmd->add_option("--test-from", *test_from, "First test subject (default: the 74:50 protocol split)")
+      ->check(common::validate::range(1, 999, "subject id"));
   cmd->callback([=] {
     std::vector<std::string> problems;
     const auto entries = scan_cache(*cache, problems);
@@ -22,7 +28,13 @@ void add_baseline_command(CLI::App& app) {
     int max_subject = 0;
     for (const auto& e : entries) max_subject = std::max(max_subject, e.key.subject);
     Protocol p = protocol_for_subjects(max_subject);
-    if (*test_from > 0) p.train_last_subject = *test_from - 1;
+    if (*test_from) {
+      // Beyond the last subject there would be no test subject: a table of zeros.
+      if (**test_from > max_subject)
+        throw common::Error(fmt::format("--test-from {}: the cache's subjects end at {} ({} holds no test subject)",
+                                        **test_from, subject_name(max_subject), cache->string()));
+      p.train_last_subject = **test_from - 1;
+    }
     const BaselineResult r = gei_rank1(entries, p);
     fmt::print("GEI + Euclidean NN, test subjects {}..{} ({}), identical views excluded\n", p.train_last_subject + 1,
                max_subject, r.test_subjects);

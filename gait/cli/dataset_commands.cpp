@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "gait/cache_build.hpp"
 #include "gait/dataset.hpp"
 
@@ -90,6 +91,8 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
   if (idx.has_pose()) print_pose_stats(r.pose);
   print_problems(r.problems);
   print_problems(r.pose.problems);
+  // Written only for a usable dataset: a failed index leaves an earlier JSON as it was.
+  if (r.with_silhouettes == 0) throw common::Error(fmt::format("{}: no usable sequence", root.string()));
   if (!json_out.empty()) {
     nlohmann::json j;
     for (const auto& [s, conds] : full)
@@ -104,7 +107,6 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
                    {"joints_unrepairable", r.pose.joints_unrepairable}};
     common::write_file_atomic(json_out, j.dump(1));
   }
-  if (r.with_silhouettes == 0) throw common::Error(fmt::format("{}: no usable sequence", root.string()));
 }
 
 void run_preprocess(const fs::path& root, const std::optional<fs::path>& pose, const fs::path& cache,
@@ -112,7 +114,11 @@ void run_preprocess(const fs::path& root, const std::optional<fs::path>& pose, c
   common::check_output_dir(cache, "preprocess: --cache");
   const DatasetIndex idx = scan_dataset(resolve_dataset(root, pose));
   fmt::print("{} sequences indexed; building {}\n", idx.entries.size(), cache.string());
-  const CacheBuildReport r = build_cache(idx, cache, opts);
+  // New files and preprocess.json go to a stage that joins the cache only on success.
+  common::OutputStage stage(cache);
+  CacheBuildOptions staged = opts;
+  staged.write_dir = stage.dir();
+  const CacheBuildReport r = build_cache(idx, cache, staged);
   const SilReadStats& s = r.sil;
   fmt::print("cache: {} written, {} reused, {} frames; skipped {} too short, {} without pose, {} without silhouettes\n",
              r.written, r.reused, r.frames, r.skipped_too_short, r.skipped_no_pose, r.skipped_no_silhouettes);
@@ -125,8 +131,9 @@ void run_preprocess(const fs::path& root, const std::optional<fs::path>& pose, c
                       {"frames", r.frames}, {"skipped_too_short", r.skipped_too_short},
                       {"skipped_no_pose", r.skipped_no_pose}, {"frames_corrupt", s.corrupt},
                       {"frames_bad_size", s.bad_size}, {"frames_near_empty", s.near_empty}};
-  common::write_file_atomic(cache / "preprocess.json", j.dump(1));
   if (r.usable() == 0) throw common::Error(fmt::format("{}: nothing usable to cache", root.string()));
+  common::write_file_atomic(stage.dir() / "preprocess.json", j.dump(1));
+  stage.commit();
 }
 
 }  // namespace
@@ -137,8 +144,11 @@ void add_dataset_commands(CLI::App& app) {
   auto* pose_arg = new fs::path;
   auto* json = new fs::path;
   auto* index = app.add_subcommand("index", "Count sequences, frames and pose rows per subject, condition and view");
-  index->add_option("root", *root, "Dataset root: a gait synth output, or a CASIA-B silhouette folder")->required();
-  index->add_option("--pose", *pose_arg, "GaitGraph pose CSV file or folder (default: ROOT/pose when present)");
+  index->add_option("root", *root, "Dataset root: a gait synth output, or a CASIA-B silhouette folder")
+      ->required()
+      ->check(common::validate::existing_folder());
+  index->add_option("--pose", *pose_arg, "GaitGraph pose CSV file or folder (default: ROOT/pose when present)")
+      ->check(CLI::ExistingPath);
   index->add_option("--json", *json, "Also write the counts as JSON");
   index->callback([=] {
     if (!pose_arg->empty()) *pose = *pose_arg;
@@ -149,10 +159,11 @@ void add_dataset_commands(CLI::App& app) {
   auto* opts = new CacheBuildOptions;
   auto* no_progress = new bool(false);
   auto* pre = app.add_subcommand("preprocess", "Build the preprocessed 64x44 sequence cache");
-  pre->add_option("root", *root, "Dataset root")->required();
+  pre->add_option("root", *root, "Dataset root")->required()->check(common::validate::existing_folder());
   pre->add_option("--cache", *cache, "Cache folder")->required();
-  pre->add_option("--pose", *pose_arg, "GaitGraph pose CSV file or folder");
-  pre->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
+  pre->add_option("--pose", *pose_arg, "GaitGraph pose CSV file or folder")->check(CLI::ExistingPath);
+  pre->add_option("--threads", opts->threads, "Worker threads (default 0: all cores)")
+      ->check(common::validate::min(0, "threads", "0: all cores"));
   pre->add_flag("--force", opts->force, "Rebuild files that are already cached");
   pre->add_flag("--no-progress", *no_progress, "No progress bar");
   pre->callback([=] {

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "gait/motion/asf_amc.hpp"
 #include "gait/motion/bvh.hpp"
 #include "gait/motion/mocap_folder.hpp"
@@ -102,9 +103,12 @@ BvhFile trim_bvh(const BvhFile& in, int step) {
   return out;
 }
 
-void run_pack(const fs::path& from, const fs::path& out, int step) {
-  XS_ASSERT(step >= 1, "--step must be at least 1");
-  XS_ASSERT(fs::is_directory(from), "{}: no such folder", from.string());
+void run_pack(const fs::path& from, const fs::path& out_dir, int step) {
+  common::validate::folder(from, "--from");
+  common::check_output_dir(out_dir, "mocap-pack: --out");
+  // The packed copy replaces the files of an earlier one only when every clip was read.
+  common::OutputStage stage(out_dir);
+  const fs::path& out = stage.dir();
   // Bones the retargeting reads (and their ancestors); fingers, hands and toes go.
   const std::vector<std::string> amc_bones = {"root", "lowerback", "upperback", "thorax", "lowerneck", "upperneck",
                                               "head", "lclavicle", "lhumerus", "lradius", "rclavicle", "rhumerus",
@@ -160,7 +164,8 @@ void run_pack(const fs::path& from, const fs::path& out, int step) {
     }
   }
   common::write_file_atomic(out / "MANIFEST.tsv", manifest);
-  fmt::print("wrote {} ({:.2f} MB of motion)\n", out.string(), bytes / 1e6);
+  stage.commit();
+  fmt::print("wrote {} ({:.2f} MB of motion)\n", out_dir.string(), bytes / 1e6);
 }
 
 }  // namespace
@@ -168,7 +173,8 @@ void run_pack(const fs::path& from, const fs::path& out, int step) {
 void add_mocap_commands(CLI::App& app) {
   auto* info = app.add_subcommand("mocap", "Show the gait cycles and the statistical model learned from captures");
   auto* dir = new fs::path(default_mocap_dir());
-  info->add_option("--mocap", *dir, "Folder of BVH or ASF/AMC walking clips (default: the embedded captures)");
+  info->add_option("--mocap", *dir, "Folder of BVH or ASF/AMC walking clips (default: the embedded captures)")
+      ->check(common::validate::existing_folder());
   info->callback([dir] { run_info(*dir); });
 
   auto* pack = app.add_subcommand("mocap-pack", "Write the compact embedded copy of a capture folder");
@@ -176,7 +182,8 @@ void add_mocap_commands(CLI::App& app) {
   auto* step = new int(3);
   pack->add_option("--from", *from, "Source folder (e.g. ../shared/data/cmu-walk)")->required();
   pack->add_option("--out", *out, "Output folder (e.g. gait/data/mocap)")->required();
-  pack->add_option("--step", *step, "Keep every n-th frame (3: 120 -> 40 fps)");
+  pack->add_option("--step", *step, "Keep every n-th frame (3: 120 -> 40 fps)")
+      ->check(common::validate::range(1, 1000, "frames"));
   pack->callback([=] { run_pack(*from, *out, *step); });
 }
 

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "common/png.hpp"
 #include "common/png_fast.hpp"
 #include "draw.hpp"
@@ -34,7 +36,8 @@ struct StripArgs {
   fs::path root, out;
   int subject = 1;
   std::vector<int> views{36, 90, 144};
-  int walk_view = -1, count = 8, every = 3;
+  std::optional<int> walk_view;  // empty: the NM/BG/CL grid
+  int count = 8, every = 3;
   std::string sequence = "nm-01";
 };
 
@@ -110,10 +113,10 @@ void run_strip(const StripArgs& a) {
   const DatasetIndex idx = scan_dataset(resolve_dataset(a.root));
   std::vector<std::pair<SequenceKey, int>> tiles;  // key, frame index (-1: middle)
   int cols = 0, rows = 0;
-  if (a.walk_view >= 0) {
+  if (a.walk_view) {
     const auto sd = parse_seq_dir(a.sequence);
     XS_ASSERT(sd.has_value(), "--sequence must look like nm-01 (got '{}')", a.sequence);
-    const SequenceKey key{a.subject, sd->first, sd->second, a.walk_view};
+    const SequenceKey key{a.subject, sd->first, sd->second, *a.walk_view};
     const SeqData d = load_seq(idx, key);
     const int start = std::max(0, static_cast<int>(d.pngs.size()) / 2 - a.count * a.every / 2);
     for (int i = 0; i < a.count; ++i) tiles.emplace_back(key, std::min<int>(start + i * a.every, d.pngs.size() - 1));
@@ -147,15 +150,23 @@ void run_strip(const StripArgs& a) {
 void add_strip_command(CLI::App& app) {
   auto* a = new StripArgs;
   auto* cmd = app.add_subcommand("strip", "Draw one subject's silhouettes with the skeleton over them (PNG)");
-  cmd->add_option("root", a->root, "Dataset root (a gait synth output)")->required();
-  cmd->add_option("--subject", a->subject, "Subject id");
-  cmd->add_option("--views", a->views, "Views (columns) for the NM/BG/CL grid")->delimiter(',');
-  cmd->add_option("--walk", a->walk_view, "Instead: successive frames of one sequence at this view");
+  cmd->add_option("root", a->root, "Dataset root (a gait synth output)")
+      ->required()
+      ->check(common::validate::existing_folder());
+  cmd->add_option("--subject", a->subject, "Subject id")->check(common::validate::range(1, 999, "subject id"));
+  cmd->add_option("--views", a->views, "Views (columns) for the NM/BG/CL grid")
+      ->delimiter(',')
+      ->check(common::validate::range(0, 359, "degrees"));
+  cmd->add_option("--walk", a->walk_view, "Instead: successive frames of one sequence at this view")
+      ->check(common::validate::range(0, 359, "degrees"));
   cmd->add_option("--sequence", a->sequence, "Sequence for --walk, e.g. nm-01");
-  cmd->add_option("--count", a->count, "Frames for --walk");
-  cmd->add_option("--every", a->every, "Frame step for --walk");
+  cmd->add_option("--count", a->count, "Frames for --walk")->check(common::validate::range(1, 1000, "frames"));
+  cmd->add_option("--every", a->every, "Frame step for --walk")->check(common::validate::range(1, 1000, "frames"));
   cmd->add_option("--out", a->out, "Output PNG")->required();
-  cmd->callback([a] { run_strip(*a); });
+  cmd->callback([a] {
+    common::validate::unique<int>(a->views, "--views");
+    run_strip(*a);
+  });
 }
 
 }  // namespace gait::cli

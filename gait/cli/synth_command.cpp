@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/files.hpp"
+#include "common/validate.hpp"
 
 #include "commands.hpp"
 #include "common/check.hpp"
@@ -78,10 +79,12 @@ void run_synth(SynthArgs& a) {
   a.opts.gen.motion = m->second;
   if (a.small) a.opts.gen.subjects = kSmallSubjects;
   if (!a.views.empty()) {
-    for (int v : a.views) XS_ASSERT(v >= 0 && v <= 180, "--views: {} is not an angle in 0..180", v);
+    common::validate::unique<int>(a.views, "--views");  // a repeated view would be rendered twice
     a.opts.gen.views = a.views;
   }
   a.opts.progress = !a.no_progress;
+  // Before the generation: the results file must be writable then.
+  if (!a.results.empty()) common::check_output_path(a.results, "synth: --results");
   const std::string load = first_line("/proc/loadavg");
   const SynthReport r = synthesize(a.opts);
   if (!a.results.empty()) write_results(a, r, load);
@@ -95,18 +98,26 @@ void run_synth(SynthArgs& a) {
 void add_synth_command(CLI::App& app) {
   auto* a = new SynthArgs;
   auto* cmd = app.add_subcommand("synth", "Generate a synthetic CASIA-B-like dataset (silhouettes + pose CSV)");
-  cmd->add_option("--out", a->opts.out, "Output folder (refused when not empty, unless --force)")->required();
-  cmd->add_option("--subjects", a->opts.gen.subjects, "Number of subjects (CASIA-B: 124)");
+  cmd->add_option("--out", a->opts.out, "Output folder (refused when not empty, unless --force)")
+      ->required()
+      ->check(common::validate::output_folder());
+  cmd->add_option("--subjects", a->opts.gen.subjects, "Number of subjects (CASIA-B: 124)")
+      ->check(common::validate::range(1, 999, "subjects"));
   cmd->add_option("--seed", a->opts.gen.seed, "Random seed: the same seed gives the same dataset");
   cmd->add_option("--motion", a->motion, "cmu: captured people only; procedural: walkers drawn from the gait model; "
                                          "mixed: each captured person once, the rest drawn");
-  cmd->add_option("--mocap", a->opts.mocap, "Folder of BVH or ASF/AMC walking clips (default: the embedded CMU clips)");
+  cmd->add_option("--mocap", a->opts.mocap, "Folder of BVH or ASF/AMC walking clips (default: the embedded CMU clips)")
+      ->check(common::validate::existing_folder());
   cmd->add_flag("--small", a->small, fmt::format("CI/demo preset: {} subjects", kSmallSubjects));
-  cmd->add_option("--views", a->views, "Camera views in degrees (default: 0,18,...,180)")->delimiter(',');
-  cmd->add_option("--threads", a->opts.threads, "Worker threads (default: all cores)");
+  cmd->add_option("--views", a->views, "Camera views in degrees (default: 0,18,...,180)")
+      ->delimiter(',')
+      ->check(common::validate::range(0, 180, "degrees"));
+  cmd->add_option("--threads", a->opts.threads, "Worker threads (default 0: all cores)")
+      ->check(common::validate::min(0, "threads", "0: all cores"));
   cmd->add_flag("--force", a->opts.force, "Replace an earlier generator output in --out");
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
-  cmd->add_option("--results", a->results, "Also write the headline figures as JSON (docs/results/gait-data.json)");
+  cmd->add_option("--results", a->results, "Also write the headline figures as JSON (docs/results/gait-data.json)")
+      ->check(common::validate::output_file());
   cmd->callback([a] {
     // The command line as typed (Linux), for the results file.
     std::ifstream in("/proc/self/cmdline", std::ios::binary);

@@ -85,7 +85,7 @@ CacheBuildReport build_cache(const DatasetIndex& index, const fs::path& cache_di
     CachedSequence seq = preprocess_entry(index, e, stats, no_pose, why);
     if (seq.sil.frames() > 0) {
       try {
-        write_cached_sequence(path, seq);
+        write_cached_sequence(opts.write_dir.empty() ? path : cache_path(opts.write_dir, e.key), seq);
       } catch (const common::Error& err) {
         failure = err.what();
       }

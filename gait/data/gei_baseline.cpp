@@ -1,7 +1,11 @@
 #include "gait/gei_baseline.hpp"
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <set>
+
+#include "common/check.hpp"
 
 namespace gait {
 
@@ -38,6 +42,10 @@ BaselineResult gei_rank1(const std::vector<CacheEntry>& entries, const Protocol&
     subjects.insert(e.key.subject);
     (g ? gallery : probes).push_back(std::move(it));
   }
+  // Without both there is nothing to rank: a table of zeros would pass for a result.
+  if (gallery.empty() || probes.empty())
+    throw common::Error(fmt::format("test subjects after {}: {} gallery (nm-01..04) and {} probe sequences; need both",
+                                    subject_name(protocol.train_last_subject), gallery.size(), probes.size()));
   BaselineResult r;
   r.test_subjects = static_cast<int>(subjects.size());
   // hits/total per (probe set, probe view, gallery view)

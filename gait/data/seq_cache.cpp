@@ -7,6 +7,7 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "gait/silhouettes.hpp"  // kMinSequenceFrames
 
 namespace gait {
 
@@ -92,8 +93,17 @@ CacheHeader decode_header(const std::uint8_t* p, std::size_t size, const std::st
   const std::uint32_t cond = get32(p, 32);
   if ((h.joints != 0 && h.joints != kCocoJoints) || cond > 2 || h.frames > (1u << 20))
     throw common::Error(source + ": corrupt cache header");
-  h.key = {static_cast<int>(get32(p, 28)), static_cast<Condition>(cond), static_cast<int>(get32(p, 36)),
-           static_cast<int>(get32(p, 40))};
+  // What the writer can produce (cache_build.cpp skips shorter sequences; keys follow
+  // casiab.hpp): anything else is a damaged or foreign file, refused before it is used.
+  if (h.frames < kMinSequenceFrames)
+    throw common::Error(fmt::format("{}: {} frames, fewer than the {} of any cached sequence (corrupt header)", source,
+                                    h.frames, kMinSequenceFrames));
+  const std::uint32_t subject = get32(p, 28), seq = get32(p, 36), view = get32(p, 40);
+  if (subject < 1 || subject > 999 || seq < 1 || seq > 99 || view >= 360)
+    throw common::Error(fmt::format("{}: sequence key {}/{}/{} is not a CASIA-B subject, sequence and view (corrupt "
+                                    "header)",
+                                    source, subject, seq, view));
+  h.key = {static_cast<int>(subject), static_cast<Condition>(cond), static_cast<int>(seq), static_cast<int>(view)};
   return h;
 }
 }  // namespace

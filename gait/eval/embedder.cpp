@@ -7,6 +7,7 @@
 
 #include "common/check.hpp"
 #include "common/progress.hpp"
+#include "common/validate.hpp"
 #include "gait/preprocess.hpp"
 #include "gait/train/amp.hpp"
 
@@ -112,7 +113,9 @@ void Embedder::set_skeleton_scale(double scale) {
 std::vector<float> Embedder::embed(const CachedSequence& seq) {
   const CachedSequence* one[] = {&seq};
   const torch::Tensor f = forward_batch(one, frames_used(seq));
-  return std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+  std::vector<float> out(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+  common::validate::finite_rows(out, out.size(), "the model's embedding", [&](std::size_t) { return sequence_id(seq.key); });
+  return out;
 }
 
 EmbeddingSet Embedder::embed_all(const std::vector<CachedSequence>& seqs, bool progress) {
@@ -151,6 +154,8 @@ EmbeddingSet Embedder::embed_all(const std::vector<CachedSequence>& seqs, bool p
     at = end;
   }
   bar.finish();
+  // A NaN would rank as a distance of nan (first or last, by accident of comparison).
+  common::validate::finite_rows(rows, row, "the model's embeddings", [&](std::size_t r) { return sequence_id(seqs[r].key); });
   EmbeddingSet set;
   set.channels = channels();
   set.parts = parts();

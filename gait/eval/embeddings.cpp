@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 
 namespace gait::eval {
 
@@ -78,32 +80,63 @@ std::vector<float> decode_npy_f32(const std::string& b, std::vector<std::size_t>
     const auto comma = dims.find(',', pos);
     std::string tok = dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     tok.erase(0, tok.find_first_not_of(' '));
+    tok.erase(tok.find_last_not_of(' ') + 1);
     if (!tok.empty()) {
-      shape.push_back(std::stoull(tok));
-      count *= shape.back();
+      std::size_t d = 0;
+      const auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), d);
+      XS_ASSERT(ec == std::errc() && end == tok.data() + tok.size(), "{}: bad dimension '{}' in the .npy shape", source,
+                tok);
+      // The data must be in the file, so no real shape can need more elements than bytes.
+      XS_ASSERT(d == 0 || count <= b.size() / d, "{}: the .npy shape is larger than the file", source);
+      shape.push_back(d);
+      count *= d;
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   const std::size_t at = 10 + hl;
-  XS_ASSERT(b.size() == at + count * 4, "{}: {} data bytes, the shape needs {}", source, b.size() - at, count * 4);
+  XS_ASSERT(count <= (b.size() - at) / 4 && b.size() == at + count * 4, "{}: {} data bytes, the shape needs {}", source,
+            b.size() - at, count * 4);
   std::vector<float> out(count);
-  std::memcpy(out.data(), b.data() + at, count * 4);
+  if (count > 0) std::memcpy(out.data(), b.data() + at, count * 4);  // data() of an empty vector may be null
   return out;
 }
 
 void save_embeddings(const fs::path& prefix, const EmbeddingSet& set) {
   const std::size_t shape[3] = {set.size(), static_cast<std::size_t>(set.channels), static_cast<std::size_t>(set.parts)};
-  std::error_code ec;
-  if (prefix.has_parent_path()) fs::create_directories(prefix.parent_path(), ec);
-  common::write_file_atomic(fs::path(prefix.string() + ".npy"), encode_npy_f32(shape, set.data));
   std::string csv = "index,sequence_id,subject,condition,seq,view\n";
   for (std::size_t i = 0; i < set.size(); ++i) {
     const auto& k = set.keys[i];
     csv += fmt::format("{},{},{},{},{},{}\n", i, sequence_id(k), k.subject, condition_name(k.cond), k.seq, k.view);
   }
-  common::write_file_atomic(fs::path(prefix.string() + ".csv"), csv);
+  common::write_files_atomic({{fs::path(prefix.string() + ".npy"), encode_npy_f32(shape, set.data)},
+                              {fs::path(prefix.string() + ".csv"), std::move(csv)}});
 }
+
+namespace {
+
+// One label row: its sequence id, and the redundant columns (when present) agreeing
+// with it, so an edited or mixed-up file is refused rather than silently re-read.
+SequenceKey label_row(const common::CsvTable& t, std::size_t r) {
+  const std::string where = fmt::format("{}: row {}", t.source(), r + 1);
+  const std::string& id = t.cell(r, t.column("sequence_id"));
+  const auto key = parse_sequence_id(id);
+  if (!key) throw common::Error(fmt::format("{}: sequence_id '{}' is not a sequence id (001-nm-01-090)", where, id));
+  if (t.has_column("condition")) {
+    const std::string& c = t.cell(r, t.column("condition"));
+    const auto cond = parse_condition(c);
+    if (!cond) throw common::Error(fmt::format("{}: condition '{}' is not nm, bg or cl", where, c));
+    if (*cond != key->cond)
+      throw common::Error(fmt::format("{}: condition '{}' differs from sequence_id {}", where, c, id));
+  }
+  for (auto [name, want] : {std::pair{"subject", key->subject}, std::pair{"seq", key->seq}, std::pair{"view", key->view}})
+    if (t.has_column(name) && t.integer(r, t.column(name)) != want)
+      throw common::Error(fmt::format("{}: {} '{}' differs from sequence_id {}", where, name,
+                                      t.cell(r, t.column(name)), id));
+  return *key;
+}
+
+}  // namespace
 
 EmbeddingSet load_embeddings(const fs::path& prefix) {
   const fs::path npy = prefix.string() + ".npy", csv_path = prefix.string() + ".csv";
@@ -111,17 +144,21 @@ EmbeddingSet load_embeddings(const fs::path& prefix) {
   EmbeddingSet set;
   set.data = decode_npy_f32(common::read_file(npy), shape, npy.string());
   XS_ASSERT(shape.size() == 3, "{}: expected a [n, c, p] array, got {} dimensions", npy.string(), shape.size());
+  XS_ASSERT(shape[1] > 0 && shape[2] > 0 && shape[1] * shape[2] <= (1u << 24), "{}: [{}, {}, {}] is not an embedding shape",
+            npy.string(), shape[0], shape[1], shape[2]);
   set.channels = static_cast<int>(shape[1]);
   set.parts = static_cast<int>(shape[2]);
-  const common::CsvTable t = common::CsvTable::read(csv_path);
+  const common::CsvTable t = common::CsvTable::parse(common::read_file(csv_path), csv_path.string());
+  common::validate::columns(t, {"sequence_id"});
   XS_ASSERT(t.rows() == shape[0], "{}: {} rows, but {} holds {} embeddings", csv_path.string(), t.rows(), npy.string(),
             shape[0]);
-  const std::size_t col = t.column("sequence_id");
-  for (std::size_t r = 0; r < t.rows(); ++r) {
-    const auto key = parse_sequence_id(t.cell(r, col));
-    XS_ASSERT(key.has_value(), "{}: row {}: '{}' is not a sequence id", csv_path.string(), r + 1, t.cell(r, col));
-    set.keys.push_back(*key);
-  }
+  for (std::size_t r = 0; r < t.rows(); ++r) set.keys.push_back(label_row(t, r));
+  const auto dup = common::validate::first_duplicate<SequenceKey>(set.keys);
+  if (dup)
+    throw common::Error(fmt::format("{}: rows {} and {} both hold sequence {} (each sequence once)", csv_path.string(),
+                                    dup->first + 1, dup->second + 1, sequence_id(set.keys[dup->second])));
+  common::validate::finite_rows(set.data, set.row_size(), npy.string(),
+                                [&](std::size_t r) { return fmt::format("row {} ({})", r + 1, sequence_id(set.keys[r])); });
   return set;
 }
 

@@ -9,6 +9,7 @@
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/stats.hpp"
+#include "common/validate.hpp"
 #include "gait/cache_build.hpp"
 #include "gait/dataset.hpp"
 #include "gait/eval/commands.hpp"
@@ -29,21 +30,23 @@ namespace {
 
 struct Common {
   std::string ckpt, data, pose, cache, device = "auto", cudnn = "on", heads, fusion;
-  double skeleton_scale = -1;  // -1: the checkpoint's evaluator.skeleton_scale
-  int threads = -1;  // -1: the model config's trainer.threads
+  std::optional<double> skeleton_scale;  // empty: the checkpoint's evaluator.skeleton_scale
+  std::optional<int> threads;            // empty: the model config's trainer.threads
   bool no_progress = false, cache_only = false;
 };
 
 void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   auto* o = c->add_option("--ckpt", a.ckpt, "checkpoint (.gckpt) written by gait train");
   if (ckpt_required) o->required();
-  o->check(CLI::ExistingFile);
-  c->add_option("--data", a.data, "dataset root (default: the checkpoint's data.root)");
+  o->check(common::validate::readable_file());
+  c->add_option("--data", a.data, "dataset root (default: the checkpoint's data.root)")
+      ->check(common::validate::existing_folder());
   c->add_option("--pose", a.pose, "pose CSV file or folder for a CASIA-B root");
   c->add_option("--cache", a.cache, "preprocessed cache folder (default ROOT/cache)");
   c->add_flag("--cache-only", a.cache_only, "read the preprocessed cache without listing the dataset (data.cache_only)");
-  c->add_option("--device", a.device, "auto, cpu or cuda");
-  c->add_option("--threads", a.threads, "CPU threads (0 = all; default: the config's trainer.threads)");
+  c->add_option("--device", a.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  c->add_option("--threads", a.threads, "CPU threads (0 = all; default: the config's trainer.threads)")
+      ->check(common::validate::min(0, "threads", "0: all cores"));
   c->add_flag("--no-progress", a.no_progress, "no progress bar");
   c->add_option("--cudnn", a.cudnn, "on: cuDNN convolutions on CUDA; off: LibTorch's own (no per-shape cuDNN set-up)")
       ->check(CLI::IsMember({"on", "off"}))
@@ -55,10 +58,10 @@ void add_common(CLI::App* c, Common& a, bool ckpt_required) {
   c->add_option("--skeleton-scale", a.skeleton_scale,
                 "weight of the skeleton head beside the others in fused+branches and branches (default: the "
                 "checkpoint's evaluator.skeleton_scale)")
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(common::validate::range(0.0, 1000.0, "x the skeleton head"));
   c->add_option("--fusion", a.fusion,
                 "heads and skeleton scale from a `gait tune-fusion` result (fusion_tuning.json) of this checkpoint")
-      ->check(CLI::ExistingFile)
+      ->check(common::validate::readable_file())
       ->excludes("--heads")
       ->excludes("--skeleton-scale");
 }
@@ -82,7 +85,7 @@ void apply_embedding_options(eval::Embedder& e, const Common& a) {
     return;
   }
   if (!a.heads.empty()) e.set_heads(train::parse_eval_heads(a.heads));
-  if (a.skeleton_scale >= 0) e.set_skeleton_scale(a.skeleton_scale);
+  if (a.skeleton_scale) e.set_skeleton_scale(*a.skeleton_scale);
 }
 
 // The checkpoint's model with apply_embedding_options.
@@ -99,9 +102,9 @@ torch::Device device_of(const Common& a) {
   return d;
 }
 
-// `requested` from --threads (-1: not given), else the config's trainer.threads; 0 = all cores.
-void set_threads(int requested, const train::Config& cfg) {
-  const int t = requested >= 0 ? requested : cfg.trainer.threads;
+// `requested` from --threads (empty: not given), else the config's trainer.threads; 0 = all cores.
+void set_threads(std::optional<int> requested, const train::Config& cfg) {
+  const int t = requested.value_or(cfg.trainer.threads);
   at::set_num_threads(t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
@@ -159,11 +162,14 @@ CachedSequence load_sequence(const std::string& arg, const train::DataConfig& da
   return s;
 }
 
+// The report files appear together or not at all (a staged folder).
 void write_reports(const fs::path& out, const eval::Rank1Result& r, const std::string& title, nlohmann::json info) {
-  eval::write_rank1_csv(out, r);
-  eval::write_rank1_heatmap(out / "rank1_heatmap.png", r, title);
+  common::OutputStage stage(out);
+  eval::write_rank1_csv(stage.dir(), r);
+  eval::write_rank1_heatmap(stage.dir() / "rank1_heatmap.png", r, title);
   info["rank1"] = eval::rank1_json(r);
-  common::write_file_atomic(out / "rank1.json", info.dump(2) + "\n");
+  common::write_file_atomic(stage.dir() / "rank1.json", info.dump(2) + "\n");
+  stage.commit();
   fmt::print("{}reports: {}/rank1_{{per_view,matrix,summary}}.csv, rank1_heatmap.png, rank1.json\n",
              eval::format_rank1_table(r), out.string());
 }
@@ -394,7 +400,7 @@ struct TuneArgs : Common {
 
 void run_tune(const TuneArgs& a) {
   XS_ASSERT(!a.data.empty(), "give the development set with --data (identities neither trained on nor tested)");
-  XS_ASSERT(a.heads.empty() && a.skeleton_scale < 0 && a.fusion.empty(),
+  XS_ASSERT(a.heads.empty() && !a.skeleton_scale && a.fusion.empty(),
             "tune-fusion tries every heads choice and skeleton scale: --heads, --skeleton-scale and --fusion do not apply");
   const fs::path out = a.out.empty() ? fs::path(a.ckpt).parent_path() / "fusion" : fs::path(a.out);
   common::check_output_dir(out, "tune-fusion: --out");
@@ -412,8 +418,8 @@ void run_tune(const TuneArgs& a) {
   train::DataSource src = train::open_data_source(data, !a.no_progress);
   src.protocol.train_last_subject = 0;  // every subject of the development set
   const auto [set, secs] = embed_protocol_sequences(emb, src, data, !a.no_progress);
-  const eval::FusionTuning t = eval::tune_fusion(set, src.protocol, a.scales, a.threads > 0 ? a.threads : 0);
-  fs::create_directories(out);
+  const eval::FusionTuning t = eval::tune_fusion(set, src.protocol, a.scales, a.threads.value_or(0));
+  common::OutputStage stage(out);
   nlohmann::json j = eval::fusion_json(t);
   j["checkpoint"] = a.ckpt;
   j["iteration"] = emb.meta().iteration;
@@ -423,15 +429,16 @@ void run_tune(const TuneArgs& a) {
   j["development_subjects"] = src.max_subject;
   j["sequences"] = set.size();
   j["embed_seconds"] = secs;
-  common::write_file_atomic(out / "fusion_tuning.json", j.dump(2) + "\n");
+  common::write_file_atomic(stage.dir() / "fusion_tuning.json", j.dump(2) + "\n");
   std::string csv = "heads,skeleton_scale,NM,BG,CL,score\n";
   for (const auto& r : j["rows"])
     csv += fmt::format("{},{},{},{},{},{}\n", r["heads"].get<std::string>(), r["skeleton_scale"].get<double>(),
                        r["NM"].get<double>(), r["BG"].get<double>(), r["CL"].get<double>(), r["score"].get<double>());
-  common::write_file_atomic(out / "fusion_tuning.csv", csv);
-  eval::write_fusion_chart(out / "fusion_tuning.png", t,
+  common::write_file_atomic(stage.dir() / "fusion_tuning.csv", csv);
+  eval::write_fusion_chart(stage.dir() / "fusion_tuning.png", t,
                            fmt::format("test embedding on {} ({} it.)", fs::path(data.root).filename().string(),
                                        emb.meta().iteration));
+  stage.commit();
   const eval::FusionRow& best = t.rows[t.best];
   fmt::print("development set {}: {} sequences of {} subjects embedded in {:.1f} s\n{}", data.root, set.size(),
              src.max_subject, secs, eval::format_fusion_table(t));
@@ -468,7 +475,7 @@ void add_eval_commands(CLI::App& app) {
     CLI::App* c = app.add_subcommand("identify", "Rank gallery identities by distance to a probe sequence");
     add_common(c, *a, true);
     c->add_option("--gallery", a->gallery, "gallery PREFIX written by gait embed or --dump-embeddings")->required();
-    c->add_option("--top", a->top, "identities to list");
+    c->add_option("--top", a->top, "identities to list")->check(common::validate::min(1, "identities"));
     c->add_option("probe", a->probe, "sequence id or silhouette folder")->required();
     c->callback([a] { run_identify(*a); });
   }
@@ -476,11 +483,12 @@ void add_eval_commands(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     CLI::App* c = app.add_subcommand("bench-infer", "Time the embedding of one sequence (default 30 frames)");
     add_common(c, *a, false);
-    c->add_option("--config", a->config, "model from a config, random weights")->check(CLI::ExistingFile);
-    c->add_option("--frames", a->frames, "frames in the sequence");
-    c->add_option("--repeats", a->repeats, "timed runs");
-    c->add_option("--warmup", a->warmup, "untimed runs first");
-    c->add_option("--json", a->json, "write the figures as JSON");
+    c->add_option("--config", a->config, "model from a config, random weights")
+        ->check(common::validate::readable_file());
+    c->add_option("--frames", a->frames, "frames in the sequence")->check(common::validate::range(3, 100000, "frames"));
+    c->add_option("--repeats", a->repeats, "timed runs")->check(common::validate::range(1, 1000000, "runs"));
+    c->add_option("--warmup", a->warmup, "untimed runs first")->check(common::validate::range(0, 1000000, "runs"));
+    c->add_option("--json", a->json, "write the figures as JSON")->check(common::validate::output_file());
     c->callback([a] { run_bench(*a); });
   }
   {
@@ -490,8 +498,11 @@ void add_eval_commands(CLI::App& app) {
     add_common(c, *a, true);
     c->add_option("--out", a->out, "report folder (default: CKPT's folder/fusion)");
     c->add_option("--scales", a->scales, "skeleton scales to try (default 0 0.125 0.25 0.375 0.5 0.75 1 1.5 2)")
-        ->check(CLI::Range(0.0, 1000.0));
-    c->callback([a] { run_tune(*a); });
+        ->check(common::validate::range(0.0, 1000.0, "x the skeleton head"));
+    c->callback([a] {
+      common::validate::unique<double>(a->scales, "--scales");
+      run_tune(*a);
+    });
   }
 }
 

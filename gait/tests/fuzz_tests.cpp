@@ -9,6 +9,7 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/testing.hpp"
 #include "common/png_fast.hpp"
 #include "gait/motion/asf_amc.hpp"
 #include "gait/motion/bvh.hpp"
@@ -172,6 +173,30 @@ TEST(Fuzz, CorruptCacheAndMotionFilesFailCleanly) {
     } catch (const common::Error&) {
     }
   }
+}
+
+// Inputs libFuzzer found (fuzz/corpus/*/regress-*): each used to reach undefined
+// behaviour (UBSan) and is now refused with one line naming the file.
+TEST(Fuzz, FoundByLibFuzzerAndNowRefused) {
+  const std::string count = common::error_of([] {
+    parse_bvh("HIERARCHY\nROOT hip\n{\n OFFSET 0 0 0\n CHANNELS 11111111111111111111111111111111111111111111111111111"
+              "111111111111111111111111111116 Xposition\n}\n",
+              "big.bvh");
+  });
+  EXPECT_NE(count.find("big.bvh:5: '1111"), std::string::npos) << count;
+  EXPECT_NE(count.find("is not a count"), std::string::npos) << count;
+  const std::string channel = common::error_of([] { parse_asf(":root\n order ab ty\n", "r.asf"); });
+  EXPECT_NE(channel.find("bad :root order channel 'ab'"), std::string::npos) << channel;
+  CachedSequence s;
+  s.key = {1, Condition::NM, 1, 0};
+  for (int t = 0; t < 5; ++t) {
+    s.sil.frame_ids.push_back(t);
+    s.sil.pixels.insert(s.sil.pixels.end(), kSilPixels, 0);
+  }
+  auto bytes = encode_cached_sequence(s);
+  std::fill(bytes.begin() + 20, bytes.begin() + 24, 0);  // frames = 0
+  const std::string frames = common::error_of([&] { decode_cached_sequence(bytes.data(), bytes.size(), "z.gseq"); });
+  EXPECT_NE(frames.find("z.gseq: 0 frames, fewer than the 5"), std::string::npos) << frames;
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --resume --forc
 grep -q "does not go with --resume" "$T/e0.txt"
 touch "$T/afile"
 if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/afile/run" --no-progress 2>"$T/e2.txt"; then exit 1; fi
-grep -q "train: --out $T/afile/run: $T/afile is not a directory" "$T/e2.txt"
+grep -q -- "--out: $T/afile/run: $T/afile is not a directory" "$T/e2.txt"
 if "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/fresh" --resume --no-progress 2>"$T/e3.txt"; then exit 1; fi
 grep -q "resume: $T/fresh holds no checkpoint" "$T/e3.txt"
 if "$GAIT" eval --ckpt "$T/run/latest.gckpt" --out "$T/afile" --no-progress >"$T/o4.txt" 2>"$T/e4.txt"; then exit 1; fi

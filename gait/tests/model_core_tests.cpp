@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -403,6 +404,47 @@ TEST(Embeddings, FilesRoundTrip) {
   std::string bad = npy.substr(0, npy.size() - 4);
   std::vector<std::size_t> shape;
   EXPECT_NE(error_of([&] { eval::decode_npy_f32(bad, shape, "x.npy"); }).find("x.npy"), std::string::npos);
+  fs::remove_all(d);
+}
+
+// Dumps that are well-formed files but bad data are refused naming the file and the row:
+// non-finite values, a sequence listed twice, labels that disagree with the sequence id.
+TEST(Embeddings, BadDataIsRefusedNamingFileAndRow) {
+  const fs::path d = temp_dir("emb_bad");
+  eval::EmbeddingSet set;
+  set.channels = 2;
+  set.parts = 1;
+  set.add({75, Condition::NM, 1, 0}, std::vector<float>{1, 2});
+  set.add({76, Condition::BG, 1, 90}, std::vector<float>{3, 4});
+  eval::EmbeddingSet nan = set;
+  nan.data[3] = std::numeric_limits<float>::quiet_NaN();
+  eval::save_embeddings(d / "nan", nan);
+  EXPECT_EQ(error_of([&] { eval::load_embeddings(d / "nan"); }),
+            fmt::format("{}: row 2 (076-bg-01-090): value 2 of 2 is nan (non-finite values are refused)",
+                        (d / "nan.npy").string()));
+  eval::EmbeddingSet dup = set;
+  dup.keys[1] = dup.keys[0];
+  eval::save_embeddings(d / "dup", dup);
+  const std::string e_dup = error_of([&] { eval::load_embeddings(d / "dup"); });
+  EXPECT_NE(e_dup.find("dup.csv: rows 1 and 2 both hold sequence 075-nm-01-000"), std::string::npos) << e_dup;
+  eval::save_embeddings(d / "ok", set);
+  std::string csv = common::read_file(d / "ok.csv");
+  common::write_file_atomic(d / "cond.npy", common::read_file(d / "ok.npy"));
+  std::string bad_cond = csv;
+  bad_cond.replace(bad_cond.find(",bg,"), 4, ",xx,");
+  common::write_file_atomic(d / "cond.csv", bad_cond);
+  const std::string e_cond = error_of([&] { eval::load_embeddings(d / "cond"); });
+  EXPECT_NE(e_cond.find("cond.csv: row 2: condition 'xx' is not nm, bg or cl"), std::string::npos) << e_cond;
+  std::string bad_view = csv;
+  bad_view.replace(bad_view.rfind(",90"), 3, ",36");
+  common::write_file_atomic(d / "cond.csv", bad_view);
+  const std::string e_view = error_of([&] { eval::load_embeddings(d / "cond"); });
+  EXPECT_NE(e_view.find("view '36' differs from sequence_id 076-bg-01-090"), std::string::npos) << e_view;
+  // A shape whose element count overflows is refused, not allocated.
+  std::vector<std::size_t> shape;
+  std::string huge = eval::encode_npy_f32(std::vector<std::size_t>{1}, std::vector<float>{1});
+  huge.replace(huge.find("(1,)"), 4, "(4294967296, 4294967296, 4)");
+  EXPECT_NE(error_of([&] { eval::decode_npy_f32(huge, shape, "huge.npy"); }).find("huge.npy"), std::string::npos);
   fs::remove_all(d);
 }
 

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
+#include <memory>
 #include <filesystem>
 
 #include "common/testing.hpp"
@@ -18,6 +21,7 @@
 #include "common/files.hpp"
 #include "gait/eval/embedder.hpp"
 #include "gait/eval/rank1.hpp"
+#include "gait/seq_cache.hpp"  // crc32
 #include "gait/train/checkpoint.hpp"
 #include "gait/train/trainer.hpp"
 
@@ -165,6 +169,82 @@ TEST(Checkpoint, DamagedOrForeignFilesGiveClearErrors) {
   Trainer u(other, toy_train_set(), torch::kCPU);
   const std::string e3 = error_of([&] { u.resume(d / "ok.gckpt"); });
   EXPECT_NE(e3.find("model.gcn.scales"), std::string::npos) << e3;
+  fs::remove_all(d);
+}
+
+// A trainer of tiny_config(d) one step in, saved as d/ok.gckpt.
+std::unique_ptr<Trainer> one_step(const fs::path& d) {
+  auto t = std::make_unique<Trainer>(tiny_config(d), toy_train_set(), torch::kCPU);
+  t->step();
+  t->save(d / "ok.gckpt");
+  return t;
+}
+
+// A checkpoint whose CRC is right but whose content is impossible: refused after the CRC,
+// naming the file (training resumed at a negative iteration had a negative learning rate).
+TEST(Checkpoint, ImpossibleContentIsRefusedAfterTheChecksum) {
+  const fs::path d = temp_dir("impossible");
+  one_step(d);
+  const std::string bytes = common::read_file(d / "ok.gckpt");
+  std::uint32_t m = 0;
+  std::memcpy(&m, bytes.data() + 12, 4);
+  const std::string archive = bytes.substr(kCheckpointHeaderBytes + m);
+  // The same file with edited metadata and a recomputed checksum.
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json meta = nlohmann::json::parse(bytes.substr(kCheckpointHeaderBytes, m));
+    edit(meta);
+    const std::string mj = meta.dump();
+    std::string out = bytes.substr(0, kCheckpointHeaderBytes) + mj + archive;
+    const auto len = static_cast<std::uint32_t>(mj.size());
+    std::memcpy(out.data() + 12, &len, 4);
+    const std::uint32_t crc = crc32(out.data() + kCheckpointHeaderBytes, out.size() - kCheckpointHeaderBytes);
+    std::memcpy(out.data() + 24, &crc, 4);
+    return out;
+  };
+  auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) {
+    return error_of([&] { parse_checkpoint_meta(with(edit), "x.gckpt"); });
+  };
+  EXPECT_EQ(refusal([](nlohmann::json&) {}), "");
+  EXPECT_EQ(refusal([](nlohmann::json& j) { j["iteration"] = -3; }),
+            "x.gckpt: impossible checkpoint: iteration -3 is negative");
+  EXPECT_NE(refusal([](nlohmann::json& j) { j["iteration"] = 1000000; }).find("beyond its config's trainer.iterations"),
+            std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& j) { j["iteration"] = 1e20; }).find("not a 32-bit integer"), std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& j) { j["train_seconds"] = -1; }).find("train_seconds"), std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& j) { j["classes"] = {1, 1}; }).find("1 is given twice"), std::string::npos);
+  EXPECT_NE(refusal([](nlohmann::json& j) { j["config"]["optimizer"]["lr"] = -1; }).find("x.gckpt (stored config)"),
+            std::string::npos);
+  fs::remove_all(d);
+}
+
+// Weights that do not fit the stored config, or that are not finite, are refused in one
+// line naming the file and the parameter (LibTorch alone would take the tensor and fail
+// later, in a forward pass, with an error that names no file).
+TEST(Checkpoint, WeightsMustFitTheConfigAndBeFinite) {
+  const fs::path d = temp_dir("weights");
+  const Config cfg = tiny_config(d);
+  const auto trainer = one_step(d);
+  Trainer& t = *trainer;
+  Config wider = cfg;
+  wider.model.fusion.embed_dim = 8;
+  nets::GaitNet other(wider.model, 4);
+  const std::string e = error_of([&] { load_checkpoint(d / "ok.gckpt", *other, nullptr, torch::kCPU); });
+  EXPECT_NE(e.find("ok.gckpt: the weights do not fit the stored config: '"), std::string::npos) << e;
+  EXPECT_NE(e.find("in the file"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  {
+    torch::NoGradGuard no_grad;
+    t.model()->parameters().front().fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  const std::string s = error_of([&] { t.save(d / "nan.gckpt"); });
+  EXPECT_NE(s.find("the weights are not finite after the step"), std::string::npos) << s;
+  EXPECT_FALSE(fs::exists(d / "nan.gckpt"));
+  CheckpointMeta meta = read_checkpoint_meta(d / "ok.gckpt");
+  save_checkpoint(d / "nan.gckpt", meta, *t.model(), nullptr);  // bypasses the trainer's check
+  nets::GaitNet same(cfg.model, 4);
+  const std::string l = error_of([&] { load_checkpoint(d / "nan.gckpt", *same, nullptr, torch::kCPU); });
+  EXPECT_NE(l.find("nan.gckpt: parameter '"), std::string::npos) << l;
+  EXPECT_NE(l.find("holds non-finite values"), std::string::npos) << l;
   fs::remove_all(d);
 }
 

@@ -4,11 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
+#include "gait/train/config.hpp"
 #include "gait/seq_cache.hpp"  // crc32
 
 namespace gait::train {
@@ -30,17 +34,41 @@ T get(const std::string& s, std::size_t at) {
   return v;
 }
 
+// What the CRC cannot tell: a checkpoint that is intact but impossible. The stored
+// config must parse, the iteration and time must be reachable by a run of that config,
+// and the identities must be distinct subject ids.
+void check_meta(const CheckpointMeta& m, const std::string& name) {
+  auto need = [&](bool ok, const std::string& why) {
+    if (!ok) throw common::Error(fmt::format("{}: impossible checkpoint: {}", name, why));
+  };
+  const Config cfg = parse_config(m.config, name + " (stored config)");
+  need(m.iteration >= 0, fmt::format("iteration {} is negative", m.iteration));
+  need(m.iteration <= cfg.trainer.iterations,
+       fmt::format("iteration {} is beyond its config's trainer.iterations {}", m.iteration, cfg.trainer.iterations));
+  need(std::isfinite(m.train_seconds) && m.train_seconds >= 0,
+       fmt::format("train_seconds {} is not a finite time >= 0", m.train_seconds));
+  need(!m.classes.empty(), "no identities (classes is empty)");
+  for (int c : m.classes) need(c >= 1, fmt::format("classes: {} is not a subject id (>= 1)", c));
+  common::validate::unique<int>(m.classes, name + ": impossible checkpoint: classes");
+}
+
 struct Parsed {
   CheckpointMeta meta;
   std::string bytes;
   std::size_t archive_at = 0, archive_size = 0;
 };
 
-Parsed parse(const fs::path& path) {
+// A JSON integer that fits an int (nlohmann's get<int> would wrap a larger one).
+int int32_field(const nlohmann::json& v, const char* field, const std::string& name) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() < INT32_MIN || v.get<std::int64_t>() > INT32_MAX)
+    throw common::Error(fmt::format("{}: bad checkpoint metadata: {} {} is not a 32-bit integer", name, field, v.dump()));
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
+Parsed parse(std::string bytes, const std::string& name) {
   Parsed p;
-  p.bytes = common::read_file(path);
+  p.bytes = std::move(bytes);
   const std::string& b = p.bytes;
-  const std::string name = path.string();
   if (b.size() < kCheckpointHeaderBytes || std::memcmp(b.data(), kMagic, 8) != 0) {
     if (b.size() >= 8 && std::memcmp(b.data(), kMagic, 8) == 0)
       throw common::Error(fmt::format("{}: truncated checkpoint: {} bytes, shorter than its {}-byte header", name,
@@ -53,9 +81,12 @@ Parsed parse(const fs::path& path) {
                                     kCheckpointVersion));
   const auto meta_bytes = get<std::uint32_t>(b, 12);
   const auto archive_bytes = get<std::uint64_t>(b, 16);
-  const std::uint64_t want = kCheckpointHeaderBytes + std::uint64_t{meta_bytes} + archive_bytes;
+  // Compared one by one first: a huge archive size could wrap the sum around.
+  const std::uint64_t want = archive_bytes > b.size() ? ~std::uint64_t{0}
+                                                      : kCheckpointHeaderBytes + std::uint64_t{meta_bytes} + archive_bytes;
   if (b.size() < want)
-    throw common::Error(fmt::format("{}: truncated checkpoint: {} of {} bytes", name, b.size(), want));
+    throw common::Error(fmt::format("{}: truncated checkpoint: {} bytes, the header announces {}", name, b.size(),
+                                    want == ~std::uint64_t{0} ? std::string("more") : std::to_string(want)));
   if (b.size() > want)
     throw common::Error(fmt::format("{}: {} bytes after the end of the checkpoint", name, b.size() - want));
   const auto crc = get<std::uint32_t>(b, 24);
@@ -64,17 +95,60 @@ Parsed parse(const fs::path& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(b.substr(kCheckpointHeaderBytes, meta_bytes));
-    p.meta.iteration = j.at("iteration").get<int>();
+    p.meta.iteration = int32_field(j.at("iteration"), "iteration", name);
     p.meta.config = j.at("config");
-    p.meta.classes = j.at("classes").get<std::vector<int>>();
+    for (const auto& c : j.at("classes").get<std::vector<nlohmann::json>>())  // throws unless an array
+      p.meta.classes.push_back(int32_field(c, "classes", name));
     p.meta.train_seconds = j.at("train_seconds").get<double>();
     p.meta.torch_version = j.at("torch_version").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw common::Error(fmt::format("{}: bad checkpoint metadata: {}", name, e.what()));
   }
+  check_meta(p.meta, name);
   p.archive_at = kCheckpointHeaderBytes + meta_bytes;
   p.archive_size = archive_bytes;
   return p;
+}
+
+std::string shape_text(const torch::Tensor& t) {
+  std::string s;
+  for (auto d : t.sizes()) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// Every parameter and buffer of `m` is in the archive with the same shape (LibTorch's
+// own load would silently take a tensor of another shape and fail later, in a forward
+// pass, with an error that names no file).
+void check_shapes(const torch::nn::Module& m, torch::serialize::InputArchive& ar, const std::string& prefix,
+                  const std::string& file) {
+  auto check = [&](const std::string& key, const torch::Tensor& want, bool buffer) {
+    torch::Tensor got;
+    if (!ar.try_read(key, got, buffer))
+      throw common::Error(fmt::format("{}: the weights do not fit the stored config: no {} '{}{}'", file,
+                                      buffer ? "buffer" : "parameter", prefix, key));
+    if (got.sizes() != want.sizes())
+      throw common::Error(fmt::format("{}: the weights do not fit the stored config: '{}{}' is {} in the file, {} "
+                                      "for the config",
+                                      file, prefix, key, shape_text(got), shape_text(want)));
+  };
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
+  for (const auto& b : m.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
+  for (const auto& c : m.named_children()) {
+    if (!c.value()->is_serializable()) continue;
+    torch::serialize::InputArchive sub;
+    if (!ar.try_read(c.key(), sub))
+      throw common::Error(fmt::format("{}: the weights do not fit the stored config: no module '{}{}'", file, prefix,
+                                      c.key()));
+    check_shapes(*c.value(), sub, prefix + c.key() + ".", file);
+  }
+}
+
+// Weights that are NaN or infinite would rank every probe by a distance of nan.
+void check_finite_weights(const torch::nn::Module& m, const std::string& file) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : m.named_parameters())
+    if (!torch::isfinite(p.value()).all().item<bool>())
+      throw common::Error(fmt::format("{}: parameter '{}' holds non-finite values (a diverged run?)", file, p.key()));
 }
 
 }  // namespace
@@ -116,18 +190,24 @@ void save_checkpoint(const fs::path& path, const CheckpointMeta& meta, const tor
   common::write_file_atomic(path, out);
 }
 
-CheckpointMeta read_checkpoint_meta(const fs::path& path) { return parse(path).meta; }
+CheckpointMeta parse_checkpoint_meta(std::string bytes, const std::string& name) {
+  return parse(std::move(bytes), name).meta;
+}
+
+CheckpointMeta read_checkpoint_meta(const fs::path& path) { return parse(common::read_file(path), path.string()).meta; }
 
 CheckpointMeta load_checkpoint(const fs::path& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                                const torch::Device& device) {
-  Parsed p = parse(path);
+  Parsed p = parse(common::read_file(path), path.string());
   const char* what = "archive";
   try {
     torch::serialize::InputArchive root, model_ar;
     root.load_from(p.bytes.data() + p.archive_at, p.archive_size, device);
     what = "model";
     root.read("model", model_ar);
+    check_shapes(model, model_ar, "", path.string());
     model.load(model_ar);
+    check_finite_weights(model, path.string());
     if (optimizer) {
       what = "optimizer state";
       torch::serialize::InputArchive opt_ar;

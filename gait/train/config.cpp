@@ -25,45 +25,23 @@ namespace {
 
 template <class E>
 struct EnumNames;
-template <>
-struct EnumNames<ModelMode> {
-  static constexpr std::array<std::pair<ModelMode, const char*>, 3> v = {
-      {{ModelMode::TwoBranch, "two_branch"}, {ModelMode::Silhouette, "silhouette"}, {ModelMode::Skeleton, "skeleton"}}};
-};
-template <>
-struct EnumNames<GraphOperator> {
-  static constexpr std::array<std::pair<GraphOperator, const char*>, 2> v = {
-      {{GraphOperator::Natural, "natural"}, {GraphOperator::FullyConnected, "fc"}}};
-};
-template <>
-struct EnumNames<TripletMining> {
-  static constexpr std::array<std::pair<TripletMining, const char*>, 2> v = {
-      {{TripletMining::BatchAll, "batch_all"}, {TripletMining::Hard, "hard"}}};
-};
-template <>
-struct EnumNames<OptimizerType> {
-  static constexpr std::array<std::pair<OptimizerType, const char*>, 2> v = {
-      {{OptimizerType::Adam, "adam"}, {OptimizerType::Sgd, "sgd"}}};
-};
-template <>
-struct EnumNames<ScheduleType> {
-  static constexpr std::array<std::pair<ScheduleType, const char*>, 3> v = {
-      {{ScheduleType::Constant, "constant"}, {ScheduleType::Step, "step"}, {ScheduleType::Cosine, "cosine"}}};
-};
-template <>
-struct EnumNames<EvalFeature> {
-  static constexpr std::array<std::pair<EvalFeature, const char*>, 2> v = {
-      {{EvalFeature::Embedding, "embedding"}, {EvalFeature::BnFeature, "bn"}}};
-};
-template <>
-struct EnumNames<EvalHeads> {
-  static constexpr std::array<std::pair<EvalHeads, const char*>, 5> v = {
-      {{EvalHeads::Fused, "fused"},
-       {EvalHeads::FusedAndBranches, "fused+branches"},
-       {EvalHeads::Branches, "branches"},
-       {EvalHeads::SilhouetteHead, "silhouette"},
-       {EvalHeads::SkeletonHead, "skeleton"}}};
-};
+// One line per enum: its values and their names in the config file.
+#define GAIT_ENUM_NAMES(E, ...)                                                     \
+  template <>                                                                       \
+  struct EnumNames<E> {                                                             \
+    static constexpr auto v = std::to_array<std::pair<E, const char*>>({__VA_ARGS__}); \
+  };
+GAIT_ENUM_NAMES(ModelMode, {ModelMode::TwoBranch, "two_branch"}, {ModelMode::Silhouette, "silhouette"},
+                {ModelMode::Skeleton, "skeleton"})
+GAIT_ENUM_NAMES(GraphOperator, {GraphOperator::Natural, "natural"}, {GraphOperator::FullyConnected, "fc"})
+GAIT_ENUM_NAMES(TripletMining, {TripletMining::BatchAll, "batch_all"}, {TripletMining::Hard, "hard"})
+GAIT_ENUM_NAMES(OptimizerType, {OptimizerType::Adam, "adam"}, {OptimizerType::Sgd, "sgd"})
+GAIT_ENUM_NAMES(ScheduleType, {ScheduleType::Constant, "constant"}, {ScheduleType::Step, "step"},
+                {ScheduleType::Cosine, "cosine"})
+GAIT_ENUM_NAMES(EvalFeature, {EvalFeature::Embedding, "embedding"}, {EvalFeature::BnFeature, "bn"})
+GAIT_ENUM_NAMES(EvalHeads, {EvalHeads::Fused, "fused"}, {EvalHeads::FusedAndBranches, "fused+branches"},
+                {EvalHeads::Branches, "branches"}, {EvalHeads::SilhouetteHead, "silhouette"},
+                {EvalHeads::SkeletonHead, "skeleton"})
 
 template <class E>
 std::string enum_name(E e) {
@@ -90,111 +68,65 @@ std::string enum_choices() {
 
 template <class V>
 void visit_fields(V& v, DataConfig& c) {
-  v("root", c.root);
-  v("pose", c.pose);
-  v("cache", c.cache);
-  v("clip_length", c.clip_length);
-  v("train_last_subject", c.train_last_subject);
-  v("loader_threads", c.loader_threads);
-  v("cache_only", c.cache_only);
+  v("root", c.root), v("pose", c.pose), v("cache", c.cache), v("clip_length", c.clip_length),
+    v("train_last_subject", c.train_last_subject), v("loader_threads", c.loader_threads),
+    v("cache_only", c.cache_only);
 }
 template <class V>
 void visit_fields(V& v, CnnConfig& c) {
-  v("channels", c.channels);
-  v("halving", c.halving);
-  v("parts", c.parts);
+  v("channels", c.channels), v("halving", c.halving), v("parts", c.parts);
 }
 template <class V>
 void visit_fields(V& v, GcnConfig& c) {
-  v("operator", c.op);
-  v("scales", c.scales);
-  v("stc_att", c.stc_att);
-  v("channels", c.channels);
-  v("temporal_kernel", c.temporal_kernel);
-  v("att_reduction", c.att_reduction);
+  v("operator", c.op), v("scales", c.scales), v("stc_att", c.stc_att), v("channels", c.channels),
+    v("temporal_kernel", c.temporal_kernel), v("att_reduction", c.att_reduction);
 }
 template <class V>
 void visit_fields(V& v, FusionConfig& c) {
-  v("embed_dim", c.embed_dim);
-  v("branch_loss_weight", c.branch_loss_weight);
-  v("modality_dropout", c.modality_dropout);
+  v("embed_dim", c.embed_dim), v("branch_loss_weight", c.branch_loss_weight),
+    v("modality_dropout", c.modality_dropout);
 }
 template <class V>
 void visit_fields(V& v, ModelConfig& c) {
-  v("mode", c.mode);
-  v("cnn", c.cnn);
-  v("gcn", c.gcn);
-  v("fusion", c.fusion);
+  v("mode", c.mode), v("cnn", c.cnn), v("gcn", c.gcn), v("fusion", c.fusion);
 }
 template <class V>
 void visit_fields(V& v, LossConfig& c) {
-  v("triplet_margin", c.triplet_margin);
-  v("mining", c.mining);
-  v("triplet_weight", c.triplet_weight);
-  v("ce_weight", c.ce_weight);
-  v("label_smoothing", c.label_smoothing);
+  v("triplet_margin", c.triplet_margin), v("mining", c.mining), v("triplet_weight", c.triplet_weight),
+    v("ce_weight", c.ce_weight), v("label_smoothing", c.label_smoothing);
 }
 template <class V>
 void visit_fields(V& v, OptimizerConfig& c) {
-  v("type", c.type);
-  v("lr", c.lr);
-  v("weight_decay", c.weight_decay);
-  v("momentum", c.momentum);
-  v("nesterov", c.nesterov);
+  v("type", c.type), v("lr", c.lr), v("weight_decay", c.weight_decay), v("momentum", c.momentum),
+    v("nesterov", c.nesterov);
 }
 template <class V>
 void visit_fields(V& v, SchedulerConfig& c) {
-  v("type", c.type);
-  v("milestones", c.milestones);
-  v("gamma", c.gamma);
-  v("warmup_iterations", c.warmup_iterations);
-  v("min_lr", c.min_lr);
+  v("type", c.type), v("milestones", c.milestones), v("gamma", c.gamma),
+    v("warmup_iterations", c.warmup_iterations), v("min_lr", c.min_lr);
 }
 template <class V>
 void visit_fields(V& v, AugmentConfig& c) {
-  v("enabled", c.enabled);
-  v("sil_erase_p", c.sil_erase_p);
-  v("sil_rotate_deg", c.sil_rotate_deg);
-  v("sil_shift_px", c.sil_shift_px);
-  v("pose_noise_px", c.pose_noise_px);
-  v("pose_mirror_p", c.pose_mirror_p);
-  v("pose_time_flip_p", c.pose_time_flip_p);
+  v("enabled", c.enabled), v("sil_erase_p", c.sil_erase_p), v("sil_rotate_deg", c.sil_rotate_deg),
+    v("sil_shift_px", c.sil_shift_px), v("pose_noise_px", c.pose_noise_px),
+    v("pose_mirror_p", c.pose_mirror_p), v("pose_time_flip_p", c.pose_time_flip_p);
 }
 template <class V>
 void visit_fields(V& v, TrainerConfig& c) {
-  v("iterations", c.iterations);
-  v("batch_p", c.batch_p);
-  v("batch_k", c.batch_k);
-  v("seed", c.seed);
-  v("device", c.device);
-  v("amp", c.amp);
-  v("threads", c.threads);
-  v("save_every", c.save_every);
-  v("log_every", c.log_every);
-  v("out_dir", c.out_dir);
-  v("max_minutes", c.max_minutes);
-  v("fit_schedule_to_time", c.fit_schedule_to_time);
-  v("prefetch", c.prefetch);
-  v("augment", c.augment);
+  v("iterations", c.iterations), v("batch_p", c.batch_p), v("batch_k", c.batch_k), v("seed", c.seed),
+    v("device", c.device), v("amp", c.amp), v("threads", c.threads), v("save_every", c.save_every),
+    v("log_every", c.log_every), v("out_dir", c.out_dir), v("max_minutes", c.max_minutes),
+    v("fit_schedule_to_time", c.fit_schedule_to_time), v("prefetch", c.prefetch), v("augment", c.augment);
 }
 template <class V>
 void visit_fields(V& v, EvaluatorConfig& c) {
-  v("feature", c.feature);
-  v("heads", c.heads);
-  v("skeleton_scale", c.skeleton_scale);
-  v("max_frames", c.max_frames);
-  v("batch_frames", c.batch_frames);
-  v("length_quantum", c.length_quantum);
+  v("feature", c.feature), v("heads", c.heads), v("skeleton_scale", c.skeleton_scale),
+    v("max_frames", c.max_frames), v("batch_frames", c.batch_frames), v("length_quantum", c.length_quantum);
 }
 template <class V>
 void visit_fields(V& v, Config& c) {
-  v("data", c.data);
-  v("model", c.model);
-  v("loss", c.loss);
-  v("optimizer", c.optimizer);
-  v("scheduler", c.scheduler);
-  v("trainer", c.trainer);
-  v("evaluator", c.evaluator);
+  v("data", c.data), v("model", c.model), v("loss", c.loss), v("optimizer", c.optimizer),
+    v("scheduler", c.scheduler), v("trainer", c.trainer), v("evaluator", c.evaluator);
 }
 
 // ---------------------------------------------------------------- reading
@@ -386,7 +318,7 @@ json load_merged(const fs::path& path, std::vector<fs::path>& chain) {
   json j;
   try {
     j = json::parse(common::read_file(path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond the double range (1e999)
     throw common::Error(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
   }
   if (!j.is_object()) throw common::Error(fmt::format("{}: the top level must be an object", path.string()));
@@ -401,9 +333,22 @@ json load_merged(const fs::path& path, std::vector<fs::path>& chain) {
   return j;
 }
 
+// JSON has no NaN, but a literal beyond the double range (1e999) reads as infinity.
+void check_finite_numbers(const json& j, const std::string& path, const std::string& source) {
+  if (j.is_number_float() && !std::isfinite(j.get<double>()))
+    throw common::Error(fmt::format("{}: {}: {} is not a finite number", source, path.empty() ? "(top level)" : path,
+                                    j.dump()));
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it)
+      check_finite_numbers(*it, path.empty() ? it.key() : path + "." + it.key(), source);
+  if (j.is_array())
+    for (std::size_t i = 0; i < j.size(); ++i) check_finite_numbers(j[i], fmt::format("{}[{}]", path, i), source);
+}
+
 }  // namespace
 
 Config parse_config(const json& j, const std::string& source) {
+  check_finite_numbers(j, "", source);
   Config c;
   read_section(j, c, "", source);
   validate(c, source);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "common/parallel.hpp"
 #include "gait/dataset.hpp"
 
@@ -43,9 +44,14 @@ DataSource open_data_source(const DataConfig& cfg, bool progress) {
   std::optional<fs::path> pose;
   if (!cfg.pose.empty()) pose = fs::path(cfg.pose);
   const DatasetIndex index = scan_dataset(resolve_dataset(root, pose));
+  // New cache files appear only once the whole build has finished (the cache is
+  // complete then and valid whatever the command does next).
+  common::OutputStage stage(src.cache_dir);
   CacheBuildOptions opts;
   opts.progress = progress;
+  opts.write_dir = stage.dir();
   const CacheBuildReport rep = build_cache(index, src.cache_dir, opts);
+  if (rep.usable() > 0) stage.commit();
   if (rep.written > 0 && progress)
     fmt::print(stderr, "cache: {} sequences written, {} reused, {} skipped, in {}\n", rep.written, rep.reused,
                rep.skipped_too_short + rep.skipped_no_pose + rep.skipped_no_silhouettes, src.cache_dir.string());

@@ -7,6 +7,7 @@
 #include "gait/eval/commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "gait/train/amp.hpp"
 #include "gait/train/checkpoint.hpp"
 #include "gait/train/data_source.hpp"
@@ -20,9 +21,10 @@ namespace {
 
 struct TrainArgs {
   std::string config, data, pose, cache, out, device, resume_from;
-  int iterations = 0, threads = -1;
+  // Empty: the config's value (trainer.iterations, trainer.threads, trainer.max_minutes).
+  std::optional<int> iterations, threads;
+  std::optional<double> max_minutes;
   std::optional<std::uint64_t> seed;
-  double max_minutes = -1;  // -1: the config's trainer.max_minutes
   bool resume = false, force = false, no_progress = false, cache_only = false;
 };
 
@@ -32,23 +34,25 @@ std::int64_t count_parameters(torch::nn::Module& m) {
   return n;
 }
 
-void run_train(const TrainArgs& a) {
+// The config with the command line's overrides, validated again as a whole.
+train::Config configured(const TrainArgs& a) {
   train::Config cfg = train::load_config(a.config);
   if (!a.data.empty()) cfg.data.root = a.data;
   if (!a.pose.empty()) cfg.data.pose = a.pose;
   if (!a.cache.empty()) cfg.data.cache = a.cache;
   if (!a.out.empty()) cfg.trainer.out_dir = a.out;
   if (!a.device.empty()) cfg.trainer.device = a.device;
-  if (a.iterations > 0) cfg.trainer.iterations = a.iterations;
-  if (a.threads >= 0) cfg.trainer.threads = a.threads;
+  if (a.iterations) cfg.trainer.iterations = *a.iterations;
+  if (a.threads) cfg.trainer.threads = *a.threads;
   if (a.seed) cfg.trainer.seed = *a.seed;
-  if (a.max_minutes >= 0) cfg.trainer.max_minutes = a.max_minutes;
+  if (a.max_minutes) cfg.trainer.max_minutes = *a.max_minutes;
   if (a.cache_only) cfg.data.cache_only = true;
-  cfg = train::parse_config(train::to_json(cfg), a.config);  // re-validate the overrides
-  const bool progress = !a.no_progress;
-  // Before the data is read: an output folder that cannot be written, or a finished run's
-  // checkpoint that a fresh run would overwrite, is refused now.
-  const fs::path out_dir = cfg.trainer.out_dir;
+  return train::parse_config(train::to_json(cfg), a.config);
+}
+
+// Before the data is read: an output folder that cannot be written, or a finished run's
+// checkpoint that a fresh run would overwrite, is refused now. Returns OUT/latest.gckpt.
+fs::path check_run_folder(const TrainArgs& a, const fs::path& out_dir) {
   common::check_output_dir(out_dir, a.out.empty() ? "train: trainer.out_dir" : "train: --out");
   const fs::path latest = out_dir / fmt::format("latest{}", train::kCheckpointExtension);
   const bool resuming = a.resume || !a.resume_from.empty();
@@ -58,14 +62,27 @@ void run_train(const TrainArgs& a) {
   XS_ASSERT(resuming || a.force || !fs::exists(latest),
             "{} holds a checkpoint ({}): --resume continues that run, --force starts a new one over it, or give another --out",
             out_dir.string(), latest.filename().string());
-  if (a.force && fs::exists(latest)) {
-    // Starting over: the old run's checkpoints go, so none of them can pass for this run's.
-    std::size_t removed = fs::remove(latest);
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out_dir / "checkpoints", ec))
-      if (e.path().extension() == train::kCheckpointExtension) removed += fs::remove(e.path());
-    fmt::print("--force: removed {} checkpoint(s) of the earlier run in {}\n", removed, out_dir.string());
-  }
+  // The checkpoint to resume is checked (CRC and content) now, not after the data is read.
+  if (resuming) train::read_checkpoint_meta(!a.resume_from.empty() ? fs::path(a.resume_from) : latest);
+  return latest;
+}
+
+// --force, once the new run has succeeded: the earlier run's checkpoints go, so none of
+// them can pass for this run's. Returns how many were removed.
+std::size_t remove_earlier_checkpoints(const fs::path& out_dir, const fs::path& latest) {
+  std::error_code ec;
+  std::size_t removed = fs::remove(latest, ec);
+  for (const auto& e : fs::directory_iterator(out_dir / "checkpoints", ec))
+    if (e.path().extension() == train::kCheckpointExtension) removed += fs::remove(e.path(), ec);
+  return removed;
+}
+
+void run_train(const TrainArgs& a) {
+  const train::Config cfg = configured(a);
+  const bool progress = !a.no_progress;
+  const bool resuming = a.resume || !a.resume_from.empty();
+  const fs::path out_dir = cfg.trainer.out_dir;
+  const fs::path latest = check_run_folder(a, out_dir);
 
   at::set_num_threads(cfg.trainer.threads > 0 ? cfg.trainer.threads
                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -86,8 +103,22 @@ void run_train(const TrainArgs& a) {
     trainer.resume(ckpt);
     fmt::print("resumed from {} at iteration {}\n", ckpt.string(), trainer.iteration());
   }
+  // The run writes into a stage that becomes OUT only if it succeeds: a run that fails
+  // (a non-finite loss, an error, a full disk) leaves OUT as it was.
+  common::OutputStage stage(out_dir);
+  std::error_code ec;
+  if (resuming && fs::exists(out_dir / "train_log.csv", ec))
+    fs::copy_file(out_dir / "train_log.csv", stage.dir() / "train_log.csv");
   const double before = trainer.train_seconds();
-  const train::RunSummary sum = trainer.run(progress);
+  train::RunSummary sum;
+  try {
+    sum = trainer.run(progress, stage.dir());
+  } catch (const common::Error& e) {
+    throw common::Error(fmt::format("{}; nothing of this run was written to {}", e.what(), out_dir.string()));
+  }
+  const std::size_t removed = a.force ? remove_earlier_checkpoints(out_dir, latest) : 0;
+  stage.commit();
+  if (a.force) fmt::print("--force: removed {} checkpoint(s) of the earlier run in {}\n", removed, out_dir.string());
   if (sum.stopped_by_time)
     fmt::print("trainer.max_minutes = {}: stopped at the time limit after iteration {} of {}\n", cfg.trainer.max_minutes,
                sum.iterations, sum.planned_iterations);
@@ -100,19 +131,27 @@ void run_train(const TrainArgs& a) {
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* c = app.add_subcommand("train", "Train a gait network from a JSON config");
-  c->add_option("--config", args->config, "config JSON (gait/configs/*.json)")->required()->check(CLI::ExistingFile);
+  c->add_option("--config", args->config, "config JSON (gait/configs/*.json)")
+      ->required()
+      ->check(common::validate::readable_file());
   c->add_option("--data", args->data, "dataset root (overrides data.root)");
   c->add_option("--pose", args->pose, "pose CSV file or folder (overrides data.pose)");
   c->add_option("--cache", args->cache, "preprocessed cache folder (overrides data.cache)");
   c->add_flag("--cache-only", args->cache_only, "read the cache that gait preprocess built, without listing the dataset");
-  c->add_option("--out", args->out, "output folder (overrides trainer.out_dir)");
-  c->add_option("--iterations", args->iterations, "iterations (overrides trainer.iterations)");
-  c->add_option("--device", args->device, "auto, cpu or cuda (overrides trainer.device)");
-  c->add_option("--threads", args->threads, "CPU threads, 0 = all (overrides trainer.threads)");
+  c->add_option("--out", args->out, "output folder (overrides trainer.out_dir)")
+      ->check(common::validate::output_folder());
+  c->add_option("--iterations", args->iterations, "iterations (overrides trainer.iterations)")
+      ->check(common::validate::min(1, "iterations"));
+  c->add_option("--device", args->device, "auto, cpu or cuda (overrides trainer.device)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  c->add_option("--threads", args->threads, "CPU threads, 0 = all (overrides trainer.threads)")
+      ->check(common::validate::min(0, "threads", "0: all cores"));
   c->add_option("--seed", args->seed, "seed of weights, batches and augmentation (overrides trainer.seed)");
-  c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)");
+  c->add_option("--max-minutes", args->max_minutes, "wall-clock limit of this run, 0 = none (overrides trainer.max_minutes)")
+      ->check(common::validate::min(0, "minutes", "0: no limit"));
   c->add_flag("--resume", args->resume, "continue from OUT/latest.gckpt");
-  c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")->check(CLI::ExistingFile);
+  c->add_option("--resume-from", args->resume_from, "continue from this checkpoint")
+      ->check(common::validate::readable_file());
   c->add_flag("--force", args->force, "start a new run in an --out that holds a checkpoint (removes the earlier run's checkpoints, rewrites its log)");
   c->add_flag("--no-progress", args->no_progress, "no progress bar");
   c->callback([args] { run_train(*args); });

@@ -162,6 +162,16 @@ StepStats Trainer::step() {
 }
 
 void Trainer::save(const fs::path& path) const {
+  // A finite loss can still be followed by a step that overflows the weights; such a
+  // checkpoint would only fail later, in evaluation.
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : model_->named_parameters())
+      if (!torch::isfinite(p.value()).all().item<bool>())
+        throw common::Error(fmt::format("iteration {}: the weights are not finite after the step ('{}'): training "
+                                        "diverged (try a lower optimizer.lr)",
+                                        iteration_, p.key()));
+  }
   CheckpointMeta m;
   m.iteration = iteration_;
   m.config = to_json(cfg_);
@@ -195,10 +205,10 @@ void Trainer::resume(const fs::path& checkpoint) {
   for (int i = 0; i < iteration_; ++i) sampler_->next_batch();
 }
 
-RunSummary Trainer::run(bool progress) {
+RunSummary Trainer::run(bool progress, const fs::path& dir) {
   const auto run_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
-  const fs::path out = cfg_.trainer.out_dir;
+  const fs::path out = dir.empty() ? fs::path(cfg_.trainer.out_dir) : dir;
   fs::create_directories(out / "checkpoints");
   common::write_file_atomic(out / "config.json", to_json(cfg_).dump(2) + "\n");
   const fs::path log_path = out / "train_log.csv";
@@ -223,11 +233,25 @@ RunSummary Trainer::run(bool progress) {
   common::ProgressBar bar("train", static_cast<std::size_t>(std::max(0, cfg_.trainer.iterations - iteration_)), progress);
   double ema_loss = -1, ema_rate = -1;
   while (iteration_ < cfg_.trainer.iterations) {
-    const StepStats st = step();
+    StepStats st;
+    try {
+      st = step();
+    } catch (const common::Error&) {
+      throw;
+    } catch (const c10::Error& e) {  // LibTorch's own checks: one line, not a backtrace
+      const std::string what = e.what_without_backtrace();
+      throw common::Error(
+          fmt::format("iteration {}: the training step failed: {}", iteration_ + 1, what.substr(0, what.find('\n'))));
+    } catch (const std::exception& e) {  // e.g. a learning rate a float cannot hold (std::runtime_error)
+      throw common::Error(fmt::format("iteration {}: the training step failed: {}", iteration_ + 1, e.what()));
+    }
     const double rate = batch / std::max(st.seconds, 1e-9);
     ema_loss = ema_loss < 0 ? st.loss : 0.9 * ema_loss + 0.1 * st.loss;
     ema_rate = ema_rate < 0 ? rate : 0.9 * ema_rate + 0.1 * rate;
-    XS_ASSERT(std::isfinite(st.loss), "iteration {}: the loss is not finite ({})", st.iteration, st.loss);
+    if (!std::isfinite(st.loss))
+      throw common::Error(fmt::format("iteration {}: the loss is not finite ({}): training diverged (try a lower "
+                                      "optimizer.lr)",
+                                      st.iteration, st.loss));
     bar.set_status(fmt::format("loss {:.3f} (tri {:.3f} ce {:.3f}) acc {:.2f} lr {:.1e} {:.1f} seq/s", ema_loss,
                                st.triplet, st.ce, st.accuracy, st.lr, ema_rate));
     bar.tick();

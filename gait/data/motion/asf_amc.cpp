@@ -133,7 +133,14 @@ AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
       while (!tk.done() && !is_section(tk.peek())) {
         const Token k = tk.next();
         if (k.text == "order") {
-          while (!tk.done() && !is_section(tk.peek()) && tk.peek().text.size() == 2) asf.root_order.push_back(lower(tk.next().text));
+          while (!tk.done() && !is_section(tk.peek()) && tk.peek().text.size() == 2) {
+            const Token c = tk.next();
+            const std::string ch = lower(c.text);
+            // Channels index the axes by their letter: anything else would index past them.
+            if ((ch[0] != 't' && ch[0] != 'r') || ch[1] < 'x' || ch[1] > 'z')
+              tk.fail(c, fmt::format("bad :root order channel '{}' (tx ty tz rx ry rz)", c.text));
+            asf.root_order.push_back(ch);
+          }
         } else if (k.text == "axis") {
           const Token o = tk.next();
           if (!valid_order(o.text)) tk.fail(o, fmt::format("bad root axis order '{}'", o.text));

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -58,8 +59,8 @@ class Tokens {
   int integer() {
     const Token t = next();
     const double v = to_number(t);
-    if (v != static_cast<double>(static_cast<long long>(v)) || v < 0 || v > 1e8)
-      fail(t, fmt::format("'{}' is not a count", t.text));
+    // The range first: converting a double beyond long long's range is undefined.
+    if (v < 0 || v > 1e8 || v != std::floor(v)) fail(t, fmt::format("'{}' is not a count", t.text));
     return static_cast<int>(v);
   }
   double to_number(const Token& t) const {

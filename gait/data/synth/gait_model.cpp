@@ -188,9 +188,15 @@ MotionLibrary build_motion_library(const std::filesystem::path& dir, int compone
     }
   }
   lib.cycles = codes.size();
-  if (codes.size() < 2)
-    throw common::Error(fmt::format("{}: found {} clean gait cycles in {} clips; need at least 2 walking clips",
-                                    dir.string(), codes.size(), clips.size()));
+  if (codes.size() < 2) {
+    // The reason is usually a file that did not parse: name it, not just the count.
+    std::string why;
+    if (!lib.problems.empty())
+      why = fmt::format("; {}{}", lib.problems.front(),
+                        lib.problems.size() > 1 ? fmt::format(" (and {} more problems)", lib.problems.size() - 1) : "");
+    throw common::Error(fmt::format("{}: found {} clean gait cycles in {} clips; need at least 2 walking clips{}",
+                                    dir.string(), codes.size(), clips.size(), why));
+  }
   lib.fourier_rms = rms_n ? std::sqrt(rms / static_cast<double>(rms_n)) : 0;
   lib.model = GaitModel::learn(codes, persons, components);
   return lib;

@@ -10,6 +10,7 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "common/parallel.hpp"
 #include "common/png_fast.hpp"
 #include "common/progress.hpp"
@@ -34,19 +35,29 @@ void write_bytes(const fs::path& path, const void* data, std::size_t n) {
   if (std::fclose(f) != 0 || !ok) throw common::Error(fmt::format("{}: write failed (disk full?)", path.string()));
 }
 
-void prepare_output(const fs::path& out, bool force) {
+// Refuses options that would generate nothing or twice the same, and an output the
+// generator must not write into; writes nothing itself.
+void check_options(const SynthOptions& opts) {
+  XS_ASSERT(!opts.out.empty(), "--out is required");
+  XS_ASSERT(opts.gen.subjects >= 1, "--subjects {}: at least one subject is needed", opts.gen.subjects);
+  XS_ASSERT(!opts.gen.views.empty(), "--views: at least one view is needed");
+  common::validate::unique<int>(opts.gen.views, "--views");
+  const fs::path& out = opts.out;
   std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) throw common::Error(fmt::format("{}: exists and is not a folder", out.string()));
-    if (!fs::is_empty(out, ec)) {
-      if (!force)
-        throw common::Error(fmt::format("{}: folder is not empty; use --force to replace the generator's output in it",
-                                        out.string()));
-      for (const char* own : {"silhouettes", "pose", "synth.json"}) fs::remove_all(out / own, ec);
-    }
-  }
-  fs::create_directories(out / "silhouettes");
-  fs::create_directories(out / "pose");
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec)) throw common::Error(fmt::format("{}: exists and is not a folder", out.string()));
+  if (!fs::is_empty(out, ec) && !opts.force)
+    throw common::Error(
+        fmt::format("{}: folder is not empty; use --force to replace the generator's output in it", out.string()));
+}
+
+nlohmann::json subject_plans_json(const Generator& gen) {
+  nlohmann::json subjects = nlohmann::json::array();
+  for (const auto& p : gen.plans())
+    subjects.push_back({{"id", p.subject}, {"motion", p.motion}, {"height_m", p.body.height},
+                        {"girth", p.body.girth}, {"bag", p.body.bag == BagStyle::Shoulder ? "shoulder"
+                                                          : p.body.bag == BagStyle::Hand ? "hand" : "backpack"}});
+  return subjects;
 }
 
 struct JobRecord {
@@ -58,10 +69,13 @@ struct JobRecord {
 SynthReport synthesize(const SynthOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = cpu_seconds();
-  XS_ASSERT(!opts.out.empty(), "--out is required");
+  check_options(opts);
   const fs::path mocap = opts.mocap.empty() ? default_mocap_dir() : opts.mocap;
   const MotionLibrary lib = build_motion_library(mocap);
-  prepare_output(opts.out, opts.force);
+  // Everything is generated into a stage that replaces the generator's own outputs
+  // (silhouettes/, pose/, synth.json) only once the whole dataset is written.
+  common::OutputStage stage(opts.out, common::OutputStage::Mode::replace);
+  const fs::path& out = stage.dir();
   const Generator gen(opts.gen, lib.model);
   const auto& g = opts.gen;
   struct Job {
@@ -83,13 +97,13 @@ SynthReport synthesize(const SynthOptions& opts) {
       try {
         std::size_t checked = 0, inside = 0, frames = 0, rows = 0;
         gen.render(job.subject, job.cond, job.seq, [&](ViewRender&& v) {
-          const fs::path dir = opts.out / "silhouettes" / subject_name(v.key.subject) / seq_dir_name(v.key) / view_name(v.key.view);
+          const fs::path dir = out / "silhouettes" / subject_name(v.key.subject) / seq_dir_name(v.key) / view_name(v.key.view);
           fs::create_directories(dir);
           for (std::size_t f = 0; f < v.sil.size(); ++f) {
             const auto png = common::encode_png_fast(v.sil[f]);
             write_bytes(dir / frame_file_name(v.key, v.sil_frames[f]), png.data(), png.size());
           }
-          const fs::path csv = opts.out / "pose" / subject_name(v.key.subject) / (sequence_id(v.key) + ".csv");
+          const fs::path csv = out / "pose" / subject_name(v.key.subject) / (sequence_id(v.key) + ".csv");
           fs::create_directories(csv.parent_path());
           const std::string text = pose_csv_text(v.key, v.pose);
           write_bytes(csv, text.data(), text.size());
@@ -135,12 +149,7 @@ SynthReport synthesize(const SynthOptions& opts) {
   j["fps"] = kVideoFps;
   j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
                  {"width", g.rig.width}, {"height", g.rig.height_px}};
-  nlohmann::json subjects = nlohmann::json::array();
-  for (const auto& p : gen.plans())
-    subjects.push_back({{"id", p.subject}, {"motion", p.motion}, {"height_m", p.body.height},
-                        {"girth", p.body.girth}, {"bag", p.body.bag == BagStyle::Shoulder ? "shoulder"
-                                                          : p.body.bag == BagStyle::Hand ? "hand" : "backpack"}});
-  j["subject_plans"] = subjects;
+  j["subject_plans"] = subject_plans_json(gen);
   nlohmann::json seqs = nlohmann::json::object();
   for (std::size_t i = 0; i < jobs.size(); ++i)
     for (std::size_t v = 0; v < g.views.size(); ++v) {
@@ -152,7 +161,8 @@ SynthReport synthesize(const SynthOptions& opts) {
                  {"joint_in_silhouette_fraction", rep.joint_in_silhouette()}, {"seconds", rep.seconds},
                  {"cpu_seconds", rep.cpu_seconds},
                  {"threads", threads}};
-  common::write_file_atomic(opts.out / "synth.json", j.dump(1));
+  common::write_file_atomic(out / "synth.json", j.dump(1));
+  stage.commit();
   return rep;
 }
 

@@ -18,6 +18,9 @@ struct CacheBuildOptions {
   int threads = 0;        // 0: all hardware threads
   bool force = false;     // rebuild files that already hold a valid cache
   bool progress = true;
+  // Where new cache files are written (empty: cache_dir itself); existing files are
+  // still looked for in cache_dir. `gait preprocess` passes a staging folder.
+  std::filesystem::path write_dir;
 };
 
 struct CacheBuildReport {

@@ -48,11 +48,18 @@ void save_checkpoint(const std::filesystem::path& path, const CheckpointMeta& me
                      const torch::optim::Optimizer* optimizer);
 
 // Validates magic, version, sizes and checksum; throws common::Error naming the file
-// and the problem (not a checkpoint, version N vs M, truncated at X of Y bytes, corrupt).
+// and the problem (not a checkpoint, version N vs M, truncated at X of Y bytes, corrupt,
+// impossible content).
 CheckpointMeta read_checkpoint_meta(const std::filesystem::path& path);
+// The same on a checkpoint's bytes; `name` names it in errors. After the checksum the
+// content is checked too: the stored config parses, 0 <= iteration <= its
+// trainer.iterations, train_seconds is a finite time, the identities are distinct ids.
+CheckpointMeta parse_checkpoint_meta(std::string bytes, const std::string& name);
 
 // read_checkpoint_meta + restores the model (and the optimizer and the CPU RNG when
-// `optimizer` is given) onto `device`.
+// `optimizer` is given) onto `device`. Every parameter and buffer of `model` must be in
+// the file with the same shape, and the weights must be finite (one line naming the
+// file and the parameter otherwise, not LibTorch's own error).
 CheckpointMeta load_checkpoint(const std::filesystem::path& path, torch::nn::Module& model,
                                torch::optim::Optimizer* optimizer, const torch::Device& device);
 

@@ -61,7 +61,9 @@ class Trainer {
   // With trainer.max_minutes the run also ends after the step that reaches the time
   // limit (checkpoint and log row written there); with fit_schedule_to_time the cosine
   // schedule's progress also follows the elapsed fraction of the limit (schedule.hpp).
-  RunSummary run(bool progress);
+  // `dir` (default: trainer.out_dir) is where those files go: `gait train` passes a
+  // staging folder that becomes out_dir only when the run succeeds.
+  RunSummary run(bool progress, const std::filesystem::path& dir = {});
 
   int iteration() const { return iteration_; }
   double train_seconds() const { return train_seconds_; }
