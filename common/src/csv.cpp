@@ -3,10 +3,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "common/check.hpp"
+#include "common/files.hpp"
 
 namespace common {
 
@@ -34,13 +34,9 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
-CsvTable CsvTable::read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot open for reading", path.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path.string());
-}
+// Through read_file, so a folder or an unreadable path is named as such, not read as
+// an empty table.
+CsvTable CsvTable::read(const std::filesystem::path& path) { return parse(read_file(path), path.string()); }
 
 CsvTable CsvTable::parse(const std::string& text, const std::string& source_name) {
   CsvTable t;

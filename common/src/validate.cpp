@@ -17,9 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "16 threads", or "16" when the unit is empty.
+// "16 threads", or "16" when the unit is empty; whole numbers in full ("1048576", not
+// "1.04858e+06"), others as {:g}.
 std::string with_unit(double v, std::string_view unit) {
-  return unit.empty() ? fmt::format("{:g}", v) : fmt::format("{:g} {}", v, unit);
+  const bool whole = std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e15;
+  const std::string n = whole ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
+  return unit.empty() ? n : fmt::format("{} {}", n, unit);
 }
 
 std::string range_text(double lo, double hi, std::string_view unit) {

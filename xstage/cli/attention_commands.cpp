@@ -7,11 +7,14 @@
 
 #include "commands.hpp"
 #include "common/check.hpp"
+#include "common/validate.hpp"
 #include "xstage/bench/attention_bench.hpp"
 
 namespace xstage::cli {
 
 namespace {
+
+namespace v = common::validate;
 
 struct AttentionCli {
   std::string seqs = "1K,4K,16K,32K,64K,128K", heads = "24,6,40,10", dims = "64,128";
@@ -52,6 +55,12 @@ attention::BenchOptions to_options(const AttentionCli& c) {
   o.seqs = parse_list(c.seqs, "--seq");
   o.heads = parse_list(c.heads, "--heads");
   o.dims = parse_list(c.dims, "--dims");
+  for (const int64_t d : o.dims)
+    if (d != 64 && d != 128) throw common::Error(fmt::format("--dims: {} is not a supported head dim (64, 128)", d));
+  // A repeated item would time the same rows twice and write them twice.
+  unique_items(o.seqs, "--seq");
+  unique_items(o.heads, "--heads");
+  unique_items(o.dims, "--dims");
   o.causal = c.causal == "both" ? std::vector<bool>{false, true} : std::vector<bool>{c.causal == "on"};
   o.torch = c.baselines == "auto";
   o.kernel.pingpong = switch_value(c.pingpong);
@@ -76,16 +85,19 @@ void add_attention_commands(CLI::App& app) {
   cmd->add_option("--dims", c->dims, "Head dims (64, 128)")->capture_default_str();
   cmd->add_option("--causal", c->causal, "both, on or off")->check(CLI::IsMember({"both", "on", "off"}))
       ->capture_default_str();
-  cmd->add_option("--warmup", c->bench.warmup, "Warm-up launches per implementation")->capture_default_str();
-  cmd->add_option("--reps", c->bench.reps, "Timed samples per implementation (at most)")->capture_default_str();
+  cmd->add_option("--warmup", c->bench.warmup, "Warm-up launches per implementation")
+      ->check(v::min(0, "launches"))->capture_default_str();
+  cmd->add_option("--reps", c->bench.reps, "Timed samples per implementation (at most)")
+      ->check(v::min(1, "samples"))->capture_default_str();
   cmd->add_option("--budget-ms", c->bench.budget_ms, "GPU time per implementation and row after 3 samples")
-      ->capture_default_str();
+      ->check(v::min(0, "ms"))->capture_default_str();
   cmd->add_option("--check-rows", c->bench.check_rows, "Query rows checked against the naive reference")
-      ->capture_default_str();
+      ->check(v::min(0, "rows"))->capture_default_str();
   cmd->add_option("--baselines", c->baselines, "auto (LibTorch SDPA when built in) or off")
       ->check(CLI::IsMember({"auto", "off"}))->capture_default_str();
   cmd->add_option("--baselines-json", c->bench.baselines_json,
-                  "Take SDPA times (sdpa_flash_ms, sdpa_cudnn_ms per row) from this JSON when LibTorch is not built in");
+                  "Take SDPA times (sdpa_flash_ms, sdpa_cudnn_ms per row) from this JSON when LibTorch is not built in")
+      ->check(v::readable_file());
   add_output_options(cmd, c->bench.json);
   cmd->add_option("--pingpong", c->pingpong, "Consumer warpgroups take turns: auto (heuristic), on, off")
       ->check(on_off)->capture_default_str();
@@ -97,8 +109,8 @@ void add_attention_commands(CLI::App& app) {
   cmd->callback([c] {
     check_outputs("bench attention", c->bench.json);
     const attention::BenchOptions o = to_options(*c);
+    needs_gpu("bench attention");
     if constexpr (kHaveCuda) attention::run_bench(o);
-    else needs_cuda("bench attention");
   });
 }
 

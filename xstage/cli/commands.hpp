@@ -6,6 +6,9 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
+
+#include "common/validate.hpp"
 
 namespace xstage::cli {
 
@@ -24,8 +27,22 @@ CLI::App* bench_group(CLI::App& app);
 void check_outputs(const std::string& command, const std::string& json, const std::string& png = "");
 // In a build without CUDA, for the commands that need a GPU: one line, then exit 1.
 [[noreturn]] void needs_cuda(const std::string& command);
+// Before a command that needs a GPU: the visible CUDA devices, counted first so that a
+// machine without a GPU (or a driver) gets "<command>: needs a CUDA GPU" rather than the
+// runtime's first failing call; `hint` (optional) follows, e.g. what runs without one.
+// In a build without CUDA: needs_cuda(command).
+int needs_gpu(const std::string& command, const std::string& hint = "");
+// main(): the one line an exhausted operator new gives, naming the command.
+void name_out_of_memory(int argc, char** argv);
+// Comma lists whose repeats make no sense (--tokens 4K,4K): refused after parsing,
+// naming the option and the items (common::validate::unique).
+template <class T>
+void unique_items(const std::vector<T>& xs, const char* option) {
+  common::validate::unique<T>(std::span<const T>(xs), option);
+}
 
 // Options that several commands share, with one wording.
+// --params is checked to be a readable file at parse time.
 void add_params_option(CLI::App* cmd, std::string& params);
 // --json (and --png when `png` is given), defaults shown.
 void add_output_options(CLI::App* cmd, std::string& json, std::string* png = nullptr,

@@ -3,16 +3,41 @@
 // or the plan of a GPU run (--plan, no GPU). The runs and their reports are the
 // library's (xstage/bench/dit_bench.hpp); rows go to a docs/results/dit.json-format
 // file that keeps the rows of other runs.
+#include <cstdint>
 #include <memory>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "xstage/bench/dit_bench.hpp"
 
 namespace xstage::cli {
 
 namespace {
+
+namespace v = common::validate;
+
+// The longest latent sequence asked for: about 14x the largest preset's (wan-like, 75600
+// tokens). The activations grow with it (and attention with its square), so a typo such
+// as 2147483647 is refused here instead of ending in an allocation failure.
+constexpr int64_t kMaxTokens = int64_t{1} << 20;
+
+// --tokens as a whole number in 1 .. kMaxTokens (v::range would print 2147483647 as
+// 2.14748e+09).
+CLI::Validator token_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t n = 0;
+        if (!CLI::detail::lexical_cast(text, n)) return fmt::format("'{}' is not a whole number of tokens", text);
+        if (n < 1 || n > kMaxTokens) return fmt::format("{} tokens is out of range (1 .. {} tokens)", n, kMaxTokens);
+        return "";
+      },
+      fmt::format("tokens (1 .. {})", kMaxTokens), "TOKENS");
+}
 
 struct DitCli {
   std::string preset = "tiny";
@@ -20,6 +45,8 @@ struct DitCli {
   std::string moe_routing = "device";
   std::string gemm_epilogues = "fused";
   bool cpu = false, plan = false;
+  std::optional<int> blocks;           // empty: all of the preset
+  std::optional<int64_t> pad_multiple; // empty: only the padding P > 1 needs
   dit::CommandOptions o = [] {
     dit::CommandOptions c;
     c.run.steps = 4;
@@ -29,7 +56,8 @@ struct DitCli {
 
 void run(DitCli& d) {
   dit::CommandOptions& o = d.o;
-  XS_ASSERT(d.moe_raster >= 1, "dit: --moe-raster must be >= 1 (got {})", d.moe_raster);
+  o.run.blocks = d.blocks.value_or(0);
+  o.run.pad_multiple = d.pad_multiple.value_or(0);
   o.config = dit::preset(d.preset);
   o.config.moe_raster_group = d.moe_raster;
   o.config.moe_device_routing = d.moe_routing == "device";
@@ -42,12 +70,15 @@ void run(DitCli& d) {
   if (d.plan) {
     XS_ASSERT(!d.cpu && !o.breakdown && o.json.empty() && o.png.empty(),
               "dit: --plan runs nothing; it does not go with --cpu, --breakdown, --json or --png");
-    if (!o.plan_json.empty()) common::check_output_path(o.plan_json, "dit: --plan-json");
     return dit::report_plan(o);
   }
   if (d.cpu) return dit::run_cpu(o);
-  if constexpr (kHaveCuda) dit::run_gpus(o);
-  else XS_FAIL("dit: this xstage was built without CUDA; the CPU reference runs with --preset tiny --cpu");
+  if constexpr (kHaveCuda) {
+    needs_gpu("dit", "the CPU reference runs with --preset tiny --cpu");
+    dit::run_gpus(o);
+  } else {
+    XS_FAIL("dit: this xstage was built without CUDA; the CPU reference runs with --preset tiny --cpu");
+  }
 }
 
 }  // namespace
@@ -58,31 +89,36 @@ void add_dit_commands(CLI::App& app) {
   auto d = std::make_shared<DitCli>();
   dit::CommandOptions& o = d->o;
   cmd->add_option("--preset", d->preset, "tiny, tiny-video, tiny-moe, flux-like, wan-like, dit-moe")
-      ->capture_default_str();
+      ->check(CLI::IsMember(dit::preset_names()))->capture_default_str();
   cmd->add_option("--tokens", o.run.tokens,
                   "Latent tokens N (a multiple of the preset's frames; with --gpus P > 1 the ranks pad it to a "
-                  "multiple of 128 P)")->capture_default_str();
-  cmd->add_option("--steps", o.run.steps, "Euler steps of the sampler")->capture_default_str();
+                  "multiple of 128 P)")->check(token_count())->capture_default_str();
+  cmd->add_option("--steps", o.run.steps, "Euler steps of the sampler")->check(v::min(1, "steps"))
+      ->capture_default_str();
   cmd->add_option("--gpus", o.run.ranks, "Ranks P (one per GPU); P > 1 also runs P = 1 for the difference")
-      ->capture_default_str();
-  cmd->add_option("--blocks", o.run.blocks, "Blocks used (0: all of the preset)")->capture_default_str();
-  cmd->add_option("--pad-multiple", o.run.pad_multiple,
-                  "Also pad the tokens to a multiple of this, P = 1 included (0: only the padding P > 1 needs); "
-                  "the padding is masked as keys and dropped from the output")
-      ->capture_default_str();
+      ->check(v::range(1, 1024, "GPUs"))->capture_default_str();
+  cmd->add_option("--blocks", d->blocks, "Blocks used (default: all of the preset)")->check(v::min(1, "blocks"));
+  cmd->add_option("--pad-multiple", d->pad_multiple,
+                  "Also pad the tokens to a multiple of this, P = 1 included (default: only the padding P > 1 "
+                  "needs); the padding is masked as keys and dropped from the output")
+      ->check(v::min(1, "tokens"));
   cmd->add_flag("--serial", o.serial_only, "Serial post-attention All-to-All only (no fused run, no speedup)");
   cmd->add_flag("--cpu", d->cpu, "The fp32 CPU reference instead (tiny presets, one rank)");
   cmd->add_option("--seed", o.seed, "Weights seed (the latent uses seed + 1)")->capture_default_str();
-  cmd->add_option("--weights", o.weights, "Load weights from a safetensors file instead of random ones");
-  cmd->add_option("--save-weights", o.save_weights, "Write the weights used to a safetensors file");
-  cmd->add_option("--save-dtype", o.save_dtype, "f32 or bf16")->capture_default_str();
+  cmd->add_option("--weights", o.weights, "Load weights from a safetensors file instead of random ones")
+      ->check(v::readable_file());
+  cmd->add_option("--save-weights", o.save_weights, "Write the weights used to a safetensors file")
+      ->check(v::output_file());
+  cmd->add_option("--save-dtype", o.save_dtype, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   add_params_option(cmd, o.params);
-  cmd->add_option("--warmup", o.warmup, "Warm-up steps before timing")->capture_default_str();
-  cmd->add_option("--samples", o.samples, "Timed steps (median)")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Warm-up steps before timing")->check(v::min(0, "steps"))
+      ->capture_default_str();
+  cmd->add_option("--samples", o.samples, "Timed steps (median)")->check(v::min(1, "steps"))->capture_default_str();
   cmd->add_option("--json", o.json, "Append rows to this results file (docs/results/dit.json format)");
   cmd->add_option("--moe-raster", d->moe_raster,
                   "MoE presets: m blocks per raster group of the fused MoE kernel's tiles (1: m-major)")
-      ->capture_default_str();
+      ->check(v::min(1, "m blocks"))->capture_default_str();
   cmd->add_option("--moe-routing", d->moe_routing,
                   "MoE presets: routing, layout and tile order on the GPU (device) or on the host, one round trip "
                   "per block (host)")
@@ -97,8 +133,8 @@ void add_dit_commands(CLI::App& app) {
                 "Print what the GPU path would do on --gpus P ranks and exit, no GPU needed: each rank's tokens and "
                 "heads, the fused kernels' tile orders and the stalls the Burst-Gap model predicts for them, the MoE "
                 "schedules, bytes and FLOPs per block");
-  cmd->add_option("--plan-json", o.plan_json, "With --plan: the plan as JSON too");
-  cmd->add_option("--sms", o.sms, "With --plan: the GPU's SM count (H200: 132)")->check(CLI::Range(1, 1024))
+  cmd->add_option("--plan-json", o.plan_json, "With --plan: the plan as JSON too")->check(v::output_file());
+  cmd->add_option("--sms", o.sms, "With --plan: the GPU's SM count (H200: 132)")->check(v::range(1, 1024, "SMs"))
       ->capture_default_str();
   cmd->add_flag("--breakdown", o.breakdown,
                 "After the timed steps, as many more with a CUDA event after each phase: ms per phase and path "

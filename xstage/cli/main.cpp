@@ -1,14 +1,37 @@
 #include <cstdio>
+#include <new>
+#include <string>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/cli.hpp"
 #include "common/files.hpp"
 #include "common/plot.hpp"
+#include "common/validate.hpp"
 
 namespace xstage::cli {
 namespace {
 std::string g_command_line;
+std::string g_out_of_memory = "out of memory";
+
+// operator new's failure as one line naming the command: a size that grows with a
+// user's number and that no option check bounds still ends in "dit: out of host
+// memory ...", not a bare "std::bad_alloc". Thrown from the new-handler, so the stack
+// unwinds and staged outputs are removed as on any other error.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  const char* what() const noexcept override { return g_out_of_memory.c_str(); }
+};
+
+[[noreturn]] void throw_out_of_memory() { throw OutOfMemory{}; }
+}  // namespace
+
+// Called first in main(): names the command in the out-of-memory line.
+void name_out_of_memory(int argc, char** argv) {
+  std::string command = argc > 1 ? argv[1] : "xstage";
+  if (command == "bench" && argc > 2) command += std::string(" ") + argv[2];
+  g_out_of_memory = command + ": out of host memory (an allocation failed; ask for smaller sizes, e.g. fewer tokens)";
+  std::set_new_handler(throw_out_of_memory);
 }
 const std::string& command_line() { return g_command_line; }
 void append_command_line(const char* part) { g_command_line += part; }
@@ -35,7 +58,8 @@ CLI::App* bench_group(CLI::App& app) {
 }
 
 void add_params_option(CLI::App* cmd, std::string& params) {
-  cmd->add_option("--params", params, "Burst-Gap parameters (default: xstage/data/h200_params.json)");
+  cmd->add_option("--params", params, "Burst-Gap parameters (default: xstage/data/h200_params.json)")
+      ->check(common::validate::readable_file());
 }
 
 void add_output_options(CLI::App* cmd, std::string& json, std::string* png, const std::string& png_help) {
@@ -54,6 +78,8 @@ void add_probe_commands(CLI::App& app) {
   cmd->allow_extras();
   cmd->callback([] { needs_cuda("probe"); });
 }
+
+int needs_gpu(const std::string& command, const std::string&) { needs_cuda(command); }
 }  // namespace xstage::cli
 #endif
 
@@ -62,6 +88,7 @@ int main(int argc, char** argv) {
     if (i) xstage::cli::append_command_line(" ");
     xstage::cli::append_command_line(i == 0 ? "xstage" : argv[i]);
   }
+  xstage::cli::name_out_of_memory(argc, argv);
   CLI::App app{"xstage: X-Stage probe, Burst-Gap model and fused overlap kernels for multi-GPU DiT inference"};
   app.require_subcommand(1);
   xstage::cli::add_model_commands(app);

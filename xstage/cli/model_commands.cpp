@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/plot.hpp"
+#include "common/validate.hpp"
 #include "xstage/burstgap/burstgap.hpp"
 #include "xstage/probe/sweep.hpp"
 
@@ -26,6 +28,7 @@ namespace {
 
 namespace bg = xstage::burstgap;
 namespace fs = std::filesystem;
+namespace v = common::validate;
 
 constexpr const char* kSyntheticMark = "# SYNTHETIC";
 
@@ -39,7 +42,7 @@ bool is_synthetic(const fs::path& csv) {
 }
 
 std::vector<SweepRow> read_sweep(const fs::path& path) {
-  XS_ASSERT(fs::exists(path), "{}: no such sweep file", path.string());
+  v::file(path, "sweep");
   auto rows = read_sweep_csv(path);
   if (is_synthetic(path))
     out(fmt::format("note: {} is a SYNTHETIC sweep generated from the model, not a measurement\n", path.string()));
@@ -86,7 +89,6 @@ bg::FitResult fit_and_report(const std::vector<SweepRow>& rows, const std::strin
 }
 
 void run_fit(const FitArgs& a) {
-  XS_ASSERT(a.holdout >= 0 && a.holdout < 1, "--holdout must be in [0, 1) (got {})", a.holdout);
   const auto rows = read_sweep(a.sweep);
   const auto res = fit_and_report(rows, a.sweep, parse_target(a.target), a.holdout, a.seed, a.max_rows);
   bg::write_params(res.params, a.out);
@@ -101,18 +103,17 @@ void run_fit(const FitArgs& a) {
 
 struct PredictArgs {
   std::string params, burst, gap, pattern = "peer", store = "st16";
-  int sms = 0, bursts = 10, gpus = 0;
+  int sms = 0, bursts = 10;
+  std::optional<int> gpus;  // empty: the only GPU count fitted
   bool json = false;
 };
 
 void run_predict(const PredictArgs& a) {
-  XS_ASSERT(a.sms >= 1, "--sms must be >= 1 (got {})", a.sms);
-  XS_ASSERT(a.bursts >= 1, "--bursts must be >= 1 (got {})", a.bursts);
   const double burst = static_cast<double>(common::parse_bytes(a.burst, "--burst"));
   XS_ASSERT(burst >= 1, "--burst: '{}' is zero bytes", a.burst);
   const double gap = common::parse_duration_ns(a.gap, "--gap");
   const auto params = bg::read_params(a.params);
-  const auto& group = params.find(a.pattern, a.store, a.gpus);
+  const auto& group = params.find(a.pattern, a.store, a.gpus.value_or(0));
   const auto pr = bg::predict(group, a.sms, burst, gap, a.bursts);
   out(a.json ? bg::prediction_to_json(pr) : bg::format_prediction(pr));
 }
@@ -121,7 +122,7 @@ void run_predict(const PredictArgs& a) {
 
 struct PlotArgs {
   std::string sweep, out, params, pattern = "peer", store = "st16", target = "mean";
-  int sms = 0, gpus = 0;
+  std::optional<int> sms, gpus;  // empty: the most SMs in the sweep; the only (or smallest) GPU count
 };
 
 std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::Params* params,
@@ -161,13 +162,16 @@ std::vector<fs::path> write_plots(const std::vector<SweepRow>& rows, const bg::P
 
 void run_plot(const PlotArgs& a) {
   common::plot::require_charts("plot");
-  XS_ASSERT(a.sms >= 0 && a.gpus >= 0, "--sms and --gpus must be >= 0");
   const auto rows = read_sweep(a.sweep);
   std::optional<bg::Params> params;
   if (!a.params.empty()) params = bg::read_params(a.params);
-  const bg::PlotSelection sel{params ? params->target : parse_target(a.target), a.pattern, a.store, a.sms, a.gpus};
-  for (const auto& p : write_plots(rows, params ? &*params : nullptr, sel, a.out, nullptr))
-    out(fmt::format("wrote {}\n", p.string()));
+  const bg::PlotSelection sel{params ? params->target : parse_target(a.target), a.pattern, a.store,
+                               a.sms.value_or(0), a.gpus.value_or(0)};
+  // Staged: a plot that fails leaves the folder's earlier PNGs as they were.
+  common::OutputStage stage(a.out);
+  const auto written = write_plots(rows, params ? &*params : nullptr, sel, stage.dir(), nullptr);
+  stage.commit();
+  for (const auto& p : written) out(fmt::format("wrote {}\n", (fs::path(a.out) / p.filename()).string()));
 }
 
 // ---------------------------------------------------------------- demo
@@ -190,8 +194,9 @@ void run_demo(const DemoArgs& a) {
   out(fmt::format("== Burst-Gap model on {}{}\n", sweep.string(), a.live ? " (live probe)" : ""));
   const auto res = fit_and_report(rows, sweep.string(), bg::FitTarget::mean, kDemoHoldout, kDemoSeed, 40);
 
-  const fs::path dir(a.out);
-  fs::create_directories(dir);
+  // The params, report and plots are staged and moved into --out together at the end.
+  common::OutputStage stage(a.out);
+  const fs::path dir = stage.dir();
   bg::write_params(res.params, dir / "params.json");
   common::write_file_atomic(dir / "report.json", bg::report_to_json(res));
   const auto& g = example_group(res.params);
@@ -234,7 +239,8 @@ void run_demo(const DemoArgs& a) {
     out(bg::format_prediction(bg::predict(g, kSms, kBurst, gap, 6)));
   }
   out("\n");
-  for (const auto& p : written) out(fmt::format("wrote {}\n", p.string()));
+  stage.commit();
+  for (const auto& p : written) out(fmt::format("wrote {}\n", (fs::path(a.out) / p.filename()).string()));
 }
 
 // ---------------------------------------------------------------- synth
@@ -247,7 +253,6 @@ struct SynthArgs {
 };
 
 void run_synth(const SynthArgs& a) {
-  XS_ASSERT(a.gpus >= 2, "--gpus must be >= 2 (got {})", a.gpus);
   std::vector<SweepRow> rows;
   std::uint64_t k = 0;
   for (const char* pattern : {"local", "peer", "all_peers"}) {
@@ -275,45 +280,55 @@ std::pair<CLI::App*, std::shared_ptr<Args>> command(CLI::App& app, const char* n
 }
 
 // The fitted group a command reads or draws (`what`: whose choice it is).
-void add_group_options(CLI::App* c, std::string& pattern, std::string& store, int& gpus, const std::string& what) {
-  c->add_option("--pattern", pattern, what + "pattern: local | peer | all_peers (default peer)");
-  c->add_option("--store", store, what + "store kind: st4 | st8 | st16 | tma (default st16)");
-  c->add_option("--gpus", gpus, what + "GPU count (default: the only one, or the smallest in the sweep)");
+void add_group_options(CLI::App* c, std::string& pattern, std::string& store, std::optional<int>& gpus,
+                       const std::string& what) {
+  c->add_option("--pattern", pattern, what + "pattern: local | peer | all_peers (default peer)")
+      ->check(CLI::IsMember({"local", "peer", "all_peers"}));
+  c->add_option("--store", store, what + "store kind: st4 | st8 | st16 | tma (default st16)")
+      ->check(CLI::IsMember({"st4", "st8", "st16", "tma"}));
+  c->add_option("--gpus", gpus, what + "GPU count (default: the only one, or the smallest in the sweep)")
+      ->check(v::min(1, "GPUs"));
 }
 
 void add_target_option(CLI::App* c, std::string& target, const std::string& what) {
-  c->add_option("--target", target, "issue statistic " + what + ": mean (default) or median");
+  c->add_option("--target", target, "issue statistic " + what + ": mean (default) or median")
+      ->check(CLI::IsMember({"mean", "median"}));
 }
 
 void add_fit(CLI::App& app) {
   auto [c, a] = command<FitArgs>(app, "fit", "Fit the Burst-Gap model to a probe sweep CSV", run_fit);
-  c->add_option("sweep", a->sweep, "probe sweep CSV (xstage/include/xstage/probe/sweep.hpp)")->required();
-  c->add_option("-o,--out", a->out, "params.json to write")->required();
-  c->add_option("--holdout", a->holdout, "fraction of each group's rows to hold out and validate on (0..1)");
+  c->add_option("sweep", a->sweep, "probe sweep CSV (xstage/include/xstage/probe/sweep.hpp)")->required()
+      ->check(v::readable_file());
+  // Outputs checked at parse time: a bad path fails before the fit, not after it.
+  c->add_option("-o,--out", a->out, "params.json to write")->required()->check(v::output_file());
+  c->add_option("--holdout", a->holdout, "fraction of each group's rows to hold out and validate on (0..0.95)")
+      ->check(v::range(0, 0.95, "of the rows", "the split keeps rows of every group to fit"));
   c->add_option("--seed", a->seed, "seed of the holdout split");
-  c->add_option("--report", a->report, "write the validation summary as JSON");
-  c->add_option("--max-rows", a->max_rows, "rows per printed table");
+  c->add_option("--report", a->report, "write the validation summary as JSON")->check(v::output_file());
+  c->add_option("--max-rows", a->max_rows, "rows per printed table")->check(v::min(1, "rows"));
   add_target_option(c, a->target, "to fit");
 }
 
 void add_predict(CLI::App& app) {
   auto [c, a] = command<PredictArgs>(app, "predict", "Predict a periodic burst/gap schedule from fitted parameters",
                                      run_predict);
-  c->add_option("--params", a->params, "params.json from `xstage fit`")->required();
-  c->add_option("--sms", a->sms, "issuing SMs")->required();
+  c->add_option("--params", a->params, "params.json from `xstage fit`")->required()->check(v::readable_file());
+  c->add_option("--sms", a->sms, "issuing SMs")->required()->check(v::range(1, 1024, "SMs"));
   c->add_option("--burst", a->burst, "bytes per SM per burst, e.g. 16KiB")->required();
   c->add_option("--gap", a->gap, "compute between bursts, e.g. 2us")->required();
-  c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)");
+  c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)")->check(v::range(1, 1000000, "bursts"));
   add_group_options(c, a->pattern, a->store, a->gpus, "the fitted group's ");
   c->add_flag("--json", a->json, "print JSON instead of a table");
 }
 
 void add_plot(CLI::App& app) {
   auto [c, a] = command<PlotArgs>(app, "plot", "Plot a probe sweep (and the model) as PNG files", run_plot);
-  c->add_option("sweep", a->sweep, "probe sweep CSV")->required();
-  c->add_option("--out", a->out, "output directory")->required();
-  c->add_option("--params", a->params, "params.json: adds model curves and predicted_vs_measured.png");
-  c->add_option("--sms", a->sms, "issue_vs_burst.png: SM count (default: the most in the sweep)");
+  c->add_option("sweep", a->sweep, "probe sweep CSV")->required()->check(v::readable_file());
+  c->add_option("--out", a->out, "output directory")->required()->check(v::output_folder());
+  c->add_option("--params", a->params, "params.json: adds model curves and predicted_vs_measured.png")
+      ->check(v::readable_file());
+  c->add_option("--sms", a->sms, "issue_vs_burst.png: SM count (default: the most in the sweep)")
+      ->check(v::range(1, 1024, "SMs"));
   add_group_options(c, a->pattern, a->store, a->gpus, "the plotted rows' ");
   add_target_option(c, a->target, "to draw without --params");
 }
@@ -321,19 +336,21 @@ void add_plot(CLI::App& app) {
 void add_demo(CLI::App& app) {
   auto [c, a] = command<DemoArgs>(app, "demo", "Fit, validate and plot the Burst-Gap model on the embedded sweep",
                                   run_demo);
-  c->add_option("--data", a->data, "directory holding h200_sweep.csv")->required();
-  c->add_option("--out", a->out, "output directory")->required();
-  c->add_option("--sweep", a->sweep, "use this sweep CSV instead of DATA/h200_sweep.csv");
+  c->add_option("--data", a->data, "directory holding h200_sweep.csv")->required()->check(v::existing_folder());
+  c->add_option("--out", a->out, "output directory")->required()->check(v::output_folder());
+  c->add_option("--sweep", a->sweep, "use this sweep CSV instead of DATA/h200_sweep.csv")->check(v::readable_file());
   c->add_flag("--live", a->live, "the sweep comes from a live probe on this machine (with --sweep)");
 }
 
 void add_synth(CLI::App& app) {
   auto [c, a] = command<SynthArgs>(app, "synth", "Write a SYNTHETIC sweep from invented model parameters (for dry runs)",
                                    run_synth);
-  c->add_option("-o,--out", a->out, "CSV to write")->required();
-  c->add_option("--noise", a->noise, "log-normal noise on issue times (default 0.03)");
+  c->add_option("-o,--out", a->out, "CSV to write")->required()->check(v::output_file());
+  c->add_option("--noise", a->noise, "log-normal noise on issue times (default 0.03)")
+      ->check(v::range(0, 1, "log-normal sigma"));
   c->add_option("--seed", a->seed, "random seed");
-  c->add_option("--gpus", a->gpus, "GPU count written in the rows (default 2)");
+  c->add_option("--gpus", a->gpus, "GPU count written in the rows (default 2)")
+      ->check(v::range(2, 1024, "GPUs", "the peer patterns need a second GPU"));
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "common/validate.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::cli {
+
+namespace v = common::validate;
 
 void add_moe_commands(CLI::App& app) {
   auto* cmd = bench_group(app)->add_subcommand(
@@ -13,17 +16,22 @@ void add_moe_commands(CLI::App& app) {
   auto o = std::make_shared<moe::SweepOptions>();
   cmd->add_option("--sweep", o->sweep,
                   "standard (192 configurations, EP 2 and 4), eight or one (the same 96 at EP 8 or 1) or quick")
-      ->capture_default_str();
+      ->check(CLI::IsMember({"standard", "eight", "one", "quick"}))->capture_default_str();
   add_params_option(cmd, o->params);
-  cmd->add_option("--warmup", o->bench.warmup, "Warm-up forwards per implementation")->capture_default_str();
-  cmd->add_option("--iters", o->bench.iters, "Timed forwards per implementation")->capture_default_str();
-  cmd->add_option("--only", o->filter.only, "Run only this row of the sweep (index)");
-  cmd->add_option("--ep", o->filter.ep, "Only these EP sizes, comma-separated (e.g. --ep 2)")->delimiter(',');
-  cmd->add_option("--tokens", o->filter.tokens, "Only these tokens per rank, comma-separated")->delimiter(',');
+  cmd->add_option("--warmup", o->bench.warmup, "Warm-up forwards per implementation")
+      ->check(v::min(0, "forwards"))->capture_default_str();
+  cmd->add_option("--iters", o->bench.iters, "Timed forwards per implementation")->check(v::min(1, "forwards"))
+      ->capture_default_str();
+  // -1 in the library means "every row"; a typed value is a row index.
+  cmd->add_option("--only", o->filter.only, "Run only this row of the sweep (index)")->check(v::min(0, "row"));
+  cmd->add_option("--ep", o->filter.ep, "Only these EP sizes, comma-separated (e.g. --ep 2)")->delimiter(',')
+      ->check(v::min(1, "ranks"));
+  cmd->add_option("--tokens", o->filter.tokens, "Only these tokens per rank, comma-separated")->delimiter(',')
+      ->check(v::min(1, "tokens"));
   cmd->add_option("--routing", o->filter.routing, "Only these routings, comma-separated (uniform, skewed)")
-      ->delimiter(',');
+      ->delimiter(',')->check(CLI::IsMember({"uniform", "skewed"}));
   cmd->add_option("--budget-s", o->budget_s, "Start no new configuration after this many seconds (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(v::min(0, "s", "0: no limit"))
       ->capture_default_str();
   cmd->add_option("--blocks", o->bench.blocks,
                   "Persistent CTAs of the fused kernel (0: one per SM; fewer, e.g. to see whether the SMs contend "
@@ -36,9 +44,12 @@ void add_moe_commands(CLI::App& app) {
   add_output_options(cmd, o->json, &o->png, "Speedup plot (empty: none)");
   cmd->callback([o] {
     check_outputs("bench moe", o->json, o->png);
+    unique_items(o->filter.ep, "--ep");
+    unique_items(o->filter.tokens, "--tokens");
+    unique_items(o->filter.routing, "--routing");
     o->command = command_line();
+    needs_gpu("bench moe");
     if constexpr (kHaveCuda) moe::run_sweep(*o);
-    else needs_cuda("bench moe");
   });
 }
 

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "xstage/probe/sweep.hpp"
 
 namespace xstage::cli {
@@ -90,8 +91,9 @@ void add_results_commands(CLI::App& app) {
   auto out = std::make_shared<std::string>("docs/results/probe.json");
   auto* cmd = app.add_subcommand("probe-results", "Headline probe/model figures of probe runs as one JSON file");
   cmd->add_option("dirs", *dirs, "probe output folders (sweep.csv, probe_summary.json, params.json, report.json)")
-      ->required();
-  cmd->add_option("-o,--out", *out, "JSON to (re)write")->capture_default_str();
+      ->required()->check(common::validate::existing_folder());
+  cmd->add_option("-o,--out", *out, "JSON to (re)write")->check(common::validate::output_file())
+      ->capture_default_str();
   cmd->callback([dirs, out] {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& d : *dirs) runs.push_back(one_run(d));

@@ -3,6 +3,7 @@
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
+#include "common/validate.hpp"
 #include "xstage/probe/sweep.hpp"
 
 namespace xstage {
@@ -18,6 +19,11 @@ bool is_valid_store(const std::string& s) { return s == "st4" || s == "st8" || s
 
 std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string& source_name) {
   const auto t = common::CsvTable::parse(text, source_name);
+  // Every column a sweep has had since the first one (issue_ns_mean, period_ns_mean and
+  // warmup came later and are optional): a missing one is named with the header it has.
+  common::validate::columns(t, {"gpus", "pattern", "store", "mode", "sms", "burst_bytes", "gap_ns", "bursts",
+                                "issue_ns_med", "issue_ns_p10", "issue_ns_p90", "period_ns_med", "gbps",
+                                "visible_ns_med", "visible_ns_p10", "visible_ns_p90", "drain_ns_med"});
   std::vector<SweepRow> rows;
   auto col = [&](const char* name) { return t.column(name); };
   // Columns added after the first sweeps were recorded: -1 (not measured) when absent.

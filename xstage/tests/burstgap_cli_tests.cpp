@@ -192,7 +192,7 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
 }
 
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
-  const CliResult r = xstage("demo --data " + path("nowhere") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
+  const CliResult r = xstage("demo --data " + path("") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("SYNTHETIC"), std::string::npos);
   EXPECT_NE(r.out.find("MdAPE"), std::string::npos);
@@ -200,5 +200,73 @@ TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
   for (const char* f : {"params.json", "report.json"}) EXPECT_TRUE(fs::exists(work_dir() / "demo" / f)) << f;
   for (const char* f : {"issue_vs_burst.png", "drain_vs_sms.png", "predicted_vs_measured.png"})
     EXPECT_EQ(fs::exists(work_dir() / "demo" / f), draws_charts()) << f;
-  expect_one_line_error(xstage("demo --data " + path("nowhere") + " --out " + path("demo2")), "h200_sweep.csv");
+  expect_one_line_error(xstage("demo --data " + path("") + " --out " + path("demo2")), "h200_sweep.csv");
+  expect_one_line_error(xstage("demo --data " + path("nowhere") + " --out " + path("demo2")), "no such folder");
+  EXPECT_FALSE(fs::exists(work_dir() / "demo2"));
+}
+
+// Each class of bad input once: one line, a non-zero exit, nothing written.
+TEST_F(BurstGapCli, BadInputIsRefusedBeforeAnyWork) {
+  const std::string sweep = path("sweep.csv"), params = path("params.json");
+  std::ofstream(work_dir() / "afile") << "x";
+  const std::string before = slurp(params);
+  // Numbers out of range or not finite, with the unit.
+  expect_one_line_error(xstage("dit --plan --gpus 0"), "--gpus: 0 GPUs is out of range (1 .. 1024 GPUs)");
+  expect_one_line_error(xstage("dit --cpu --tokens 2147483647"), "--tokens:");
+  expect_one_line_error(xstage("dit --plan --tokens 2147483647"), "tokens is out of range");
+  expect_one_line_error(xstage("dit --blocks 0"), "--blocks: 0 blocks is below the minimum 1 blocks");
+  expect_one_line_error(xstage("predict --params " + params + " --sms nan --burst 1KiB --gap 0"), "is not finite");
+  expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 0 --bursts 0"),
+                        "--bursts: 0 bursts is out of range");
+  expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 1e30s"), "--gap");
+  expect_one_line_error(xstage("synth -o " + path("s1.csv") + " --gpus 1"), "--gpus: 1 GPUs is out of range");
+  expect_one_line_error(xstage("bench moe --budget-s -1"), "-1 s is below the minimum 0 s");
+  expect_one_line_error(xstage("bench ulysses --min-seq 5000"), "not a power of two");
+  // Names outside their set; repeated list items.
+  expect_one_line_error(xstage("dit --preset nope"), "--preset: nope not in");
+  expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 0 --store st3"), "--store");
+  expect_one_line_error(xstage("bench moe --ep 2,2"), "--ep: 2 is given twice (items 1 and 2)");
+  expect_one_line_error(xstage("bench qkv --seq 4096,4096"), "--seq: 4096 is given twice");
+  expect_one_line_error(xstage("bench attention --seq 4K,4K"), "--seq: 4096 is given twice");
+  // Files: a folder where a file goes, a missing folder, a sweep without its columns.
+  expect_one_line_error(xstage("predict --params " + work_dir().string() + " --sms 1 --burst 1KiB --gap 0"),
+                        "is a folder, not a file");
+  expect_one_line_error(xstage("fit " + work_dir().string() + " -o " + path("f.json")), "is a folder, not a file");
+  expect_one_line_error(xstage("dit --weights " + work_dir().string()), "is a folder, not a file");
+  expect_one_line_error(xstage("probe-results " + path("nowhere")), "no such folder");
+  std::ofstream(path("cols.csv")) << "gpus,pattern,store\n2,peer,st16\n";
+  expect_one_line_error(xstage("fit " + path("cols.csv") + " -o " + path("f.json")), "missing column 'mode' (it has:");
+  // Outputs checked before the fit; the old params stay as they were.
+  expect_one_line_error(xstage("fit " + sweep + " -o " + work_dir().string()), "--out");
+  expect_one_line_error(xstage("fit " + sweep + " -o " + params + " --report " + path("afile") + "/r.json"),
+                        "afile is not a directory");
+  expect_one_line_error(xstage("plot " + sweep + " --out " + path("afile")), "afile is not a directory");
+  expect_one_line_error(xstage("dit --cpu --save-weights " + path("afile") + "/w.safetensors"), "--save-weights");
+  EXPECT_EQ(slurp(params), before);
+  for (const char* f : {"f.json", "s1.csv"}) EXPECT_FALSE(fs::exists(work_dir() / f)) << f;
+}
+
+// Without a GPU (or in a build without CUDA) the GPU commands say so in one line, not
+// with the CUDA runtime's first failing call.
+TEST_F(BurstGapCli, GpuCommandsSayTheyNeedAGpu) {
+  if (xstage("info").out.find("gpus: 0") == std::string::npos) GTEST_SKIP() << "a GPU is visible";
+  for (const char* cmd : {"bench qkv", "bench attention", "bench moe", "bench ulysses", "probe", "dit"}) {
+    const CliResult r = xstage(cmd);
+    const bool cuda = r.err.find("built without CUDA") == std::string::npos;
+    expect_one_line_error(r, cuda ? "needs a CUDA GPU" : "built without CUDA");
+    EXPECT_EQ(r.err.find("driver version is insufficient"), std::string::npos) << r.err;
+  }
+}
+
+// An allocation that fails anyway (here under a small address-space limit) ends in one
+// line naming the command, not a bare std::bad_alloc.
+TEST_F(BurstGapCli, OutOfMemoryNamesTheCommand) {
+  const std::string cmd = "ulimit -v 2000000 && '" + std::string(XSTAGE_CLI) + "' dit --cpu --quiet --tokens 1048576 >'" +
+                          path("o.txt") + "' 2>'" + path("e.txt") + "'";
+  const int status = std::system(cmd.c_str());
+  const std::string err = slurp(path("e.txt"));
+  if (err.find("error while loading shared libraries") != std::string::npos) GTEST_SKIP() << "the limit is too small here";
+  EXPECT_NE(status, 0);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("dit: out of host memory"), std::string::npos) << err;
 }
