@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/files.hpp"
+#include "common/plot.hpp"
 #include "xstage/bench/report.hpp"
 #include "xstage/burstgap/burstgap.hpp"
 #include "xstage/probe/probe.hpp"
@@ -41,8 +42,9 @@ void print_rows(const std::vector<SweepRow>& rows) {
 
 void write_results(const ProbeResult& res, const ProbeOptions& o, const std::filesystem::path& out,
                    const std::string& command) {
-  write_sweep_csv(res.rows, out / "sweep.csv");
-  common::write_file_atomic(out / "probe_summary.json", summary(res, o, command).dump(2) + "\n");
+  common::OutputStage stage(out);  // the files appear together, after the sweep, or not at all
+  write_sweep_csv(res.rows, stage.dir() / "sweep.csv");
+  common::write_file_atomic(stage.dir() / "probe_summary.json", summary(res, o, command).dump(2) + "\n");
   fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {}\n", res.card, res.gpus,
              res.rows.size(), res.verified_words,
              res.copy_engine_GBps > 0 ? fmt::format("{:.1f} GB/s", res.copy_engine_GBps) : std::string("not measured"));
@@ -50,15 +52,18 @@ void write_results(const ProbeResult& res, const ProbeOptions& o, const std::fil
   burstgap::PlotSelection sel;
   sel.pattern = o.gpus >= 2 ? "peer" : "local";
   sel.sms = 0;
-  const bool has_sel = std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
-    return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
-  });
-  if (has_sel) {
-    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, out / "issue_vs_burst.png");
-    burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", out / "drain_vs_sms.png");
+  // Charts need PLplot, which a GPU node may lack; the sweep stands without them.
+  const bool plots = common::plot::charts_available() &&
+                     std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
+                       return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
+                     });
+  if (plots) {
+    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, stage.dir() / "issue_vs_burst.png");
+    burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", stage.dir() / "drain_vs_sms.png");
   }
+  stage.commit();
   fmt::print("wrote {}, {}{}\n", (out / "sweep.csv").string(), (out / "probe_summary.json").string(),
-             has_sel ? " and the PNG plots" : "");
+             plots ? " and the PNG plots" : " (no charts)");
 }
 
 }  // namespace xstage::probe
