@@ -457,6 +457,16 @@ int colour_slots(const Chart& chart) { return kFirstFree + static_cast<int>(char
 
 }  // namespace
 
+double Frame::px(double x) const {
+  const double a = to_axis(x_scale, x_lo), b = to_axis(x_scale, x_hi);
+  return left + (to_axis(x_scale, x) - a) / (b - a) * (right - left);
+}
+
+double Frame::py(double y) const {
+  const double a = to_axis(y_scale, y_lo), b = to_axis(y_scale, y_hi);
+  return bottom - (to_axis(y_scale, y) - a) / (b - a) * (bottom - top);
+}
+
 bool charts_available() { return true; }
 void require_charts(const std::string&) {}
 

@@ -10,10 +10,6 @@
 #include "common/plot.hpp"
 
 namespace common::plot {
-
-namespace {
-double to_axis(Scale s, double v) { return s == Scale::log10 ? std::log10(v) : v; }
-}  // namespace
 // ---------------------------------------------------------------- public helpers
 
 Color palette(std::size_t i) {
@@ -92,16 +88,6 @@ std::string format_tick(double v) {
   if (a >= 1e3) return trimmed(v / 1e3) + "k";
   if (a < 1e-3) return fmt::format("{:.0e}", v);
   return fmt::format("{:.4g}", v);
-}
-
-double Frame::px(double x) const {
-  const double a = to_axis(x_scale, x_lo), b = to_axis(x_scale, x_hi);
-  return left + (to_axis(x_scale, x) - a) / (b - a) * (right - left);
-}
-
-double Frame::py(double y) const {
-  const double a = to_axis(y_scale, y_lo), b = to_axis(y_scale, y_hi);
-  return bottom - (to_axis(y_scale, y) - a) / (b - a) * (bottom - top);
 }
 
 }  // namespace common::plot
