@@ -7,6 +7,7 @@
 #   `xstage bench attention` at S = COMPARE_SEQ (default 16384,32768), no baselines;
 #   `xstage bench moe --sweep one` at COMPARE_MOE_TOKENS (default 2048,8192), uniform routing;
 #   `xstage dit` at P = 1: flux-like 4096 tokens (4 blocks) and wan-like 75,600 (2 blocks).
+# COMPARE_ROWS (default "attention dit_flux dit_wan moe") picks the rows.
 # Then a table of this tree over the base per row (each side's fastest round) and geomeans
 # (scripts/compare_rows.py).
 CMP_T0=$(date +%s)
@@ -27,6 +28,7 @@ else
   cmp_run() { # name, limit, xstage arguments...: COMPARE_ROUNDS rounds, sides in ABBA order so that
     # drift (clocks, temperature) hits both; JSON into $OUT/compare_<name>_<side>_r<round>.json
     local name=$1 limit=$2; shift 2
+    case " ${COMPARE_ROWS:-attention dit_flux dit_wan moe} " in *" $name "*) ;; *) return 0 ;; esac
     for round in $(seq 1 "${COMPARE_ROUNDS:-2}"); do
       local sides="base new"; [ $((round % 2)) = 0 ] && sides="new base"
       for side in $sides; do
