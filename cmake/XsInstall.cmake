@@ -24,6 +24,13 @@ if(XSTAGE_HAVE_CUDA)
   list(APPEND XSTAGE_COMPONENTS comm attention moe ulysses dit)
 endif()
 
+# The PyTorch operators (xstage/torch): a shared library, exported as xstage::torch for
+# C++ programs that load it beside their own LibTorch, and the Python package beside it.
+if(TARGET xstage_torch)
+  list(APPEND _xs_export xstage_torch=torch)
+  list(APPEND XSTAGE_COMPONENTS torch)
+endif()
+
 set(_xs_targets)
 foreach(_pair IN LISTS _xs_export)
   string(REPLACE "=" ";" _pair "${_pair}")
@@ -34,7 +41,8 @@ foreach(_pair IN LISTS _xs_export)
 endforeach()
 
 # Include directories come from the targets' $<INSTALL_INTERFACE:include>.
-install(TARGETS ${_xs_targets} EXPORT xstageTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS ${_xs_targets} EXPORT xstageTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # Both header trees: the xstage headers include common/*.hpp.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/xstage/include/xstage ${PROJECT_SOURCE_DIR}/common/include/common
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -51,10 +59,36 @@ if(XSTAGE_HAVE_CUDA)
   install(FILES ${CMAKE_CURRENT_LIST_DIR}/FindNCCL.cmake DESTINATION ${XSTAGE_INSTALL_CMAKEDIR})
 endif()
 
-# Install this build into a temporary prefix, build examples/cpp_advisor against it, run it.
+# The Python package: PYTHONPATH=P/${XSTAGE_PYTHON_INSTALL_DIR}. It finds the library
+# through _libpath.py (relative, so the prefix may move) and the shipped Burst-Gap fits
+# in its data/ folder.
+if(TARGET xstage_torch)
+  set(XSTAGE_PYTHON_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/python CACHE STRING
+    "Where `cmake --install` puts the Python package xstage (relative to the prefix)")
+  file(RELATIVE_PATH _xs_lib_rel /prefix/${XSTAGE_PYTHON_INSTALL_DIR}/xstage /prefix/${CMAKE_INSTALL_LIBDIR})
+  file(WRITE ${PROJECT_BINARY_DIR}/python/install/_libpath.py
+    "# Written by cmake --install: the library, relative to this package.\n"
+    "LIB_RELATIVE = \"${_xs_lib_rel}/libxstage_torch.so\"\n")
+  file(GLOB _xs_py_files ${PROJECT_SOURCE_DIR}/python/xstage/*.py)
+  install(FILES ${_xs_py_files} ${PROJECT_BINARY_DIR}/python/install/_libpath.py
+    DESTINATION ${XSTAGE_PYTHON_INSTALL_DIR}/xstage)
+  install(FILES ${PROJECT_SOURCE_DIR}/xstage/data/h200_params.json ${PROJECT_SOURCE_DIR}/xstage/data/h200x4_params.json
+    DESTINATION ${XSTAGE_PYTHON_INSTALL_DIR}/xstage/data)
+endif()
+
+# The tests of the install: each installs this build into a temporary prefix and uses it
+# from outside, as a downstream user would (`sh script args...`, label cpu).
 if(XSTAGE_BUILD_TESTS)
+  # examples/cpp_advisor built against the installed package, and run.
   add_test(NAME install_cpp_advisor
     COMMAND sh ${PROJECT_SOURCE_DIR}/examples/cpp_advisor/test_install.sh
             ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${CMAKE_CXX_COMPILER})
-  set_tests_properties(install_cpp_advisor PROPERTIES LABELS cpu TIMEOUT 300)
+  set(_xs_install_tests install_cpp_advisor)
+  if(TARGET xstage_torch)  # the installed Python package, its library and data
+    add_test(NAME install_torch_python
+      COMMAND sh ${PROJECT_SOURCE_DIR}/python/tests/test_install.sh
+              ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${XSTAGE_PYTHON_INSTALL_DIR} ${XSTAGE_TORCH_PYTHON})
+    list(APPEND _xs_install_tests install_torch_python)
+  endif()
+  set_tests_properties(${_xs_install_tests} PROPERTIES LABELS cpu TIMEOUT 300)
 endif()

@@ -186,6 +186,19 @@ class MoeTest(unittest.TestCase):
         empty = xstage.moe_grouped(x[:0], [0] * 8, w1, w2)
         self.assertEqual(tuple(empty.shape), (0, 256))
 
+    @unittest.skipUnless(ON_GPU, "the fused kernel against the CPU reference at a DiT-like shape: GPU only")
+    def test_fused_kernel_matches_the_cpu_reference_at_a_larger_shape(self):
+        x, logits, w1, w2 = moe_inputs(tokens=384, experts=16, hidden=1024, inter=512, seed=9)
+        for topk in (2, 4):
+            got = xstage.moe_forward(x, logits, w1, w2, topk)
+            want = xstage.moe_forward(x.cpu(), logits.cpu(), w1.cpu(), w2.cpu(), topk)
+            self.assert_close_bf16(got, want.double())
+            again = xstage.moe_forward(x, logits, w1, w2, topk)  # the cached kernel instance, launched again
+            self.assertTrue(torch.equal(got, again))
+        counts = [40, 0, 31, 25, 0, 60, 8, 20, 50, 0, 30, 40, 20, 10, 30, 20]
+        got = xstage.moe_grouped(x, counts, w1, w2)
+        self.assert_close_bf16(got, xstage.moe_grouped(x.cpu(), counts, w1.cpu(), w2.cpu()).double())
+
     def test_meta_gives_shapes_only(self):
         x, logits, w1, w2 = (t.to("meta") for t in moe_inputs())
         self.assertEqual(tuple(torch.ops.xstage.moe_forward(x, logits, w1, w2, 2).shape), (20, 256))

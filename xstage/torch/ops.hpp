@@ -3,7 +3,15 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <c10/util/Optional.h>
+
+#if __has_include(<c10/util/Optional.h>)
+#include <c10/util/Optional.h>  // c10::optional: its own type in LibTorch 1.x, std::optional later
+#else
+#include <optional>
+namespace c10 {
+using std::optional;
+}
+#endif
 
 #include <cstdint>
 #include <string>

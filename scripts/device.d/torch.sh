@@ -1,0 +1,76 @@
+# Stage `torch` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT): the PyTorch
+# operators (libxstage_torch.so, python/xstage) on one H200 with python3's PyTorch.
+#   RUN_NAME=torch ./run device torch
+# 1. own build (TORCH_BUILD_DIR, default build-torch-device): CUDA on, LibTorch from
+#    python3's torch (torch.utils.cmake_prefix_path), libxstage_torch.so and the xstage CLI;
+# 2. the Python tests on the GPU (XSTAGE_TEST_DEVICE=cuda: the sm_90a attention kernel, the
+#    fused MoE kernel against the CPU reference, torch.compile of both operators), again
+#    with the attention's torch-op reference forced (XSTAGE_TORCH_ATTENTION=reference), and
+#    on the CPU;
+# 3. `xstage bench attention` at TORCH_SEQ_K (default 16,32; heads 24, D 128, both masks):
+#    the kernel's own time -> torch_bench.json;
+# 4. examples/torch_attention.py at the same shapes (non-causal with torch.compile of the
+#    block, then causal) -> torch_attention.json, torch_attention_causal.json;
+# 5. the table: per row the operator's median time against the bench's kernel time
+#    (kernel / op >= 0.97 passes for S >= 16K), the error against SDPA, compile.
+# Every step has a time limit, so the archive is always made.
+TB=${TORCH_BUILD_DIR:-$ROOT/build-torch-device}
+TPY=$(command -v python3)
+TORCH_PREFIX=$("$TPY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+TSEQ_K=${TORCH_SEQ_K:-16,32}
+TSEQ=$(echo "$TSEQ_K" | tr ',' '\n' | awk '{printf "%s%d", NR > 1 ? "," : "", $1 * 1024}')
+TENV=(env PYTHONPATH="$TB/python" XSTAGE_SOURCE_DIR="$ROOT")
+
+step torch_configure timeout 240 cmake -S "$ROOT" -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+  -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_TORCH_OPS=ON -DXSTAGE_TORCH_PYTHON="$TPY" \
+  ${TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$TORCH_PREFIX"}
+grep -E "xstage torch|LibTorch|Torch" "$OUT/torch_configure.log" | head -4
+step torch_build timeout 560 cmake --build "$TB" -j "$(nproc)" --target xstage_torch xstage
+"$TPY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >"$OUT/torch_env.log" 2>&1
+note torch_env "$(cat "$OUT/torch_env.log" | tail -1); $("${TENV[@]}" "$TPY" -c 'import xstage; print(xstage.build_info())' 2>&1 | tail -1)"
+
+UT=(-m unittest discover -v -s "$ROOT/python/tests" -p 'test_*.py')
+step torch_tests_gpu timeout 300 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda "$TPY" "${UT[@]}"
+step torch_tests_gpu_reference timeout 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda XSTAGE_TORCH_ATTENTION=reference \
+  "$TPY" "${UT[@]}" -k Attention
+step torch_tests_cpu timeout 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cpu "$TPY" "${UT[@]}"
+grep -hE "^(FAIL|ERROR):|^Ran |^OK|^FAILED" "$OUT"/torch_tests_*.log | head -20
+
+step torch_bench timeout 300 "$TB/xstage/cli/xstage" bench attention --seq "$TSEQ_K" --heads 24 --dims 128 \
+  --causal both --reps 10 --budget-ms 100 --baselines off --json "$OUT/torch_bench.json"
+step torch_example timeout 420 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" --heads 24 \
+  --head-dim 128 --json "$OUT/torch_attention.json"
+step torch_example_causal timeout 240 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" \
+  --heads 24 --head-dim 128 --causal --no-compile --json "$OUT/torch_attention_causal.json"
+
+"$TPY" - "$OUT" >"$OUT/torch_table.txt" 2>&1 <<'PYEOF'
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+bench = load("torch_bench.json")
+kernel = {(r["S"], r["D"], r["heads"], bool(r["causal"])): r["ours_ms"] for r in (bench or {}).get("rows", [])}
+print(f"{'S':>6} {'causal':>6} {'op ms':>8} {'kernel ms':>9} {'kernel/op':>9} {'SDPA ms':>8} {'err':>8}  verdict")
+verdicts = []
+for name in ("torch_attention.json", "torch_attention_causal.json"):
+    ex = load(name)
+    for r in (ex or {}).get("rows", []):
+        k = kernel.get((r["S"], r["D"], r["heads"], r["causal"]))
+        op = r.get("op_ms")
+        ratio = k / op if k and op else None
+        ok = ratio is not None and (ratio >= 0.97 or r["S"] < 16384)
+        verdicts.append(ok)
+        print(f"{r['S']:>6} {str(r['causal']):>6} {op or 0:>8.3f} {k or 0:>9.3f} "
+              f"{(f'{ratio:.3f}' if ratio else '-'):>9} {r.get('sdpa_ms', 0):>8.3f} {r['attn_rel_err']:>8.1e}  "
+              f"{'ok' if ok else 'BELOW 0.97' if ratio else 'no bench row'}")
+    if ex:
+        print(f"{name}: torch.compile {ex['compile']}")
+print("all rows ok" if verdicts and all(verdicts) else "NOT all rows ok")
+PYEOF
+cat "$OUT/torch_table.txt"
+note torch_speed "$(tail -1 "$OUT/torch_table.txt")"
+note torch_compile "$(grep -h 'torch.compile' "$OUT/torch_table.txt" | head -1 | cut -c1-120)"
