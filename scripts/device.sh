@@ -37,6 +37,14 @@ step() { # name, command...: runs with a log, records pass/fail
   else local rc=$?; note "$name" "FAILED rc=$rc ($(( $(date +%s) - t0 ))s) see $name.log"; tail -25 "$OUT/$name.log"; return $rc; fi
 }
 
+step_within() { # t0, budget (s), name, wanted seconds, command...: a stage's step within what
+  # is left of its budget; skipped with a note under 20 s, so the archive is always made
+  local t0=$1 budget=$2 name=$3 want=$4; shift 4
+  local left=$(( budget - ($(date +%s) - t0) - 10 ))
+  if [ "$left" -lt 20 ]; then note "$name" "skipped ($left s left of $budget)"; return 1; fi
+  step "$name" timeout $(( want < left ? want : left )) "$@"
+}
+
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c GPU || true)
 GPUS=${GPUS:-$NGPU}
 if want env; then

@@ -26,12 +26,7 @@
 # Every result file stays in this run's archive ($OUT); none is copied out.
 ONEGPU_T0=$(date +%s)
 ONEGPU_BUDGET=${ONEGPU_BUDGET_S:-540}
-og_step() { # name, wanted seconds, command...: step within what is left of the budget
-  local name=$1 want=$2; shift 2
-  local left=$(( ONEGPU_BUDGET - ($(date +%s) - ONEGPU_T0) - 10 ))
-  if [ "$left" -lt 20 ]; then note "$name" "skipped ($left s left of $ONEGPU_BUDGET)"; return 1; fi
-  step "$name" timeout $(( want < left ? want : left )) "$@"
-}
+og_step() { step_within "$ONEGPU_T0" "$ONEGPU_BUDGET" "$@"; }  # name, wanted seconds, command...
 OB=${ONEGPU_BUILD_DIR:-$ROOT/build-onegpu}
 OT="$OB/xstage/tests"
 OX="$OB/xstage/cli/xstage"

@@ -287,7 +287,7 @@ Params read_params_or_default(const std::string& given) {
   const fs::path first = params_path_or_default(given);
   Params p = read_params(first);
   if (!given.empty()) return p;
-  for (const char* other : {"h200x4_params.json"}) {  // the other shipped fits (xstage/data/README.md)
+  for (const char* other : {"h200x4_params.json", "h200_host_params.json"}) {  // the other shipped fits (xstage/data/README.md)
     const fs::path more = first.parent_path() / other;
     std::error_code ec;
     if (!fs::exists(more, ec)) continue;

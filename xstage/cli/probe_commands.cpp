@@ -45,7 +45,7 @@ std::vector<std::string> split_list(const std::string& s) {
 
 struct ProbeCli {
   std::string sweep = "custom";
-  std::string patterns = "peer", stores = "st16", modes = "issue", sms = "0", bursts = "16KiB", gaps = "0,10us";
+  std::string patterns, stores = "st16", modes = "issue", sms = "0", bursts = "16KiB", gaps = "0,10us";
   std::string buffer = "64MiB";
   std::string out = "probe-out";
   bool no_copy_engine = false, quiet = false, force = false;
@@ -62,6 +62,10 @@ std::vector<std::string> name_list(const std::string& s, const char* option, con
   return items;
 }
 
+std::vector<std::string> pattern_list(const std::string& s) {
+  return name_list(s, "--pattern", {"local", "peer", "all_peers", "host"});
+}
+
 // A comma list of numbers parsed by `parse` (which names the option on bad text), none twice.
 template <class F>
 auto number_list(const std::string& s, const char* option, F parse) {
@@ -73,7 +77,7 @@ auto number_list(const std::string& s, const char* option, F parse) {
 
 // --sweep custom: every combination of the lists (--sms 0: all of the GPU's SMs).
 std::vector<probe::ProbeConfig> custom_sweep(const ProbeCli& c, int sm_count) {
-  const auto patterns = name_list(c.patterns, "--pattern", {"local", "peer", "all_peers"});
+  const auto patterns = pattern_list(c.patterns.empty() ? "peer" : c.patterns);
   const auto stores = name_list(c.stores, "--store", {"st4", "st8", "st16", "tma"});
   const auto modes = name_list(c.modes, "--mode", {"issue", "visible"});
   const auto sms = number_list(c.sms, "--sms", [](const std::string& s) {
@@ -108,13 +112,16 @@ void run(ProbeCli& c) {
   const std::filesystem::path out(c.out);
   XS_ASSERT(c.force || !std::filesystem::exists(out / "sweep.csv"), "{} already exists (use --force to overwrite)",
             (out / "sweep.csv").string());
-  if (c.sweep == "custom") custom_sweep(c, 1);  // bad lists are refused before the GPU is looked for
+  // Bad lists are refused before the GPU is looked for.
+  if (c.sweep == "custom") custom_sweep(c, 1);
+  const auto patterns = c.patterns.empty() ? std::vector<std::string>{} : pattern_list(c.patterns);
+  if (c.sweep != "custom") (void)probe::standard_sweep(o.gpus, 132, c.sweep == "quick", patterns);
   const int visible = needs_gpu("probe");
   XS_ASSERT(o.gpus <= visible, "probe: --gpus {} asks for more GPUs than the {} visible", o.gpus, visible);
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "probe: the properties of GPU 0 cannot be read");
   o.configs = c.sweep == "custom" ? custom_sweep(c, prop.multiProcessorCount)
-                                  : probe::standard_sweep(o.gpus, prop.multiProcessorCount, c.sweep == "quick");
+                                  : probe::standard_sweep(o.gpus, prop.multiProcessorCount, c.sweep == "quick", patterns);
   probe::write_results(probe::run_probe(o), o, out, command_line());
 }
 
@@ -136,7 +143,9 @@ void add_probe_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--sweep", c->sweep, "standard (model fit), quick, or custom (the lists below)")
       ->check(CLI::IsMember({"standard", "quick", "custom"}))->capture_default_str();
-  cmd->add_option("--pattern", c->patterns, "local,peer,all_peers (comma list)")->capture_default_str();
+  cmd->add_option("--pattern", c->patterns,
+                  "local,peer,all_peers,host (comma list; host: mapped pinned host memory over the host link). "
+                  "Default: peer with --sweep custom; local, peer, all_peers as the GPUs allow with standard/quick");
   cmd->add_option("--store", c->stores, "st4,st8,st16,tma (comma list)")->capture_default_str();
   cmd->add_option("--mode", c->modes, "issue,visible (comma list)")->capture_default_str();
   cmd->add_option("--sms", c->sms, "issuing SMs (comma list; 0 = all)")->capture_default_str();

@@ -1,7 +1,8 @@
 // `xstage probe-results`: the headline figures of a probe run (or several, one
-// per GPU count) as docs/results/probe.json. Reads what `xstage probe` and
-// `xstage fit --holdout --report` wrote into each folder: sweep.csv,
-// probe_summary.json, params.json, report.json.
+// per GPU count) as docs/results/probe.json; `xstage host-link-results`: those of the
+// host link as docs/results/host_link.json. Both read what `xstage probe` and
+// `xstage fit --holdout --report` wrote into a folder: sweep.csv, probe_summary.json,
+// params.json, report.json.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -33,45 +34,45 @@ const SweepRow* find_row(const std::vector<SweepRow>& rows, const std::string& p
   return nullptr;
 }
 
-nlohmann::json one_run(const std::filesystem::path& dir) {
+// The headline figures of one probe folder on one link pattern: the backpressure ratio
+// (all SMs x 16 KiB, no gap over a gap of `gap_ns` that lets the link recover: 10 us on
+// NVLink, 50 us on the host link), the model's errors and the sustained drain.
+nlohmann::json one_run(const std::filesystem::path& dir, const std::string& pattern, double gap_ns) {
   const auto summary = read_json(dir / "probe_summary.json");
   const auto params = read_json(dir / "params.json");
   const auto report = read_json(dir / "report.json");
   const auto rows = read_sweep_csv(dir / "sweep.csv");
   const int sms = summary.at("sm_count").get<int>();
   const std::string where = (dir / "sweep.csv").string();
-  // Backpressure: all SMs x 16 KiB to one peer, no gap vs a 10 us gap. The headline
-  // uses 16-byte st.global; every store kind the sweep has is listed too.
-  const SweepRow* no_gap_p = find_row(rows, "peer", "st16", sms, 16384, 0);
-  const SweepRow* gap10_p = find_row(rows, "peer", "st16", sms, 16384, 10000);
-  XS_ASSERT(no_gap_p && gap10_p, "{}: no issue-mode peer st16 rows at {} SMs x 16 KiB with gaps 0 and 10 us "
-            "(run the standard sweep)", where, sms);
+  const std::string gap_key = fmt::format("issue_ns_gap_{}us_median", gap_ns / 1000);
+  const SweepRow* no_gap_p = find_row(rows, pattern, "st16", sms, 16384, 0);
+  const SweepRow* gap_p = find_row(rows, pattern, "st16", sms, 16384, gap_ns);
+  XS_ASSERT(no_gap_p && gap_p, "{}: no issue-mode {} st16 rows at {} SMs x 16 KiB with gaps 0 and {} us "
+            "(run the standard sweep)", where, pattern, sms, gap_ns / 1000);
   const SweepRow& no_gap = *no_gap_p;
-  const SweepRow& gap10 = *gap10_p;
+  const SweepRow& gap = *gap_p;
+  // The headline uses 16-byte st.global; every store kind the sweep has is listed too.
   nlohmann::json by_store = nlohmann::json::object();
   for (const char* st : {"st4", "st8", "st16", "tma"}) {
-    const SweepRow* a = find_row(rows, "peer", st, sms, 16384, 0);
-    const SweepRow* b = find_row(rows, "peer", st, sms, 16384, 10000);
+    const SweepRow* a = find_row(rows, pattern, st, sms, 16384, 0);
+    const SweepRow* b = find_row(rows, pattern, st, sms, 16384, gap_ns);
     if (a && b) by_store[st] = {{"ratio", a->issue_ns_med / b->issue_ns_med},
                                 {"issue_ns_no_gap_median", a->issue_ns_med},
-                                {"issue_ns_gap_10us_median", b->issue_ns_med}};
+                                {gap_key, b->issue_ns_med}};
   }
-  // Sustained drain: all SMs, one peer, no gap, the largest burst of the sweep.
+  // Sustained drain: all SMs, no gap, the largest burst of the sweep.
   const SweepRow* sustained = nullptr;
   for (const auto& r : rows)
-    if (r.pattern == "peer" && r.store == "st16" && r.mode == "issue" && r.sms == sms && r.gap_ns == 0 &&
+    if (r.pattern == pattern && r.store == "st16" && r.mode == "issue" && r.sms == sms && r.gap_ns == 0 &&
         (!sustained || r.burst_bytes > sustained->burst_bytes))
       sustained = &r;
-  XS_ASSERT(sustained, "{}: no sustained (gap 0) peer rows", where);
+  XS_ASSERT(sustained, "{}: no sustained (gap 0) {} rows", where, pattern);
   nlohmann::json j;
-  j["card"] = summary.at("card");
-  j["gpus"] = summary.at("gpus");
-  j["date"] = summary.at("date");
-  j["command"] = summary.at("command");
-  j["backpressure_ratio"] = no_gap.issue_ns_med / gap10.issue_ns_med;
-  j["backpressure_ratio_mean"] = no_gap.issue_ns_mean / gap10.issue_ns_mean;
+  for (const char* k : {"card", "gpus", "date", "command"}) j[k] = summary.at(k);
+  j["backpressure_ratio"] = no_gap.issue_ns_med / gap.issue_ns_med;
+  j["backpressure_ratio_mean"] = no_gap.issue_ns_mean / gap.issue_ns_mean;
   j["issue_ns_no_gap_median"] = no_gap.issue_ns_med;
-  j["issue_ns_gap_10us_median"] = gap10.issue_ns_med;
+  j[gap_key] = gap.issue_ns_med;
   j["backpressure_ratio_store"] = "st16";
   j["backpressure_ratio_by_store"] = by_store;
   j["holdout_median_rel_error"] = report.at("holdout").at("median_abs_rel_error");
@@ -80,8 +81,40 @@ nlohmann::json one_run(const std::filesystem::path& dir) {
   j["sustained_drain_GBps"] = sustained->gbps;
   j["sustained_drain_burst_bytes"] = sustained->burst_bytes;
   j["copy_engine_GBps"] = summary.at("copy_engine_GBps");
+  if (summary.contains("copy_engine_d2h_GBps")) j["copy_engine_d2h_GBps"] = summary.at("copy_engine_d2h_GBps");
   j["params"] = params;
   return j;
+}
+
+void print_run(const nlohmann::json& r, const std::string& link) {
+  fmt::print("{} x{} {}: backpressure ratio {:.2f} st16 (mean {:.2f}; tma {:.2f}), holdout MdAPE {:.1f}%, "
+             "min-gap error {:.1f}%, sustained drain {:.1f} GB/s\n",
+             r["card"].get<std::string>(), r["gpus"].get<int>(), link, r["backpressure_ratio"].get<double>(),
+             r["backpressure_ratio_mean"].get<double>(),
+             r["backpressure_ratio_by_store"].contains("tma") ? r["backpressure_ratio_by_store"]["tma"]["ratio"].get<double>()
+                                                              : -1.0,
+             100 * r["holdout_median_rel_error"].get<double>(), 100 * r["min_gap_rel_error"].get<double>(),
+             r["sustained_drain_GBps"].get<double>());
+}
+
+void add_host_link_results(CLI::App& app) {
+  auto probe_dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>("docs/results/host_link.json");
+  auto* cmd = app.add_subcommand("host-link-results", "Headline figures of the host link as one JSON file");
+  cmd->add_option("--probe", *probe_dir, "probe folder of `xstage probe --pattern host` with params.json and "
+                  "report.json from `xstage fit --holdout`")->required()->check(common::validate::existing_folder());
+  cmd->add_option("-o,--out", *out, "JSON to (re)write")->check(common::validate::output_file())
+      ->capture_default_str();
+  cmd->callback([probe_dir, out] {
+    nlohmann::json probe = one_run(*probe_dir, "host", 50000);
+    nlohmann::json j;
+    for (const char* k : {"card", "gpus", "date", "command"}) j[k] = probe.at(k);
+    j["probe"] = probe;
+    common::write_file_atomic(*out, j.dump(2) + "\n");
+    print_run(probe, "host link");
+    fmt::print("copy engine device to host {:.1f} GB/s\nwrote {}\n",
+               probe.value("copy_engine_d2h_GBps", -1.0), *out);
+  });
 }
 
 }  // namespace
@@ -96,23 +129,18 @@ void add_results_commands(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([dirs, out] {
     nlohmann::json runs = nlohmann::json::array();
-    for (const auto& d : *dirs) runs.push_back(one_run(d));
+    for (const auto& d : *dirs) runs.push_back(one_run(d, "peer", 10000));
     // Headline: the first folder's run; every run (e.g. x2 and x4) under "runs".
     nlohmann::json j = runs.front();
     j["runs"] = runs;
     common::write_file_atomic(*out, j.dump(2) + "\n");
-    for (const auto& r : runs)
-      fmt::print("{} x{}: backpressure ratio {:.2f} st16 (mean {:.2f}; tma {:.2f}), holdout MdAPE {:.1f}%, "
-                 "min-gap error {:.1f}%, sustained drain {:.0f} GB/s, copy engine {:.0f} GB/s\n",
-                 r["card"].get<std::string>(), r["gpus"].get<int>(), r["backpressure_ratio"].get<double>(),
-                 r["backpressure_ratio_mean"].get<double>(),
-                 r["backpressure_ratio_by_store"].contains("tma")
-                     ? r["backpressure_ratio_by_store"]["tma"]["ratio"].get<double>()
-                     : -1.0, 100 * r["holdout_median_rel_error"].get<double>(),
-                 100 * r["min_gap_rel_error"].get<double>(), r["sustained_drain_GBps"].get<double>(),
-                 r["copy_engine_GBps"].get<double>());
+    for (const auto& r : runs) {
+      print_run(r, "NVLink peer");
+      fmt::print("  copy engine {:.0f} GB/s\n", r["copy_engine_GBps"].get<double>());
+    }
     fmt::print("wrote {}\n", *out);
   });
+  add_host_link_results(app);
 }
 
 }  // namespace xstage::cli

@@ -76,8 +76,7 @@ struct FusedMoe::Impl {
   DeviceBuffer<int> all_expert, chunk_count, expert_start, plan_tables;  // route_on_device only
   DeviceBuffer<unsigned> ticket{1}, l1_done{1}, gate{1}, dispatch_expect;
   enum class Inputs { none, host, device } inputs = Inputs::none;
-  int* nonfinite_host = nullptr;  // host-mapped: route_on_device saw a non-finite logit
-  int* nonfinite_dev = nullptr;
+  MappedHostBuffer<int> nonfinite;  // route_on_device saw a non-finite logit
   bool profile = false;
   std::vector<std::array<cudaEvent_t, 7>> marks;  // per profiled call: start, topk, gather, count, scan, order, assign
   std::size_t marks_used = 0;
@@ -98,7 +97,6 @@ struct FusedMoe::Impl {
   bool have_inputs = false;
 
   ~Impl() {
-    if (nonfinite_host) cudaFreeHost(nonfinite_host);
     for (auto& m : marks)
       for (cudaEvent_t e : m) cudaEventDestroy(e);
   }
@@ -304,13 +302,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     m.l1_done = DeviceBuffer<unsigned>(std::size_t(m.max_m_blocks) * epr);
     m.dispatch_expect = DeviceBuffer<unsigned>(epr);
     fill_device(m.dispatch_expect.get(), 0, epr * sizeof(unsigned));
-    void* hp = nullptr;
-    XS_CHECK_CUDA(cudaHostAlloc(&hp, sizeof(int), cudaHostAllocMapped));
-    m.nonfinite_host = static_cast<int*>(hp);
-    *m.nonfinite_host = 0;
-    void* dp = nullptr;
-    XS_CHECK_CUDA(cudaHostGetDevicePointer(&dp, hp, 0));
-    m.nonfinite_dev = static_cast<int*>(dp);
+    m.nonfinite = MappedHostBuffer<int>(1);
   }
   cudaStream_t st = m.stream;
   cudaEvent_t* mk = nullptr;
@@ -324,7 +316,7 @@ void FusedMoe::route_on_device(const std::uint16_t* x, const float* logits, cons
     XS_CHECK_CUDA(cudaEventRecord(mk[0], st));
   }
   m.x = x;
-  route::topk_softmax(logits, p.tokens_per_rank, p.experts, p.topk, m.expert.get(), m.weight.get(), m.nonfinite_dev,
+  route::topk_softmax(logits, p.tokens_per_rank, p.experts, p.topk, m.expert.get(), m.weight.get(), m.nonfinite.device(),
                       st);
   if (mk) XS_CHECK_CUDA(cudaEventRecord(mk[1], st));
   const int* all = m.expert.get();
@@ -486,8 +478,8 @@ void FusedMoe::synchronize() {
   XS_CHECK_CUDA(cudaSetDevice(m.device));
   const cudaError_t err = cudaStreamSynchronize(m.stream);
   if (err == cudaSuccess) {
-    if (m.nonfinite_host && *static_cast<volatile int*>(m.nonfinite_host) != 0) {
-      *m.nonfinite_host = 0;
+    if (m.nonfinite.host() && *static_cast<volatile int*>(m.nonfinite.host()) != 0) {
+      *m.nonfinite.host() = 0;
       XS_FAIL("moe fused: rank {}'s router logits hold a non-finite value (NaN or inf); the forwards since the last "
               "check ranked it as +-FLT_MAX",
               m.rank_id);

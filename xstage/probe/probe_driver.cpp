@@ -68,8 +68,9 @@ long long verify_payload(const ProbeConfig& c, const ProbeOptions& o, int my_ran
   long long checked = 0;
   std::vector<uint32_t> host(c.burst_bytes / 4);
   for (int sm : {0, c.sms - 1}) {
+    // Default: the payload is device memory, or mapped host memory (pattern host).
     XS_CHECK_CUDA(cudaMemcpy(host.data(), static_cast<char*>(payload) + static_cast<std::size_t>(sm) * region,
-                             c.burst_bytes, cudaMemcpyDeviceToHost));
+                             c.burst_bytes, cudaMemcpyDefault));
     for (std::size_t w = 0; w < host.size(); ++w) {
       const int row = static_cast<int>(w * 4 / row_bytes);
       if (probe_dst_of_row(row, sm, n_dst) != my_idx) continue;
@@ -120,8 +121,9 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
       done.emplace_back(end, static_cast<double>(c.burst_bytes));
       if (b == 0) window_lo = std::max(window_lo, static_cast<double>(r.gt_start));
       if (b + 1 == o.bursts) window_hi = std::min(window_hi, end);
-      if (c.mode == "visible") {
+      if (c.mode == "visible") {  // host rows: no observer, the fence's return only
         drain.push_back(static_cast<double>(r.gt_fenced) - static_cast<double>(r.gt_start));
+        if (c.pattern == "host") continue;
         double seen_max = 0;
         for (int d : dst) {
           const double seen = static_cast<double>(shared.seen[d][static_cast<std::size_t>(s) * o.bursts + b]);
@@ -160,8 +162,8 @@ SweepRow summarize_config(const ProbeConfig& c, const ProbeOptions& o, const std
     row.visible_ns_med = vs.median;
     row.visible_ns_p10 = vs.p10;
     row.visible_ns_p90 = vs.p90;
-    row.drain_ns_med = common::median(drain);
   }
+  if (!drain.empty()) row.drain_ns_med = common::median(drain);
   return row;
 }
 
@@ -186,6 +188,10 @@ void validate(const ProbeOptions& o, int gpus_present, int sm_count) {
   }
 }
 
+
+bool uses_host(const ProbeOptions& o) {
+  return std::any_of(o.configs.begin(), o.configs.end(), [](const ProbeConfig& c) { return c.pattern == "host"; });
+}
 
 // The per-SM region of the payload: the largest burst, 128-byte aligned; and the most SMs.
 struct Extent {
@@ -217,6 +223,7 @@ class RankProbe {
         bursts_(static_cast<std::size_t>(e.max_sms) * o.bursts), sms_(e.max_sms),
         seen_(static_cast<std::size_t>(e.max_sms) * o.bursts), ping_(2 * kPingRounds), sink_(kBlockThreads) {
     shared_.payload[me_] = static_cast<char*>(win_.local()) + kPayloadOffset;
+    if (me_ == 0 && uses_host(o)) host_ = MappedHostBuffer<char>(kPayloadOffset + o.buffer_bytes);
     rank_.host_barrier();  // every window registered before any peer access
   }
 
@@ -257,6 +264,26 @@ class RankProbe {
     if (me_ <= 1) XS_CHECK_CUDA(cudaFree(shared_.copy_buf[me_]));
   }
 
+  // Device-to-host reference for the host link: cudaMemcpyAsync of the payload buffer's
+  // size from device memory into the mapped host buffer, the median of 10 after 3.
+  void copy_engine_d2h() {
+    if (me_ != 0 || host_.size() == 0) return;
+    DeviceBuffer<char> src(o_.buffer_bytes);
+    fill_device(src.get(), 1, o_.buffer_bytes);
+    bench::EventTimer timer(st_, "copy engine d2h");
+    std::vector<double> ms;
+    for (int i = 0; i < 13; ++i) {
+      const double t = timer(
+          [&] {
+            XS_CHECK_CUDA(cudaMemcpyAsync(host_.host() + kPayloadOffset, src.get(), o_.buffer_bytes,
+                                          cudaMemcpyDeviceToHost, st_));
+          },
+          1);
+      if (i >= 3) ms.push_back(t);
+    }
+    result_.copy_engine_d2h_GBps = static_cast<double>(o_.buffer_bytes) / (common::median(ms) * 1e6);
+  }
+
   // Configuration i: rank 0 sends, the observers watch (visible mode), every rank checks
   // its payload; rank 0 then summarizes the records into `row`.
   void run_config(std::size_t i, SweepRow& row) {
@@ -274,7 +301,7 @@ class RankProbe {
     synchronize(st_);  // names a timed-out wait
     shared_.sync.arrive_and_wait();  // all kernels of this config are done
     if (visible && me_ != 0) shared_.seen[me_] = seen_.to_host(static_cast<std::size_t>(c.sms) * o_.bursts);
-    verify(c, epoch);
+    verify(c, epoch, c.pattern == "host" ? host_.host() + kPayloadOffset : shared_.payload[me_]);
     if (me_ == 0) row = summarize(c);
     flag_base_ += static_cast<uint32_t>(o_.warmup + o_.bursts + 1);
   }
@@ -298,7 +325,10 @@ class RankProbe {
   void send(const ProbeConfig& c, const std::vector<int>& dst, uint32_t epoch, bool visible) {
     SenderArgs sa{};
     sa.window = win_.window();
-    if (o_.gpus == 1) {  // no LSA pointers on a one-rank communicator (SenderArgs)
+    if (c.pattern == "host") {  // mapped host memory: a plain pointer on any rank count
+      sa.self_payload = host_.device() + kPayloadOffset;
+      sa.self_flags = reinterpret_cast<uint32_t*>(host_.device() + kFlagOffset);
+    } else if (o_.gpus == 1) {  // no LSA pointers on a one-rank communicator (SenderArgs)
       sa.self_payload = static_cast<char*>(win_.local()) + kPayloadOffset;
       sa.self_flags = reinterpret_cast<uint32_t*>(static_cast<char*>(win_.local()) + kFlagOffset);
     }
@@ -321,9 +351,9 @@ class RankProbe {
   }
 
   // Every rank checks its payload bitwise; rank 0 fails with the first mismatch.
-  void verify(const ProbeConfig& c, uint32_t epoch) {
+  void verify(const ProbeConfig& c, uint32_t epoch, void* payload) {
     std::string err;
-    shared_.verified[me_] += verify_payload(c, o_, me_, shared_.payload[me_], e_.region, epoch, err);
+    shared_.verified[me_] += verify_payload(c, o_, me_, payload, e_.region, epoch, err);
     if (!err.empty()) {
       std::lock_guard lock(shared_.mu);
       if (shared_.verify_error.empty()) shared_.verify_error = err;
@@ -356,6 +386,7 @@ class RankProbe {
   DeviceBuffer<SmRecord> sms_;
   DeviceBuffer<unsigned long long> seen_, ping_;
   DeviceBuffer<float> sink_;
+  MappedHostBuffer<char> host_;  // rank 0, with a host pattern: flags and payload (layout of the window)
   uint32_t ping_base_ = 0, flag_base_ = 1u << 20;
 };
 
@@ -382,6 +413,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
     RankProbe probe(rank, o, extent, shared, result);
     probe.calibrate_clocks();
     if (o.copy_engine && o.gpus >= 2) probe.copy_engine();
+    if (o.copy_engine) probe.copy_engine_d2h();
     std::unique_ptr<common::ProgressBar> bar;
     if (rank.rank() == 0) bar = std::make_unique<common::ProgressBar>("probe", o.configs.size(), o.progress);
     for (std::size_t i = 0; i < o.configs.size(); ++i) {

@@ -19,6 +19,7 @@ nlohmann::json summary(const ProbeResult& res, const ProbeOptions& o, const std:
   nlohmann::json j = bench::run_head(res.card, res.gpus, command);
   j.update({{"sm_count", res.sm_count},
             {"copy_engine_GBps", res.copy_engine_GBps},
+            {"copy_engine_d2h_GBps", res.copy_engine_d2h_GBps},
             {"clock_offset_ns", res.clock_offset_ns},
             {"ping_rtt_ns", res.ping_rtt_ns},
             {"verified_words", res.verified_words},
@@ -45,22 +46,28 @@ void write_results(const ProbeResult& res, const ProbeOptions& o, const std::fil
   common::OutputStage stage(out);  // the files appear together, after the sweep, or not at all
   write_sweep_csv(res.rows, stage.dir() / "sweep.csv");
   common::write_file_atomic(stage.dir() / "probe_summary.json", summary(res, o, command).dump(2) + "\n");
-  fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {}\n", res.card, res.gpus,
-             res.rows.size(), res.verified_words,
-             res.copy_engine_GBps > 0 ? fmt::format("{:.1f} GB/s", res.copy_engine_GBps) : std::string("not measured"));
+  auto rate = [](double v) { return v > 0 ? fmt::format("{:.1f} GB/s", v) : std::string("not measured"); };
+  fmt::print("{} x{}: {} configurations, {} payload words verified, copy engine {} (peer), {} (to host)\n", res.card,
+             res.gpus, res.rows.size(), res.verified_words, rate(res.copy_engine_GBps), rate(res.copy_engine_d2h_GBps));
   print_rows(res.rows);
-  burstgap::PlotSelection sel;
-  sel.pattern = o.gpus >= 2 ? "peer" : "local";
-  sel.sms = 0;
-  // Charts need PLplot, which a GPU node may lack; the sweep stands without them.
-  const bool plots = common::plot::charts_available() &&
-                     std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
-                       return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
-                     });
-  if (plots) {
-    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, stage.dir() / "issue_vs_burst.png");
-    burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", stage.dir() / "drain_vs_sms.png");
+  // Charts need PLplot, which a GPU node may lack; the sweep stands without them. One
+  // issue-vs-burst chart per pattern with st16 issue rows (the link's name in the file
+  // but for the main one: peer with peers, else local).
+  const std::string main_pattern = o.gpus >= 2 ? "peer" : "local";
+  bool plots = false;
+  for (const std::string pattern : {"local", "peer", "all_peers", "host"}) {
+    burstgap::PlotSelection sel;
+    sel.pattern = pattern;
+    sel.sms = 0;
+    const bool has = std::any_of(res.rows.begin(), res.rows.end(), [&](const SweepRow& r) {
+      return r.pattern == sel.pattern && r.store == sel.store && r.mode == "issue";
+    });
+    if (!has || !common::plot::charts_available()) continue;
+    const std::string suffix = pattern == main_pattern ? "" : "_" + pattern;
+    burstgap::plot_issue_vs_burst(res.rows, nullptr, sel, stage.dir() / ("issue_vs_burst" + suffix + ".png"));
+    plots = true;
   }
+  if (plots) burstgap::plot_drain_vs_sms(res.rows, nullptr, "st16", stage.dir() / "drain_vs_sms.png");
   stage.commit();
   fmt::print("wrote {}, {}{}\n", (out / "sweep.csv").string(), (out / "probe_summary.json").string(),
              plots ? " and the PNG plots" : " (no charts)");

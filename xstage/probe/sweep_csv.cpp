@@ -14,7 +14,9 @@ constexpr const char* kHeader =
     "issue_ns_mean,period_ns_med,period_ns_mean,gbps,visible_ns_med,visible_ns_p10,visible_ns_p90,drain_ns_med,warmup";
 }
 
-bool is_valid_pattern(const std::string& s) { return s == "local" || s == "peer" || s == "all_peers"; }
+bool is_valid_pattern(const std::string& s) {
+  return s == "local" || s == "peer" || s == "all_peers" || s == "host";
+}
 bool is_valid_store(const std::string& s) { return s == "st4" || s == "st8" || s == "st16" || s == "tma"; }
 
 std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string& source_name) {
@@ -57,7 +59,7 @@ std::vector<SweepRow> parse_sweep_csv(const std::string& text, const std::string
     r.drain_ns_med = t.number(i, c_dr);
     r.warmup = t.has_column("warmup") ? static_cast<int>(t.integer(i, t.column("warmup"))) : 8;
     XS_ASSERT(r.gpus >= 1, "{}: gpus must be >= 1", where);
-    XS_ASSERT(is_valid_pattern(r.pattern), "{}: unknown pattern '{}' (local, peer, all_peers)", where, r.pattern);
+    XS_ASSERT(is_valid_pattern(r.pattern), "{}: unknown pattern '{}' (local, peer, all_peers, host)", where, r.pattern);
     XS_ASSERT(is_valid_store(r.store), "{}: unknown store '{}' (st4, st8, st16, tma)", where, r.store);
     XS_ASSERT(r.mode == "issue" || r.mode == "visible", "{}: unknown mode '{}' (issue, visible)", where, r.mode);
     XS_ASSERT(r.sms >= 1, "{}: sms must be >= 1", where);

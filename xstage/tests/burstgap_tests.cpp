@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 
+#include "common/plot.hpp"
 #include "common/testing.hpp"
 #include "xstage/burstgap/nelder_mead.hpp"
 #include "common/check.hpp"
@@ -583,6 +584,7 @@ TEST(BurstGapPredict, PredictionReportsEverything) {
 // ---------------------------------------------------------------- plots
 
 TEST(BurstGapPlots, WritesTheThreePngs) {
+  if (!common::plot::charts_available()) GTEST_SKIP() << "this build draws no charts (no PLplot)";
   std::vector<xstage::SweepRow> rows;
   for (const char* pattern : {"local", "peer"}) {
     auto part = bg::synthesize_sweep(bg::example_params(pattern), bg::SynthGrid{}, 0.03, 4);

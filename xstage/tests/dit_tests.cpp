@@ -13,6 +13,7 @@
 #include <numbers>
 
 #include "common/files.hpp"
+#include "common/plot.hpp"
 #include "common/testing.hpp"
 #include "xstage/dit/dit.hpp"
 #include "xstage/dit/safetensors.hpp"
@@ -581,6 +582,7 @@ TEST(DitBreakdown, IntervalsGoToTheirPhases) {
 
 // --breakdown's chart: one series per path; refusals name what is missing.
 TEST(DitBreakdown, ChartOfThePathsPhases) {
+  if (!common::plot::charts_available()) GTEST_SKIP() << "this build draws no charts (no PLplot)";
   using xstage::dit::Phase;
   xstage::dit::PhaseTimes serial, fused;
   const std::vector<Phase> f = {Phase::conditioning, Phase::qkv, Phase::pre_a2a, Phase::attention,

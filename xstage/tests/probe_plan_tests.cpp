@@ -15,6 +15,7 @@ using common::error_of;
 TEST(ProbePlan, DestinationsForEveryGpuCount) {
   for (int g = 1; g <= 8; ++g) {
     EXPECT_EQ(destinations("local", g), std::vector<int>{0});
+    EXPECT_EQ(destinations("host", g), std::vector<int>{0});  // rank 0's mapped host memory
     if (g < 2) continue;
     EXPECT_EQ(destinations("peer", g), std::vector<int>{1});
     const auto all = destinations("all_peers", g);
@@ -75,4 +76,32 @@ TEST(ProbePlan, StandardSweepScalesWithTheGpuCount) {
     EXPECT_GT(rows[8]["all_peers"], 0);
     EXPECT_EQ(rows[8]["local"], rows[1]["local"]);
   }
+}
+
+// --pattern host: the host link gets the st16 sweep (with gaps long enough for its slow
+// drain), every store kind and visible mode, on one GPU; the backpressure-ratio rows of
+// the host-link results (132 SMs x 16 KiB at gap 0 and 50 us) are in it.
+TEST(ProbePlan, HostSweepCoversEveryStoreKindOnOneGpu) {
+  const auto s = standard_sweep(1, 132, false, {"host"});
+  std::set<std::string> stores, modes;
+  bool gap0 = false, gap50 = false;
+  for (const auto& c : s) {
+    EXPECT_EQ(c.pattern, "host");
+    stores.insert(c.store);
+    modes.insert(c.mode);
+    if (c.store == "st16" && c.mode == "issue" && c.sms == 132 && c.burst_bytes == 16384) {
+      gap0 = gap0 || c.gap_ns == 0;
+      gap50 = gap50 || c.gap_ns == 50000;
+    }
+  }
+  EXPECT_EQ(stores, (std::set<std::string>{"st4", "st8", "st16", "tma"}));
+  EXPECT_EQ(modes, (std::set<std::string>{"issue", "visible"}));
+  EXPECT_TRUE(gap0 && gap50);
+  // Both links on two GPUs: peer and host each get the store kinds.
+  std::map<std::string, std::set<std::string>> kinds;
+  for (const auto& c : standard_sweep(2, 132, false, {"peer", "host"})) kinds[c.pattern].insert(c.store);
+  EXPECT_EQ(kinds["peer"].size(), 4u);
+  EXPECT_EQ(kinds["host"].size(), 4u);
+  EXPECT_NE(error_of([] { standard_sweep(1, 132, false, {"host", "peer"}); }).find("at least 2 GPUs"),
+            std::string::npos);
 }

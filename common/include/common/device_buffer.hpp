@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,46 @@ class DeviceBuffer {
 
  private:
   T* ptr_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+// Owning pinned host allocation mapped into the device's address space
+// (cudaHostAlloc mapped + portable): the host reads and writes host(), kernels on any
+// GPU reach the same bytes through device(), and every device access crosses the host
+// link (PCIe). Zeroed on allocation.
+template <typename T>
+class MappedHostBuffer {
+ public:
+  MappedHostBuffer() = default;
+  explicit MappedHostBuffer(std::size_t count) : count_(count) {
+    if (count == 0) return;
+    void* h = nullptr;
+    XS_CHECK_CUDA(cudaHostAlloc(&h, count * sizeof(T), cudaHostAllocMapped | cudaHostAllocPortable));
+    host_ = static_cast<T*>(h);
+    std::memset(h, 0, count * sizeof(T));
+    void* d = nullptr;
+    XS_CHECK_CUDA(cudaHostGetDevicePointer(&d, h, 0));
+    device_ = static_cast<T*>(d);
+  }
+  ~MappedHostBuffer() {
+    if (host_) cudaFreeHost(host_);
+  }
+  MappedHostBuffer(MappedHostBuffer&& o) noexcept
+      : host_(std::exchange(o.host_, nullptr)), device_(std::exchange(o.device_, nullptr)),
+        count_(std::exchange(o.count_, 0)) {}
+  MappedHostBuffer& operator=(MappedHostBuffer&& o) noexcept {
+    std::swap(host_, o.host_);
+    std::swap(device_, o.device_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  T* host() const { return host_; }
+  T* device() const { return device_; }
+  std::size_t size() const { return count_; }
+
+ private:
+  T* host_ = nullptr;
+  T* device_ = nullptr;
   std::size_t count_ = 0;
 };
 

@@ -16,7 +16,8 @@ namespace xstage::probe {
 // Most destinations of one sender (all_peers on 17 GPUs); the kernel's argument array.
 inline constexpr int kMaxDst = 16;
 
-// The ranks rank 0 stores to: local {0}, peer {1}, all_peers {1, ..., gpus - 1}.
+// The ranks rank 0 stores to: local {0}, peer {1}, all_peers {1, ..., gpus - 1}, host
+// {0} (rank 0's mapped pinned host memory: every store crosses the host link).
 // Throws (one line) for an unknown pattern, fewer GPUs than the pattern needs, or
 // more destinations than kMaxDst.
 std::vector<int> destinations(const std::string& pattern, int gpus);
@@ -26,7 +27,7 @@ std::vector<int> destinations(const std::string& pattern, int gpus);
 XS_HD int probe_dst_of_row(int row, int sm, int n_dst) { return (row + sm) % n_dst; }
 
 struct ProbeConfig {
-  std::string pattern = "peer";  // local | peer | all_peers
+  std::string pattern = "peer";  // local | peer | all_peers | host
   std::string store = "st16";    // st4 | st8 | st16 | tma
   std::string mode = "issue";    // issue | visible
   int sms = 132;
@@ -49,7 +50,8 @@ struct ProbeResult {
   std::string card;
   int gpus = 0;
   int sm_count = 0;
-  double copy_engine_GBps = -1;
+  double copy_engine_GBps = -1;      // cudaMemcpyPeer 0 -> 1 (two GPUs or more)
+  double copy_engine_d2h_GBps = -1;  // device to pinned host (runs with a host pattern)
   std::vector<double> clock_offset_ns;  // receiver r's clock minus rank 0's (index r)
   std::vector<double> ping_rtt_ns;      // fastest flag round trip 0 <-> r
   long long verified_words = 0;         // payload words checked bitwise
@@ -68,7 +70,10 @@ void write_results(const ProbeResult& res, const ProbeOptions& o, const std::fil
                    const std::string& command);
 
 // The sweep used to fit the model: patterns x SM counts x burst sizes x gaps for
-// st16 (plus store-kind and visible-mode subsets). `quick` is a small subset.
-std::vector<ProbeConfig> standard_sweep(int gpus, int sm_count, bool quick);
+// st16, plus store-kind and visible-mode subsets for peer and host. `quick` is a small
+// subset. `patterns` empty: local, peer (2+ GPUs) and all_peers (3+); throws (one
+// line) for a pattern that needs more GPUs than `gpus`.
+std::vector<ProbeConfig> standard_sweep(int gpus, int sm_count, bool quick,
+                                        const std::vector<std::string>& patterns = {});
 
 }  // namespace xstage::probe

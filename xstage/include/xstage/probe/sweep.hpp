@@ -3,7 +3,9 @@
 //
 // CSV columns, in this order (times in ns, sizes in bytes; -1 = not measured):
 //   gpus          GPUs taking part in the run (sender + receivers)
-//   pattern       local | peer | all_peers   (own HBM; one peer; peers round-robin)
+//   pattern       local | peer | all_peers | host
+//                 (own HBM; one peer; peers round-robin; mapped pinned host memory
+//                 over the host link)
 //   store         st4 | st8 | st16 | tma     (st.global width, or TMA bulk store)
 //   mode          issue   : bursts back to back with compute gaps, no per-burst signal
 //                 visible : each burst ends with a release flag the receiver observes
@@ -26,7 +28,8 @@
 //   visible_ns_med, visible_ns_p10, visible_ns_p90
 //                 burst start (sender) to the receiver seeing its release flag,
 //                 converted to the sender's clock (visible mode only)
-//   drain_ns_med  burst start to the sender's system-scope fence returning (visible mode)
+//   drain_ns_med  burst start to the sender's system-scope fence returning (visible mode;
+//                 the only visible-mode column of host rows: no GPU observes host memory)
 //   warmup        unmeasured bursts run first (the X-Stage starts empty, so a model
 //                 of the row simulates bursts warmup+1 .. warmup+bursts); optional
 //                 when reading (absent in the first sweeps: 8)

@@ -1,0 +1,27 @@
+# Stage `host_link` of scripts/device.sh (sourced: uses step/note, $OUT, $ROOT): the X-Stage
+# of one GPU's host link (stores into mapped pinned host memory), within HOST_BUDGET_S
+# seconds (default 540).
+#   RUN_NAME=host ./run device host_link
+# 1. build the xstage CLI ($BUILD, shared with the build stage when that ran first);
+# 2. `xstage probe --pattern host --sweep standard` on GPU 0 -> $OUT/probe_host
+#    (every store kind, visible mode, the copy engine's device-to-host rate);
+# 3. `xstage fit --holdout 0.3` on it: params.json and report.json (held-out error,
+#    smallest backpressure-free gap error);
+# 4. `xstage host-link-results` -> $OUT/host_link.json (docs/results/host_link.json format),
+#    copied over docs/results/host_link.json by the developer from the archive.
+HOST_T0=$(date +%s)
+HOST_BUDGET=${HOST_BUDGET_S:-540}
+host_step() { step_within "$HOST_T0" "$HOST_BUDGET" "$@"; }  # name, wanted seconds, command...
+if [ ! -x "$XS" ]; then
+  host_step host_configure 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+    -DXSTAGE_BUILD_GAIT=OFF
+  host_step host_build 300 cmake --build "$BUILD" -j "$(nproc)" --target xstage
+fi
+HP="$OUT/probe_host"
+rm -rf "$HP"
+if host_step host_probe 240 "$XS" probe --gpus 1 --sweep "${SWEEP:-standard}" --pattern host --out "$HP" --quiet; then
+  host_step host_fit 120 "$XS" fit "$HP/sweep.csv" -o "$HP/params.json" --holdout 0.3 --report "$HP/report.json"
+  host_step host_results 30 "$XS" host-link-results --probe "$HP" -o "$OUT/host_link.json"
+  tail -3 "$OUT/host_fit.log"
+  cat "$OUT/host_results.log"
+fi
