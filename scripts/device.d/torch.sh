@@ -13,7 +13,15 @@
 #    block, then causal) -> torch_attention.json, torch_attention_causal.json;
 # 5. the table: per row the operator's median time against the bench's kernel time
 #    (kernel / op >= 0.97 passes for S >= 16K), the error against SDPA, compile.
-# Every step has a time limit, so the archive is always made.
+# The stage stays within TORCH_BUDGET_S seconds (default 560, one device call): each step's
+# limit is cut to what is left, and a step with under 20 s left is skipped with a note,
+# so the archive is always made. A build left from an earlier call is reused.
+TORCH_END=$(( $(date +%s) + ${TORCH_BUDGET_S:-560} - 10 ))
+t_step() { # name, wanted seconds, command...
+  local name=$1 want=$2 left=$(( TORCH_END - $(date +%s) )); shift 2
+  [ "$left" -ge 20 ] || { note "$name" "skipped ($left s left of TORCH_BUDGET_S)"; return 1; }
+  step "$name" timeout $(( want < left ? want : left )) "$@"
+}
 TB=${TORCH_BUILD_DIR:-$ROOT/build-torch-device}
 TPY=$(command -v python3)
 TORCH_PREFIX=$("$TPY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
@@ -21,26 +29,26 @@ TSEQ_K=${TORCH_SEQ_K:-16,32}
 TSEQ=$(echo "$TSEQ_K" | tr ',' '\n' | awk '{printf "%s%d", NR > 1 ? "," : "", $1 * 1024}')
 TENV=(env PYTHONPATH="$TB/python" XSTAGE_SOURCE_DIR="$ROOT")
 
-step torch_configure timeout 240 cmake -S "$ROOT" -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
+t_step torch_configure 240 cmake -S "$ROOT" -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
   -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_TORCH_OPS=ON -DXSTAGE_TORCH_PYTHON="$TPY" \
   ${TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$TORCH_PREFIX"}
 grep -E "xstage torch|LibTorch|Torch" "$OUT/torch_configure.log" | head -4
-step torch_build timeout 560 cmake --build "$TB" -j "$(nproc)" --target xstage_torch xstage
+t_step torch_build 560 cmake --build "$TB" -j "$(nproc)" --target xstage_torch xstage
 "$TPY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >"$OUT/torch_env.log" 2>&1
 note torch_env "$(cat "$OUT/torch_env.log" | tail -1); $("${TENV[@]}" "$TPY" -c 'import xstage; print(xstage.build_info())' 2>&1 | tail -1)"
 
 UT=(-m unittest discover -v -s "$ROOT/python/tests" -p 'test_*.py')
-step torch_tests_gpu timeout 300 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda "$TPY" "${UT[@]}"
-step torch_tests_gpu_reference timeout 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda XSTAGE_TORCH_ATTENTION=reference \
+t_step torch_tests_gpu 300 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda "$TPY" "${UT[@]}"
+t_step torch_tests_gpu_reference 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda XSTAGE_TORCH_ATTENTION=reference \
   "$TPY" "${UT[@]}" -k Attention
-step torch_tests_cpu timeout 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cpu "$TPY" "${UT[@]}"
+t_step torch_tests_cpu 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cpu "$TPY" "${UT[@]}"
 grep -hE "^(FAIL|ERROR):|^Ran |^OK|^FAILED" "$OUT"/torch_tests_*.log | head -20
 
-step torch_bench timeout 300 "$TB/xstage/cli/xstage" bench attention --seq "$TSEQ_K" --heads 24 --dims 128 \
+t_step torch_bench 300 "$TB/xstage/cli/xstage" bench attention --seq "$TSEQ_K" --heads 24 --dims 128 \
   --causal both --reps 10 --budget-ms 100 --baselines off --json "$OUT/torch_bench.json"
-step torch_example timeout 420 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" --heads 24 \
+t_step torch_example 420 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" --heads 24 \
   --head-dim 128 --json "$OUT/torch_attention.json"
-step torch_example_causal timeout 240 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" \
+t_step torch_example_causal 240 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" \
   --heads 24 --head-dim 128 --causal --no-compile --json "$OUT/torch_attention_causal.json"
 
 "$TPY" - "$OUT" >"$OUT/torch_table.txt" 2>&1 <<'PYEOF'
