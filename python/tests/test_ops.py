@@ -154,8 +154,10 @@ def moe_inputs(tokens=20, experts=8, hidden=256, inter=128, seed=0):
 class MoeTest(unittest.TestCase):
     def assert_close_bf16(self, got, want):
         got = got.cpu().double()
-        # Sums in another order may flip a bf16 rounding: one unit in the last place.
-        bound = want.abs() * 2 ** -7 + 1e-3 * want.abs().max()
+        # Sums in another order may flip a bf16 rounding: one unit in the last place (2^-7
+        # relative), plus 1 % of the output's scale for the fp32 accumulation against the
+        # fp64 reference, the bound of the fused kernel's own GPU test (moe_gpu_tests.cpp).
+        bound = want.abs() * 2 ** -7 + 1e-2 * want.abs().max()
         bad = ((got - want).abs() > bound).sum().item()
         self.assertEqual(bad, 0, f"{bad} of {want.numel()} outputs off, max error {(got - want).abs().max():.3g}")
 

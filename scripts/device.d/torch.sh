@@ -44,7 +44,7 @@ t_step torch_tests_gpu_reference 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cuda XSTAGE
 t_step torch_tests_cpu 200 "${TENV[@]}" XSTAGE_TEST_DEVICE=cpu "$TPY" "${UT[@]}"
 grep -hE "^(FAIL|ERROR):|^Ran |^OK|^FAILED" "$OUT"/torch_tests_*.log | head -20
 
-t_step torch_bench 300 "$TB/xstage/cli/xstage" bench attention --seq "$TSEQ_K" --heads 24 --dims 128 \
+t_step torch_bench 300 "$TB/xstage/cli/xstage" bench attention --seq "$TSEQ" --heads 24 --dims 128 \
   --causal both --reps 10 --budget-ms 100 --baselines off --json "$OUT/torch_bench.json"
 t_step torch_example 420 "${TENV[@]}" "$TPY" "$ROOT/examples/torch_attention.py" --seq "$TSEQ" --heads 24 \
   --head-dim 128 --json "$OUT/torch_attention.json"

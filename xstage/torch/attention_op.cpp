@@ -2,6 +2,7 @@
 // elsewhere (the fp64 CPU reference of xstage/attention on the CPU, fp32 torch
 // operators on other GPUs), one argument contract for all.
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <array>
 #include <atomic>
@@ -105,9 +106,21 @@ AttnResult attention_torch_reference(const at::Tensor& q, const at::Tensor& k, c
 
 AttnResult attention_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                           c10::optional<double> scale) {
+#if TORCH_VERSION_MAJOR >= 2
+  // Under torch.compile's dynamic shapes the sizes are symbolic: the checks that need a
+  // concrete size run when the real kernel is called; here only rank and dtype.
+  for (const Arg& a : {Arg{kOp, "q", q}, Arg{kOp, "k", k}, Arg{kOp, "v", v}}) {
+    check_dims(a, 4, "[B, S, H, D]");
+    check_dtype(a, at::kBFloat16);
+  }
+  const auto qs = q.sym_sizes();
+  return {at::empty_symint({qs[0], qs[1], qs[2], qs[3]}, q.options().dtype(at::kBFloat16)),
+          at::empty_symint({qs[0], qs[2], qs[1]}, q.options().dtype(at::kFloat))};
+#else
   const AttnShape s = check_attention(q, k, v, scale);
   return {at::empty({s.B, s.Sq, s.H, s.D}, q.options().dtype(at::kBFloat16)),
           at::empty({s.B, s.H, s.Sq}, q.options().dtype(at::kFloat))};
+#endif
 }
 
 #if XSTAGE_TORCH_CUDA
