@@ -7,9 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/plot.hpp"
+#include "common/stats.hpp"
 #include "common/validate.hpp"
 #include "xstage/probe/sweep.hpp"
 
@@ -97,23 +102,91 @@ void print_run(const nlohmann::json& r, const std::string& link) {
              r["sustained_drain_GBps"].get<double>());
 }
 
+// The Ulysses rows of `xstage bench ulysses --link host --json`: the speedups of the
+// advisor's order over row-major, measured and predicted, and the summary the bench wrote.
+nlohmann::json ulysses_section(const std::filesystem::path& file) {
+  const auto j = read_json(file);
+  XS_ASSERT(j.contains("rows") && j.contains("summary"), "{}: not a results file of `xstage bench ulysses --link "
+            "host` (no rows or summary)", file.string());
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : j.at("rows")) {
+    nlohmann::json row;
+    for (const char* k : {"S", "P", "H", "D", "rank", "fused_guided_ms", "fused_row_major_ms", "exchange_after_ms",
+                          "attention_guided_ms", "predicted_stall_row_major_us", "predicted_stall_guided_us",
+                          "speedup_vs_row_major", "predicted_speedup_vs_row_major", "speedup_vs_exchange_after",
+                          "stall_predicted", "link_GBps", "bitwise_equal"})
+      row[k] = r.at(k);
+    rows.push_back(row);
+  }
+  const auto& sum = j.at("summary");
+  return {{"command", j.at("command")}, {"date", j.at("date")}, {"rows", rows},
+          {"geomean_where_stall_predicted", sum.at("geomean_where_stall_predicted")},
+          {"rows_where_stall_predicted", sum.at("rows_where_stall_predicted")},
+          {"speedup_prediction_median_abs_rel_error", sum.at("speedup_prediction_median_abs_rel_error")},
+          {"min_speedup", sum.at("min_speedup")}, {"max_speedup", sum.at("max_speedup")}};
+}
+
+// One dot per configuration: predicted against measured speedup, and the diagonal.
+void plot_predicted_vs_measured(const nlohmann::json& rows, const std::string& title, const std::string& png) {
+  common::plot::Series dots{.label = "configurations", .line = common::plot::LineStyle::none};
+  double lo = 1, hi = 1;
+  for (const auto& r : rows) {
+    dots.x.push_back(r.at("predicted_speedup_vs_row_major").get<double>());
+    dots.y.push_back(r.at("speedup_vs_row_major").get<double>());
+    lo = std::min({lo, dots.x.back(), dots.y.back()});
+    hi = std::max({hi, dots.x.back(), dots.y.back()});
+  }
+  common::plot::Chart c;
+  c.title = title;
+  c.x = {.label = "predicted speedup over row-major"};
+  c.y = {.label = "measured speedup over row-major"};
+  c.series = {dots, {.label = "measured = predicted", .x = {lo * 0.98, hi * 1.02}, .y = {lo * 0.98, hi * 1.02},
+                     .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none}};
+  common::plot::write_chart(c, png);
+  fmt::print("wrote {}\n", png);
+}
+
 void add_host_link_results(CLI::App& app) {
   auto probe_dir = std::make_shared<std::string>();
+  auto ulysses = std::make_shared<std::string>();
+  auto png_dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>("docs/results/host_link.json");
   auto* cmd = app.add_subcommand("host-link-results", "Headline figures of the host link as one JSON file");
   cmd->add_option("--probe", *probe_dir, "probe folder of `xstage probe --pattern host` with params.json and "
                   "report.json from `xstage fit --holdout`")->required()->check(common::validate::existing_folder());
+  cmd->add_option("--ulysses", *ulysses, "results file of `xstage bench ulysses --link host --json`")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--png-dir", *png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
+      ->check(common::validate::existing_folder());
   cmd->add_option("-o,--out", *out, "JSON to (re)write")->check(common::validate::output_file())
       ->capture_default_str();
-  cmd->callback([probe_dir, out] {
+  cmd->callback([probe_dir, ulysses, png_dir, out] {
+    if (!png_dir->empty()) common::plot::require_charts("host-link-results: --png-dir");
     nlohmann::json probe = one_run(*probe_dir, "host", 50000);
     nlohmann::json j;
     for (const char* k : {"card", "gpus", "date", "command"}) j[k] = probe.at(k);
     j["probe"] = probe;
+    std::vector<double> errors;
+    if (!ulysses->empty()) {
+      j["ulysses"] = ulysses_section(*ulysses);
+      for (const auto& r : j["ulysses"]["rows"])
+        errors.push_back(std::abs(r["predicted_speedup_vs_row_major"].get<double>() /
+                                      r["speedup_vs_row_major"].get<double>() - 1));
+      if (!png_dir->empty())
+        plot_predicted_vs_measured(j["ulysses"]["rows"], "Ulysses over the host link: the advisor's order vs row-major",
+                                   (std::filesystem::path(*png_dir) / "host_link_ulysses_speedup.png").string());
+    }
+    // Over every row of the fused-kernel sweeps together (the Ulysses rows so far).
+    j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(common::median(errors));
     common::write_file_atomic(*out, j.dump(2) + "\n");
     print_run(probe, "host link");
-    fmt::print("copy engine device to host {:.1f} GB/s\nwrote {}\n",
-               probe.value("copy_engine_d2h_GBps", -1.0), *out);
+    fmt::print("copy engine device to host {:.1f} GB/s\n", probe.value("copy_engine_d2h_GBps", -1.0));
+    if (j.contains("ulysses"))
+      fmt::print("ulysses: {} rows, {} with a predicted stall; predicted speedup's median error {:.1f}%\n",
+                 j["ulysses"]["rows"].size(), j["ulysses"]["rows_where_stall_predicted"].get<int>(),
+                 100 * j["speedup_prediction_median_abs_rel_error"].get<double>());
+    fmt::print("wrote {}\n", *out);
   });
 }
 

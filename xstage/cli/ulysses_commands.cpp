@@ -58,17 +58,28 @@ void add_ulysses_bench(CLI::App* bench) {
   cmd->add_flag("--kernel-only", o->kernel_only,
                 "One GPU, no NCCL: attention alone, in the fused order, and the fused kernel with all targets local "
                 "(its own cost), for one rank's share; JSON to --json (default: none)");
-  cmd->add_option("--rank", o->rank, "--kernel-only: the rank whose share and order are timed")
+  cmd->add_option("--link", o->link,
+                  "nvlink: P GPUs over NCCL; host: one GPU, rank --rank's share with its stores to the other P - 1 "
+                  "owners over the host link (mapped pinned host memory), the advisor's order against row-major and "
+                  "the exchange after attention, with the host-link fit's predictions; JSON to --json (default: none)")
+      ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
+  cmd->add_option("--rank", o->rank, "--kernel-only and --link host: the rank whose share and order are timed")
       ->check(v::min(0, "rank"))->capture_default_str();
   auto* json = cmd->get_option("--json");
   cmd->callback([o, torch, json] {
     check_outputs("bench ulysses", o->json, o->png);
     check_sweep(*o);
+    if (o->link == "host" && o->kernel_only) throw common::Error("bench ulysses: --link host and --kernel-only exclude each other");
     o->torch = *torch == "auto";
     o->command = command_line();
-    if (o->kernel_only && json->count() == 0) o->json.clear();  // --kernel-only writes JSON only when asked
+    // --kernel-only and --link host write JSON only when asked.
+    if ((o->kernel_only || o->link == "host") && json->count() == 0) o->json.clear();
     needs_gpu("bench ulysses");
-    if constexpr (kHaveCuda) o->kernel_only ? ulysses::run_kernel_sweep(*o) : ulysses::run_sweep(*o);
+    if constexpr (kHaveCuda) {
+      if (o->link == "host") ulysses::run_host_link_sweep(*o);
+      else if (o->kernel_only) ulysses::run_kernel_sweep(*o);
+      else ulysses::run_sweep(*o);
+    }
   });
 }
 

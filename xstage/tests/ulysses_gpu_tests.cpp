@@ -29,6 +29,7 @@
 #include "common/test_child.hpp"
 #include "xstage/attention/attention.hpp"
 #include "xstage/attention/attention_cuda.hpp"
+#include "xstage/bench/ulysses_bench.hpp"
 #include "common/cuda_check.hpp"
 #include "xstage/comm/comm.hpp"
 #include "common/device_buffer.hpp"
@@ -693,3 +694,20 @@ TEST(UlyssesQkvGpu, AnOwnerThatNeverStartsTimesOutNamingIt) {
 }
 
 int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }
+
+// Over the host link (the other owners' outputs and counters in mapped pinned host
+// memory) the fused kernel writes exactly what it writes with every owner in HBM, for
+// a middle rank of P = 2, 4 and 8, in the advisor's order with the host-link fit; every
+// variant of the bench runs and takes time.
+TEST(UlyssesHostLink, OutputsEqualTheHbmOnesBitwise) {
+  auto params = xstage::burstgap::read_params_or_default("").find("host", "st16");
+  for (int P : {2, 4, 8}) {
+    const xstage::ulysses::BenchConfig c{4096, P, 24, 64};
+    const auto row = xstage::ulysses::run_host_link_bench(c, P / 2, params, 1, 3);
+    EXPECT_TRUE(row.bitwise_equal) << "P = " << P;
+    for (double ms : {row.attention_guided_ms, row.attention_row_major_ms, row.fused_guided_ms, row.fused_row_major_ms,
+                      row.exchange_after_ms})
+      EXPECT_GT(ms, 0) << "P = " << P;
+    EXPECT_GT(row.link_GBps, 0);
+  }
+}

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "common/testing.hpp"
+#include "xstage/bench/ulysses_bench.hpp"
 #include "xstage/ulysses/ulysses.hpp"
 #include "xstage/ulysses/qkv.hpp"
 
@@ -626,4 +628,81 @@ TEST(UlyssesBench, SweepIsTheIssues) {
     EXPECT_EQ(c.ranks, 2);
     EXPECT_NO_THROW(validate(c.problem()));
   }
+}
+
+// evaluate_order is what choose_schedule scores: the chosen order's figures come back
+// from evaluate_order of its slice run.
+TEST(UlyssesSchedule, EvaluateOrderIsWhatChooseScheduleScored) {
+  const auto params = h200_like();
+  for (const Problem p : {Problem{2, 1, 4096, 24, 128}, Problem{8, 1, 16384, 40, 128}}) {
+    for (int r : {0, p.ranks - 1}) {
+      const FusedSchedule f = choose_schedule(p, r, 132, params);
+      const FusedSchedule g = evaluate_order(p, r, 132, f.slice_run, params);
+      EXPECT_EQ(g.predicted_stall_ns, f.predicted_stall_ns) << describe(p);
+      EXPECT_EQ(g.stats.remote_tiles, f.stats.remote_tiles);
+      EXPECT_EQ(g.tiles.order, f.tiles.order);
+      EXPECT_LE(f.predicted_stall_ns, evaluate_order(p, r, 132, 0, params).predicted_stall_ns + 0.01 * tile_ns(p, {}));
+    }
+  }
+  EXPECT_NE(error_of([] { evaluate_order(Problem{2, 1, 4096, 24, 128}, 0, 132, 99, h200_like()); }).find("slice run"),
+            std::string::npos);
+}
+
+// On the host link's fit (xstage/data/h200_host_params.json): a 128-row tile of
+// attention over S >= 4K keys takes ~60 us per SM at D = 128, while its 32 KiB store
+// drains in well under that even when every CTA stores at once (132 x 32 KiB at ~55 GB/s:
+// ~77 us per round of 60 us, and only (P-1)/P of the tiles are remote): no order is
+// predicted to stall (and a kernel of one or a few rounds fits its stores in the 8 MiB
+// capacity). With tiles ten times faster (a hypothetical tile model) and 20 rounds,
+// row-major does stall, and the advisor's order stalls less.
+TEST(UlyssesHostLink, TheHostFitOnAttentionTiles) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  const auto host = burstgap::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
+  for (const Problem p : {Problem{2, 1, 4096, 24, 128}, Problem{8, 1, 4096, 24, 64}, Problem{8, 1, 65536, 40, 128}})
+    EXPECT_EQ(evaluate_order(p, 0, 132, 0, host).predicted_stall_ns, 0) << describe(p);
+  TileTimeModel fast;
+  fast.sm_tflops_d128 *= 10;
+  fast.tile_overhead_ns /= 10;
+  const Problem p{2, 1, 16384, 40, 128};  // 20 rounds of tiles: the stage fills
+  const FusedSchedule rm = evaluate_order(p, 0, 132, 0, host, fast);
+  const FusedSchedule best = choose_schedule(p, 0, 132, host, fast);
+  EXPECT_GT(rm.predicted_stall_ns, 1000) << rm.advice.reason;
+  EXPECT_LT(best.predicted_stall_ns, rm.predicted_stall_ns) << best.reason;
+}
+
+// The derived figures and the summary, on rows made by hand.
+TEST(UlyssesHostLink, RowsAndSummary) {
+  HostLinkRow a;
+  a.attention_guided_ms = 1.0;
+  a.attention_row_major_ms = 1.0;
+  a.predicted_stall_guided_us = 100;    // 1.1 ms predicted
+  a.predicted_stall_row_major_us = 650; // 1.65 ms predicted
+  a.fused_guided_ms = 1.2;
+  a.fused_row_major_ms = 1.5;
+  a.exchange_after_ms = 2.4;
+  a.remote_bytes = 6e6;
+  finish_host_link_row(a);
+  EXPECT_DOUBLE_EQ(a.speedup_vs_row_major, 1.25);
+  EXPECT_DOUBLE_EQ(a.predicted_speedup_vs_row_major, 1.5);
+  EXPECT_DOUBLE_EQ(a.speedup_vs_exchange_after, 2.0);
+  EXPECT_TRUE(a.stall_predicted);
+  EXPECT_DOUBLE_EQ(a.link_GBps, 5.0);
+  HostLinkRow b = a;  // no predicted stall (under 1 % of attention): not in the geomean
+  b.predicted_stall_row_major_us = 5;
+  b.predicted_stall_guided_us = 5;
+  b.fused_row_major_ms = 1.2;
+  finish_host_link_row(b);
+  EXPECT_FALSE(b.stall_predicted);
+  HostLinkRow c = a;
+  c.fused_row_major_ms = 2.4 * 1.2;  // measured 2.4
+  finish_host_link_row(c);
+  const HostLinkSummary s = summarize_host_link({a, b, c});
+  EXPECT_EQ(s.rows_where_stall_predicted, 2);
+  EXPECT_NEAR(s.geomean_where_stall_predicted, std::sqrt(1.25 * 2.4), 1e-12);
+  // |1.5 - 1.25| / 1.25 = 0.2, |1 - 1| = 0, |1.5 - 2.4| / 2.4 = 0.375: median 0.2
+  EXPECT_NEAR(s.speedup_prediction_median_abs_rel_error, 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(s.min_speedup, 1.0);
+  EXPECT_DOUBLE_EQ(s.max_speedup, 2.4);
+  EXPECT_EQ(summarize_host_link({}).rows_where_stall_predicted, 0);
 }

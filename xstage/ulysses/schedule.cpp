@@ -85,13 +85,42 @@ std::string order_name(int run) { return run == 0 ? std::string("head_major") : 
 
 }  // namespace
 
-FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
-                              const TileTimeModel& time) {
+FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run, const burstgap::ModelParams& params,
+                             const TileTimeModel& time) {
   validate(p);
   XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
-  const int m_blocks = static_cast<int>(p.seq / kTileRows);
-  const int per_slice = m_blocks / p.ranks;
+  const int per_slice = static_cast<int>(p.seq / kTileRows) / p.ranks;
+  XS_ASSERT(slice_run >= 0 && slice_run <= per_slice, "ulysses: slice run {} is outside 0 .. {}", slice_run,
+            per_slice);
+  FusedSchedule f;
+  f.grid = grid;
+  f.slice_run = slice_run;
+  f.tiles.m_blocks = static_cast<int>(p.seq / kTileRows);
+  f.tiles.heads = static_cast<int>(p.heads_per_rank());
+  f.tiles.batches = static_cast<int>(p.batch);
+  f.tiles.order = slice_run == 0 ? attention::TileOrder::head_major : attention::TileOrder::slice_interleaved;
+  f.tiles.slices = p.ranks;
+  f.tiles.slice_first = (rank + 1) % p.ranks;
+  f.tiles.slice_run = std::max(slice_run, 1);
+  f.stats = simulate_order(p, rank, f.tiles, grid);
+  if (f.stats.bursts > 0) {
+    f.profile.bytes_per_burst = static_cast<std::size_t>(tile_store_bytes(p));
+    f.profile.sms = std::max(1, f.stats.sms_remote);
+    f.profile.compute_ns_between_bursts = f.stats.gap_rounds * tile_ns(p, time);
+    f.profile.bursts = f.stats.bursts;
+    f.profile.pattern = params.pattern;
+    f.profile.store = params.store;  // the epilogue's 16-byte st.global: st16
+    f.advice = burstgap::advise(params, f.profile);
+    f.predicted_stall_ns = f.advice.predicted_stall_ns;
+  }
+  return f;
+}
+
+FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
+                              const TileTimeModel& time) {
+  validate(p);
+  const int per_slice = static_cast<int>(p.seq / kTileRows) / p.ranks;
   const double t_tile = tile_ns(p, time);
   std::vector<int> runs{0};
   for (int r = 1; r <= per_slice && p.ranks > 1; r *= 2)
@@ -100,27 +129,7 @@ FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstg
   FusedSchedule best;
   bool have = false;
   for (int run : runs) {
-    FusedSchedule f;
-    f.grid = grid;
-    f.slice_run = run;
-    f.tiles.m_blocks = m_blocks;
-    f.tiles.heads = static_cast<int>(p.heads_per_rank());
-    f.tiles.batches = static_cast<int>(p.batch);
-    f.tiles.order = run == 0 ? attention::TileOrder::head_major : attention::TileOrder::slice_interleaved;
-    f.tiles.slices = p.ranks;
-    f.tiles.slice_first = (rank + 1) % p.ranks;
-    f.tiles.slice_run = std::max(run, 1);
-    f.stats = simulate_order(p, rank, f.tiles, grid);
-    if (f.stats.bursts > 0) {
-      f.profile.bytes_per_burst = static_cast<std::size_t>(tile_store_bytes(p));
-      f.profile.sms = std::max(1, f.stats.sms_remote);
-      f.profile.compute_ns_between_bursts = f.stats.gap_rounds * t_tile;
-      f.profile.bursts = f.stats.bursts;
-      f.profile.pattern = params.pattern;
-      f.profile.store = params.store;  // the epilogue's 16-byte st.global: st16
-      f.advice = burstgap::advise(params, f.profile);
-      f.predicted_stall_ns = f.advice.predicted_stall_ns;
-    }
+    const FusedSchedule f = evaluate_order(p, rank, grid, run, params, time);
     const double tie = 0.01 * t_tile;
     const bool better =
         !have || f.predicted_stall_ns < best.predicted_stall_ns - tie ||

@@ -260,9 +260,7 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
       [&] { launch_fused_attention(s.a, cfg, modes[0], nullptr); },
       [&] { launch_fused_attention(s.a, fused_cfg, modes[2], nullptr); }};
   bench::EventTimer timer(nullptr, "attention kernel", attention::explain_device_failure);
-  std::vector<std::function<double(int)>> timed;
-  for (const auto& launch : launches) timed.push_back([&timer, &launch](int n) { return timer(launch, n); });
-  const std::vector<double> ms = bench::medians_in_turns(timed, warmup, reps);
+  const std::vector<double> ms = bench::launch_medians_in_turns(timer, launches, warmup, reps);
 
   KernelRow row;
   row.config = c;

@@ -189,7 +189,88 @@ bench::Row kernel_row(const KernelRow& r) {
   return row;
 }
 
+// The sweep of a one-GPU mode that times rank o.rank's share (--kernel-only, --link host).
+std::vector<BenchConfig> one_rank_configs(const SweepOptions& o, const char* mode) {
+  check_ranks(o.ranks);
+  for (int P : o.ranks)
+    XS_ASSERT(o.rank < P, "bench ulysses {}: --rank {} is not a rank of P = {}", mode, o.rank, P);
+  return configs_of(o, o.ranks);
+}
+
+bench::Table host_link_table() {
+  bench::Table t(kConfigColumns);
+  bool first = true;
+  for (const char* h : {"attn-g", "attn-rm", "fused-g", "fused-rm", "after"}) {
+    t.add({h, 8, ".3f", false, first});
+    first = false;
+  }
+  t.add({"stall-rm", 9, ".1f", false, true});
+  t.add({"stall-g", 8, ".1f"});
+  t.add({"pred-x", 7, ".3f", false, true});
+  t.add({"meas-x", 7, ".3f"});
+  t.add({"vs-after", 8, ".3f"});
+  t.add({"GB/s", 6, ".1f"});
+  return t.add({"run, bitwise", 0, "", false, true});
+}
+
+bench::Row host_link_row(const HostLinkRow& r) {
+  bench::Row row;
+  row.check = {r.bitwise_equal, "host-link outputs differ from the all-HBM ones"};
+  row.config = config_json(r.config);
+  row.values = {{"rank", r.rank}, {"attention_guided_ms", r.attention_guided_ms},
+                {"attention_row_major_ms", r.attention_row_major_ms}, {"fused_guided_ms", r.fused_guided_ms},
+                {"fused_row_major_ms", r.fused_row_major_ms}, {"exchange_after_ms", r.exchange_after_ms},
+                {"predicted_stall_guided_us", r.predicted_stall_guided_us},
+                {"predicted_stall_row_major_us", r.predicted_stall_row_major_us},
+                {"speedup_vs_row_major", r.speedup_vs_row_major},
+                {"predicted_speedup_vs_row_major", r.predicted_speedup_vs_row_major},
+                {"speedup_vs_exchange_after", r.speedup_vs_exchange_after}, {"stall_predicted", r.stall_predicted},
+                {"link_GBps", r.link_GBps}, {"guided_slice_run", r.guided_run},
+                {"bitwise_equal", r.bitwise_equal}, {"order", r.order}};
+  row.cells = config_cells(r.config);
+  for (double v : {r.attention_guided_ms, r.attention_row_major_ms, r.fused_guided_ms, r.fused_row_major_ms,
+                   r.exchange_after_ms, r.predicted_stall_row_major_us, r.predicted_stall_guided_us,
+                   r.predicted_speedup_vs_row_major, r.speedup_vs_row_major, r.speedup_vs_exchange_after, r.link_GBps})
+    row.cells.push_back(v);
+  row.cells.push_back(fmt::format("{}, {}", r.guided_run, r.bitwise_equal ? "yes" : "NO"));
+  return row;
+}
+
 }  // namespace
+
+void run_host_link_sweep(const SweepOptions& o) {
+  const auto params = burstgap::read_params_or_default(o.params);
+  const burstgap::ModelParams& host = params.find("host", "st16");
+  const auto configs = one_rank_configs(o, "--link host");
+  const std::string card = card_name();
+  std::printf("host link: rank %d's share on one GPU (%s); the other owners' outputs in mapped pinned host memory; "
+              "x = speedup of the advisor's order over row-major (head_major), predicted and measured\n",
+              o.rank, card.c_str());
+  nlohmann::json head = bench::run_head(card, 1, o.command);
+  head["timed"] = "one GPU: rank's share [1, S, H/P, D], stores to the P - 1 other owners over the host link; medians "
+                  "of CUDA-event timed launches, the variants in turns";
+  head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
+  bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size(),
+                       "bench ulysses --link host");
+  report.print_header();
+  std::vector<HostLinkRow> rows;
+  for (const auto& b : configs) {
+    rows.push_back(run_host_link_bench(b, o.rank, host, o.warmup, std::max(o.samples, 3)));
+    const HostLinkSummary sum = summarize_host_link(rows);
+    report.set("summary", {{"geomean_where_stall_predicted", sum.geomean_where_stall_predicted},
+                           {"rows_where_stall_predicted", sum.rows_where_stall_predicted},
+                           {"speedup_prediction_median_abs_rel_error", sum.speedup_prediction_median_abs_rel_error},
+                           {"min_speedup", sum.min_speedup},
+                           {"max_speedup", sum.max_speedup}});
+    report.add(host_link_row(rows.back()));
+  }
+  const HostLinkSummary sum = summarize_host_link(rows);
+  std::printf("advisor's order over row-major: geomean %.3f over the %d rows with a predicted stall (min %.3f, max "
+              "%.3f); predicted speedup's median error %.1f%%\n",
+              sum.geomean_where_stall_predicted, sum.rows_where_stall_predicted, sum.min_speedup, sum.max_speedup,
+              100 * sum.speedup_prediction_median_abs_rel_error);
+  report.finish();
+}
 
 void run_sweep(const SweepOptions& o) {
   const auto params = burstgap::read_params_or_default(o.params);
@@ -234,10 +315,7 @@ void run_sweep(const SweepOptions& o) {
 
 void run_kernel_sweep(const SweepOptions& o) {
   const auto params = burstgap::read_params_or_default(o.params);
-  check_ranks(o.ranks);
-  for (int P : o.ranks)
-    XS_ASSERT(o.rank < P, "bench ulysses --kernel-only: --rank {} is not a rank of P = {}", o.rank, P);
-  const auto configs = configs_of(o, o.ranks);
+  const auto configs = one_rank_configs(o, "--kernel-only");
   const std::string card = card_name();
   std::printf("kernel only: rank %d's share on one GPU (%s), no NCCL; loopback = the fused kernel with every target "
               "local; ratios to attention alone\n", o.rank, card.c_str());

@@ -82,6 +82,14 @@ inline std::vector<double> medians_in_turns(std::vector<std::function<double(int
   return med;
 }
 
+// The same for plain launches, each timed with `timer` (on its stream).
+inline std::vector<double> launch_medians_in_turns(EventTimer& timer, const std::vector<std::function<void()>>& launches,
+                                                   int warmup, int reps) {
+  std::vector<std::function<double(int)>> timed;
+  for (const auto& launch : launches) timed.push_back([&timer, &launch](int n) { return timer(launch, n); });
+  return medians_in_turns(timed, warmup, reps);
+}
+
 // n elements of device memory on the host (the caller synchronised the writer).
 template <class T>
 std::vector<T> to_host(const T* device, std::size_t n) {

@@ -66,6 +66,48 @@ struct KernelRow {
 // Each variant: `reps` samples, taken in turns with the other variants.
 KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup, int reps);
 
+// `xstage bench ulysses --link host` (xstage/ulysses/ulysses_host_link.cpp): rank `rank`'s
+// share of a P-rank layer on one GPU with the fused epilogue's stores to the other P - 1
+// owners going over the host link (their outputs in mapped pinned host memory; this
+// rank's output, inputs, compute and the completion counters in HBM). The advisor's order against
+// head_major (row-major) and against the exchange after attention, with the model's
+// predicted stalls beside the measured times. Times in ms, stalls in us.
+struct HostLinkRow {
+  BenchConfig config;
+  int rank = 0;
+  std::string order;                     // the advisor's choice and its reasoning
+  int guided_run = 0;                    // its slice run (0: it kept head_major)
+  double attention_guided_ms = 0;        // attention alone (local stores), the advisor's order
+  double attention_row_major_ms = 0;     // the same, head_major order
+  double fused_guided_ms = 0;            // fused kernel over the host link, the advisor's order
+  double fused_row_major_ms = 0;         // the same, head_major order
+  double exchange_after_ms = 0;          // attention, then a copy-engine copy to each remote owner
+  double predicted_stall_guided_us = 0;  // the Burst-Gap model (host-link fit), per SM
+  double predicted_stall_row_major_us = 0;
+  double remote_bytes = 0;               // stored to the other owners per forward
+  bool bitwise_equal = false;            // host-link outputs == all-HBM outputs, every owner
+  // From the above (finish_host_link_row):
+  double speedup_vs_row_major = 0;            // fused_row_major / fused_guided
+  double predicted_speedup_vs_row_major = 0;  // (attention + stall) row-major over the same guided
+  double speedup_vs_exchange_after = 0;       // exchange_after / fused_guided
+  bool stall_predicted = false;               // row-major's predicted stall > 1 % of its attention time
+  double link_GBps = 0;                       // remote bytes / fused_guided time
+};
+HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
+                                int reps);
+// Fills the derived fields of a measured row (host only).
+void finish_host_link_row(HostLinkRow& row);
+// Over rows: the geometric mean of the measured speedup over row-major where the model
+// predicts a stall (-1: no such row), and the median |predicted - measured| / measured
+// speedup (-1: no rows).
+struct HostLinkSummary {
+  double geomean_where_stall_predicted = -1;
+  int rows_where_stall_predicted = 0;
+  double speedup_prediction_median_abs_rel_error = -1;
+  double min_speedup = 0, max_speedup = 0;
+};
+HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
+
 // The sweep of `xstage bench ulysses` (bench_sweep: S in [min_seq, max_seq], P in
 // `ranks`): a table line per configuration, the JSON (docs/results/ulysses.json
 // format) rewritten after every row and the PNG of the speedup over serial vs S.
@@ -78,11 +120,15 @@ struct SweepOptions {
   int warmup = 2, samples = 5;
   bool torch = true;   // the LibTorch SDPA baseline, when built in
   bool kernel_only = false;
-  int rank = 0;        // kernel_only: whose share and order
+  std::string link = "nvlink";  // nvlink | host (one GPU, run_host_link_sweep)
+  int rank = 0;        // kernel_only and link host: whose share and order
   std::string json = "docs/results/ulysses.json", png;  // empty: none (a chart only when asked for)
   std::string command;  // the command line, for the results file
 };
 void run_sweep(const SweepOptions& o);
 void run_kernel_sweep(const SweepOptions& o);
+// link host: run_host_link_bench per configuration on GPU 0, with the host-link fit
+// (pattern host, st16); the summary (summarize_host_link) into the JSON's head.
+void run_host_link_sweep(const SweepOptions& o);
 
 }  // namespace xstage::ulysses

@@ -160,6 +160,11 @@ struct FusedSchedule {
   double predicted_stall_ns = 0;    // per SM, the kernel's predicted slowdown
   std::string reason;
 };
+// One order of rank `rank`'s tiles (slice_run 0: head_major, the row-major walk of the
+// kernel's default; r > 0: slice_interleaved with runs of r tiles), simulated on `grid`
+// CTAs, with the advisor's predicted stall on the link `params` was fitted on.
+FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run, const burstgap::ModelParams& params,
+                             const TileTimeModel& time = {});
 // Candidates: head_major and slice_interleaved with runs 1, 2, 4, ... up to the
 // tiles of one slice. Least predicted stall wins; ties (within 1% of a tile's
 // time) go to the fewest remote tiles in the last round, then the shorter run.
