@@ -57,15 +57,18 @@ struct Variant {
   bool drain_per_sm = false;
   bool capacity = true;
   CapacityScope scope = CapacityScope::gpu;
-  int k() const { return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1); }
+  bool floor = false;  // the issue-time floor L (tried on the best structural variant)
+  int k() const {
+    return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1) + (floor ? 1 : 0);
+  }
   std::string name() const {
     std::string s = capacity ? fmt::format("capacity {}", to_string(scope)) : "no capacity limit";
-    return s + (drain_per_sm ? " + per-SM drain" : "");
+    return s + (drain_per_sm ? " + per-SM drain" : "") + (floor ? " + issue floor" : "");
   }
 };
 
 struct Init {
-  double t0, a0, d, dsm, c, csm;
+  double t0, a0, d, dsm, c, csm, floor;
 };
 
 double ex(double x) { return std::exp(std::clamp(x, -kLogClamp, kLogClamp)); }
@@ -87,6 +90,8 @@ ModelParams apply(const ModelParams& base, const Variant& v, std::span<const dou
     if (v.scope != CapacityScope::sm) p.capacity_bytes_gpu = ex(x[i++]);
     if (v.scope != CapacityScope::gpu) p.capacity_bytes_per_sm = ex(x[i++]);
   }
+  p.issue_floor_ns = std::nullopt;
+  if (v.floor) p.issue_floor_ns = ex(x[i++]);
   return p;
 }
 
@@ -97,6 +102,7 @@ std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double
     if (v.scope != CapacityScope::sm) x.push_back(std::log(in.c * c_mult));
     if (v.scope != CapacityScope::gpu) x.push_back(std::log(in.csm * c_mult));
   }
+  if (v.floor) x.push_back(std::log(in.floor));
   return x;
 }
 
@@ -181,6 +187,8 @@ Init initial_guess(const std::vector<Obs>& obs) {
     if (!fresh) it->second = std::min(it->second, o.issue);
   }
   std::vector<std::pair<double, double>> pts(lowest.begin(), lowest.end());
+  in.floor = pts.front().second;  // the smallest burst's fastest issue
+  for (auto [b, m] : pts) in.floor = std::min(in.floor, m);
   fit_line(pts, in.a0, in.t0);
   for (int round = 0; round < 4 && pts.size() > 2; ++round) {
     std::vector<std::pair<double, double>> kept;
@@ -248,6 +256,7 @@ std::vector<double> pack_from(const Variant& v, const ModelParams& p, int n_min)
     if (v.scope != CapacityScope::sm) x.push_back(std::log(std::min(c_gpu, kUnlimited)));
     if (v.scope != CapacityScope::gpu) x.push_back(std::log(p.capacity_bytes_per_sm.value_or(2 * c_gpu / n_min)));
   }
+  if (v.floor) x.push_back(std::log(p.issue_floor_ns.value_or(2 * std::max(p.issue_latency_ns, 1.0))));
   return x;
 }
 
@@ -361,6 +370,10 @@ std::vector<Obs> observations(const std::vector<SweepRow>& rows, FitTarget targe
 // Step 3: drop limits the data do not support, report insensitive ones as lower bounds.
 void clean_up(ModelParams& p, const Candidate& best, const Data& data, int n_min, int n_max, const std::string& name,
               std::vector<std::string>* notes) {
+  // A floor that binds at no burst size of the data is not supported by it.
+  double smallest = std::numeric_limits<double>::infinity();
+  for (const auto& c : data.cells) smallest = std::min(smallest, c.obs.bytes);
+  if (p.issue_floor_ns && *p.issue_floor_ns <= p.issue_latency_ns + smallest * p.t0_ns_per_byte) p.issue_floor_ns.reset();
   // A per-SM drain limit that binds at no SM count of the data is not supported by it.
   if (p.drain_per_sm_GBps && n_min * *p.drain_per_sm_GBps >= p.drain_GBps) p.drain_per_sm_GBps.reset();
   // "both": keep only the limit that binds over the data's SM range.
@@ -419,9 +432,10 @@ void note_capacity_ranges(const ModelParams& p, const Data& data, const std::str
 
 }  // namespace
 
-// fit_group with a progress bar ticked once per structural variant (kFitVariants per
-// group); fit_sweep (validate.cpp, which declares both) shows it on big sweeps.
-extern const std::size_t kFitVariants = 8;
+// fit_group with a progress bar ticked once per fitted variant (kFitVariants per group:
+// eight structural ones, then the best of them with the issue floor); fit_sweep
+// (validate.cpp, which declares both) shows it on big sweeps.
+extern const std::size_t kFitVariants = 9;
 ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
                                     std::vector<std::string>* notes, common::ProgressBar* bar) {
   XS_ASSERT(!rows.empty(), "fit_group: no rows");
@@ -448,9 +462,16 @@ ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget
       cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, data, warm, n_min));
       if (bar) bar->tick();
     }
-  const auto best_it = std::min_element(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+  auto by_bic = [](const Candidate& a, const Candidate& b) {
     return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
-  });
+  };
+  // The best structure, then the same with the issue floor (warm-started from it).
+  Variant with_floor = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
+  with_floor.floor = true;
+  cands.push_back(fit_variant(base, with_floor, in, data, {std::min_element(cands.begin(), cands.end(), by_bic)->params},
+                              n_min));
+  if (bar) bar->tick();
+  const auto best_it = std::min_element(cands.begin(), cands.end(), by_bic);
   const Candidate best = *best_it;
   ModelParams p = best.params;
   if (notes) {

@@ -49,8 +49,13 @@ Rates rates(const ModelParams& p, int sms) {
   return r;
 }
 
+double latency_ns(const ModelParams& p, double burst_bytes) {
+  if (!p.issue_floor_ns) return p.issue_latency_ns;
+  return std::max(p.issue_latency_ns, *p.issue_floor_ns - burst_bytes * p.t0_ns_per_byte);
+}
+
 double free_issue_ns(const ModelParams& p, double burst_bytes) {
-  return p.issue_latency_ns + burst_bytes * p.t0_ns_per_byte;
+  return latency_ns(p, burst_bytes) + burst_bytes * p.t0_ns_per_byte;
 }
 
 double burst_increment_bytes(const ModelParams& p, int sms, double burst_bytes) {
@@ -66,7 +71,8 @@ BurstOutcome issue_burst(const ModelParams& p, int sms, double burst_bytes, doub
   BurstOutcome o;
   o.occupancy_start = occupancy_start;
   // The latency part injects nothing: the stage drains meanwhile.
-  const double q = std::min(std::max(0.0, occupancy_start - r.drain * p.issue_latency_ns), r.capacity);
+  const double a = latency_ns(p, burst_bytes);
+  const double q = std::min(std::max(0.0, occupancy_start - r.drain * a), r.capacity);
   double t = tf;
   if (r.inject <= r.drain) {
     o.occupancy_end = std::max(0.0, q + (r.inject - r.drain) * tf);
@@ -80,7 +86,7 @@ BurstOutcome issue_burst(const ModelParams& p, int sms, double burst_bytes, doub
       o.backpressured = true;
     }
   }
-  o.issue_ns = p.issue_latency_ns + t;
+  o.issue_ns = a + t;
   o.overhead_ns = t - tf;
   o.recovery_ns = o.occupancy_end / r.drain;
   return o;
@@ -108,11 +114,12 @@ double steady_issue_ns(const ModelParams& p, int sms, double burst_bytes, double
   check_shape(p, sms, burst_bytes);
   const Rates r = rates(p, sms);
   const double tf = burst_bytes * p.t0_ns_per_byte;
-  if (r.inject <= r.drain) return p.issue_latency_ns + tf;
+  const double a = latency_ns(p, burst_bytes);
+  if (r.inject <= r.drain) return a + tf;
   // In the drain-limited steady state the period T + g carries W at rate D;
   // when C < D*(g + a0) every burst starts empty and only the overflow waits.
   const double w = sms * burst_bytes;
-  return p.issue_latency_ns + std::max(tf, w / r.drain - std::min(gap_ns + p.issue_latency_ns, r.capacity / r.drain));
+  return a + std::max(tf, w / r.drain - std::min(gap_ns + a, r.capacity / r.drain));
 }
 
 double min_gap_ns(const ModelParams& p, int sms, double burst_bytes) {
@@ -121,7 +128,7 @@ double min_gap_ns(const ModelParams& p, int sms, double burst_bytes) {
   const double delta = burst_increment_bytes(p, sms, burst_bytes);
   if (delta <= 0) return 0;
   if (delta > r.capacity * (1 + kEdge)) return kInf;
-  return std::max(0.0, delta / r.drain - p.issue_latency_ns);
+  return std::max(0.0, delta / r.drain - latency_ns(p, burst_bytes));
 }
 
 int clean_bursts(const ModelParams& p, int sms, double burst_bytes, double gap_ns) {
@@ -130,7 +137,7 @@ int clean_bursts(const ModelParams& p, int sms, double burst_bytes, double gap_n
   const double delta = burst_increment_bytes(p, sms, burst_bytes);
   if (delta <= 0) return -1;
   if (delta > r.capacity * (1 + kEdge)) return 0;
-  const double net = delta - r.drain * (gap_ns + p.issue_latency_ns);  // growth per period
+  const double net = delta - r.drain * (gap_ns + latency_ns(p, burst_bytes));  // growth per period
   if (net <= 0) return -1;
   const double k = std::floor((r.capacity - delta) / net) + 1;
   return k > 1e9 ? -1 : static_cast<int>(k);
@@ -159,7 +166,8 @@ SchedulePhases schedule_phases(const ModelParams& p, int sms, double burst_bytes
     ph.transition_ns = issue_burst(p, sms, burst_bytes, 0.0).issue_ns;
     return ph;
   }
-  const double net = delta - r.drain * (gap_ns + p.issue_latency_ns);  // growth per period
+  const double a = latency_ns(p, burst_bytes);
+  const double net = delta - r.drain * (gap_ns + a);  // growth per period
   if (net <= 0) return ph;
   const double k = std::floor((r.capacity - delta) / net) + 1;
   if (k > 1e15) return ph;
@@ -167,7 +175,7 @@ SchedulePhases schedule_phases(const ModelParams& p, int sms, double burst_bytes
   // Burst k starts issuing at k * net (after its latency) and fills part way.
   const double q = std::min(k * net, r.capacity);
   const double t_fill = (r.capacity - q) / (r.inject - r.drain);
-  ph.transition_ns = p.issue_latency_ns + t_fill + (sms * burst_bytes - r.inject * t_fill) / r.drain;
+  ph.transition_ns = a + t_fill + (sms * burst_bytes - r.inject * t_fill) / r.drain;
   return ph;
 }
 

@@ -282,8 +282,8 @@ std::pair<CLI::App*, std::shared_ptr<Args>> command(CLI::App& app, const char* n
 // The fitted group a command reads or draws (`what`: whose choice it is).
 void add_group_options(CLI::App* c, std::string& pattern, std::string& store, std::optional<int>& gpus,
                        const std::string& what) {
-  c->add_option("--pattern", pattern, what + "pattern: local | peer | all_peers (default peer)")
-      ->check(CLI::IsMember({"local", "peer", "all_peers"}));
+  c->add_option("--pattern", pattern, what + "pattern: local | peer | all_peers | host (default peer)")
+      ->check(CLI::IsMember({"local", "peer", "all_peers", "host"}));
   c->add_option("--store", store, what + "store kind: st4 | st8 | st16 | tma (default st16)")
       ->check(CLI::IsMember({"st4", "st8", "st16", "tma"}));
   c->add_option("--gpus", gpus, what + "GPU count (default: the only one, or the smallest in the sweep)")

@@ -152,6 +152,24 @@ TEST(BurstGapModel, PerSmLimits) {
   EXPECT_DOUBLE_EQ(bg::rates(p, 132).capacity, 132 * 65536);
 }
 
+// The floor L: a burst too small to fill it takes L (the rest of it injects nothing, so
+// the stage drains meanwhile); a large one costs a0 + B*t0 as without it.
+TEST(BurstGapModel, IssueFloorSetsTheFreeTimeOfSmallBursts) {
+  auto p = peer();
+  p.issue_latency_ns = 100;
+  p.issue_floor_ns = 250;
+  EXPECT_DOUBLE_EQ(bg::latency_ns(p, 1024), 250 - 1024 * 0.02);
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 1024), 250);
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 65536), 100 + 65536 * 0.02);
+  EXPECT_DOUBLE_EQ(bg::issue_burst(p, 1, 1024, 0).issue_ns, 250);
+  EXPECT_DOUBLE_EQ(bg::steady_issue_ns(p, 1, 1024, 0), 250);
+  // The longer latency drains more before the stores: a smaller smallest free gap.
+  auto q = p;
+  q.issue_floor_ns.reset();
+  EXPECT_LT(bg::min_gap_ns(p, 132, 4096), bg::min_gap_ns(q, 132, 4096));
+  EXPECT_NEAR(bg::min_gap_ns(q, 132, 4096) - bg::min_gap_ns(p, 132, 4096), bg::latency_ns(p, 4096) - 100, 1e-9);
+}
+
 TEST(BurstGapModel, RejectsBadShapes) {
   const auto p = peer();
   EXPECT_THROW(bg::issue_burst(p, 0, 1024, 0), common::Error);
@@ -203,8 +221,25 @@ TEST(BurstGapFit, RecoversKnownParametersFromNoisySyntheticRows) {
     if (per_sm) EXPECT_NEAR(*p.drain_per_sm_GBps / *truth.drain_per_sm_GBps, 1, 0.10);
     EXPECT_LT(p.fit_rel_error_median, 0.04);
     EXPECT_EQ(p.n_rows, static_cast<int>(issue.size()));
+    EXPECT_FALSE(p.issue_floor_ns.has_value()) << "a floor the data do not have: " << *p.issue_floor_ns;
     EXPECT_EQ(p.sms_max, 132);
   }
+}
+
+// Small bursts that all take L: the fit finds the floor, and the line through the large
+// bursts keeps its slope.
+TEST(BurstGapFit, FindsTheIssueFloorWhenTheDataShowIt) {
+  auto truth = bg::example_params("peer");
+  truth.issue_floor_ns = truth.issue_latency_ns + 3 * 4096 * truth.t0_ns_per_byte;  // binds below 12 KiB
+  std::vector<xstage::SweepRow> issue;
+  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 5))
+    if (r.mode == "issue") issue.push_back(r);
+  std::vector<std::string> notes;
+  const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
+  ASSERT_TRUE(p.issue_floor_ns.has_value());
+  EXPECT_NEAR(*p.issue_floor_ns / *truth.issue_floor_ns, 1, 0.10);
+  EXPECT_NEAR(p.t0_ns_per_byte / truth.t0_ns_per_byte, 1, 0.03);
+  EXPECT_LT(p.fit_rel_error_median, 0.04);
 }
 
 TEST(BurstGapFit, PerSmCapacityIsFoundWhenTheDataShowsIt) {
@@ -373,6 +408,7 @@ TEST(BurstGapParams, JsonRoundTrip) {
   ps.holdout_fraction = 0.3;
   ps.seed = 42;
   ps.groups.push_back(peer());
+  ps.groups[0].issue_floor_ns = 230;
   auto all = bg::example_params("all_peers");
   all.capacity_bound = bg::Bound::lower;
   ps.groups.push_back(all);
@@ -382,6 +418,12 @@ TEST(BurstGapParams, JsonRoundTrip) {
   EXPECT_EQ(back.target, bg::FitTarget::mean);
   EXPECT_DOUBLE_EQ(back.groups[0].t0_ns_per_byte, 0.02);
   EXPECT_FALSE(back.groups[0].drain_per_sm_GBps.has_value());
+  EXPECT_DOUBLE_EQ(*back.groups[0].issue_floor_ns, 230);
+  EXPECT_FALSE(back.groups[1].issue_floor_ns.has_value());
+  // A file fitted before the floor existed has no key for it: no floor.
+  auto j = nlohmann::json::parse(bg::params_to_json(ps));
+  for (auto& g : j["groups"]) g.erase("issue_floor_ns");
+  EXPECT_FALSE(bg::params_from_json(j.dump(), "old.json").groups[0].issue_floor_ns.has_value());
   EXPECT_EQ(back.groups[1].capacity_scope, bg::CapacityScope::both);
   EXPECT_DOUBLE_EQ(*back.groups[1].capacity_bytes_per_sm, 96 * 1024);
   EXPECT_EQ(back.groups[1].capacity_bound, bg::Bound::lower);
