@@ -69,7 +69,10 @@ void add_ulysses_bench(CLI::App* bench) {
   cmd->callback([o, torch, json] {
     check_outputs("bench ulysses", o->json, o->png);
     check_sweep(*o);
-    if (o->link == "host" && o->kernel_only) throw common::Error("bench ulysses: --link host and --kernel-only exclude each other");
+    if (o->link == "host" && o->kernel_only)
+      throw common::Error("bench ulysses: --link host and --kernel-only exclude each other");
+    if (o->link == "host" && !o->png.empty())
+      throw common::Error("bench ulysses --link host: no --png; `xstage host-link-results --png-dir` draws its plot");
     o->torch = *torch == "auto";
     o->command = command_line();
     // --kernel-only and --link host write JSON only when asked.
