@@ -31,6 +31,18 @@ if(TARGET xstage_torch)
   list(APPEND XSTAGE_COMPONENTS torch)
 endif()
 
+# gait where LibTorch was found: xstage::gait, also reachable as gait::gait (the config
+# file names it so); its libraries link LibTorch's imported targets, which the config
+# finds again (find_dependency(Torch)) when the gait component is asked for.
+if(TARGET xs_gait)
+  list(APPEND _xs_export
+    xs_gait=gait gait_eval=gait_eval gait_eval_core=gait_eval_core gait_train=gait_train
+    gait_train_core=gait_train_core gait_nets=gait_nets gait_nets_core=gait_nets_core gait_data=gait_data
+    xs_gait_headers=gait_headers gait_torch=gait_torch)
+  list(APPEND XSTAGE_COMPONENTS gait)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/gait/include/gait DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+
 set(_xs_targets)
 foreach(_pair IN LISTS _xs_export)
   string(REPLACE "=" ";" _pair "${_pair}")
@@ -73,6 +85,7 @@ if(TARGET xstage_torch)
   install(FILES ${_xs_py_files} ${PROJECT_BINARY_DIR}/python/install/_libpath.py
     DESTINATION ${XSTAGE_PYTHON_INSTALL_DIR}/xstage)
   install(FILES ${PROJECT_SOURCE_DIR}/xstage/data/h200_params.json ${PROJECT_SOURCE_DIR}/xstage/data/h200x4_params.json
+                ${PROJECT_SOURCE_DIR}/xstage/data/h200_host_params.json
     DESTINATION ${XSTAGE_PYTHON_INSTALL_DIR}/xstage/data)
 endif()
 
@@ -89,6 +102,12 @@ if(XSTAGE_BUILD_TESTS)
       COMMAND sh ${PROJECT_SOURCE_DIR}/python/tests/test_install.sh
               ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${XSTAGE_PYTHON_INSTALL_DIR} ${XSTAGE_TORCH_PYTHON})
     list(APPEND _xs_install_tests install_torch_python)
+  endif()
+  if(TARGET xs_gait)  # examples/cpp_gait: gait::gait with LibTorch found through the package
+    add_test(NAME install_cpp_gait
+      COMMAND sh ${PROJECT_SOURCE_DIR}/examples/cpp_gait/test_install.sh
+              ${CMAKE_COMMAND} ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${CMAKE_CXX_COMPILER})
+    list(APPEND _xs_install_tests install_cpp_gait)
   endif()
   set_tests_properties(${_xs_install_tests} PROPERTIES LABELS cpu TIMEOUT 300)
 endif()

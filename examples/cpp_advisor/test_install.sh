@@ -2,18 +2,11 @@
 # Installs a build of this repository into a temporary prefix, builds this example
 # against it as a downstream project would, and checks what it prints.
 #   test_install.sh <cmake> <build dir> <source dir> [C++ compiler]
-set -eu
-CMAKE=$1 BUILD=$2 SRC=$3 CXX_COMPILER=${4:-c++}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$CMAKE" --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
+. "$3/examples/install_common.sh"
 # Installed text files must not point into the source or build tree (the compiled-in
 # default params path inside libxs_burstgap.a is a known exception; grep -I skips it).
 if grep -rIl -e "$SRC" -e "$BUILD" "$TMP/prefix"; then fail "build-tree paths in installed files (above)"; fi
 
-GEN=; command -v ninja >/dev/null && GEN="-G Ninja"
 # shellcheck disable=SC2086
 "$CMAKE" -S "$SRC/examples/cpp_advisor" -B "$TMP/build" $GEN -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$CXX_COMPILER" -DCMAKE_PREFIX_PATH="$TMP/prefix" >/dev/null
