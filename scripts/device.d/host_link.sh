@@ -10,6 +10,8 @@
 # 4. the host-link GPU test of Ulysses (bitwise against HBM);
 # 5. `xstage bench ulysses --link host` (P = HOST_RANKS, default 2,4,8; S = 4K .. HOST_MAX_SEQ,
 #    default 65536) -> $OUT/ulysses_host.json;
+# 5b. `xstage bench moe --link host` (HOST_MOE_SWEEP, default standard; HOST_MOE_TOKENS, default
+#    128,512,2048; HOST_MOE_BUDGET_S, default 150) -> $OUT/moe_host.json;
 # 6. `xstage host-link-results` -> $OUT/host_link.json (docs/results/host_link.json format),
 #    copied over docs/results/host_link.json by the developer from the archive (the plots
 #    are drawn there: `--png-dir docs/img`, with PLplot);
@@ -18,11 +20,11 @@ HOST_T0=$(date +%s)
 HOST_BUDGET=${HOST_BUDGET_S:-540}
 host_step() { step_within "$HOST_T0" "$HOST_BUDGET" "$@"; }  # name, wanted seconds, command...
 HT="$BUILD/xstage/tests"
-if [ ! -x "$XS" ] || [ ! -x "$HT/xstage_ulysses_gpu_tests" ]; then
+if [ ! -x "$XS" ] || [ ! -x "$HT/xstage_ulysses_gpu_tests" ] || [ ! -x "$HT/xstage_moe_gpu_tests" ]; then
   host_step host_configure 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
     -DXSTAGE_BUILD_GAIT=OFF
   host_step host_build 300 cmake --build "$BUILD" -j "$(nproc)" --target xstage xstage_ulysses_gpu_tests \
-    xstage_probe_gpu_tests
+    xstage_probe_gpu_tests xstage_moe_gpu_tests
 fi
 HP="$OUT/probe_host"
 rm -rf "$HP"
@@ -30,13 +32,20 @@ if host_step host_probe 240 "$XS" probe --gpus 1 --sweep "${SWEEP:-standard}" --
   host_step host_fit 120 "$XS" fit "$HP/sweep.csv" -o "$HP/params.json" --holdout 0.3 --report "$HP/report.json"
 fi
 host_step host_gpu_tests 120 "$HT/xstage_ulysses_gpu_tests" --gtest_filter='UlyssesHostLink.*'
+host_step host_moe_tests 180 "$HT/xstage_moe_gpu_tests" \
+  --gtest_filter='MoeFusedGpu.HostLinkWindows*:MoeFusedGpu.AbsentPeer*'
 host_step host_ulysses 240 "$XS" bench ulysses --link host --ranks "${HOST_RANKS:-2,4,8}" \
   --max-seq "${HOST_MAX_SEQ:-65536}" --json "$OUT/ulysses_host.json"
+host_step host_moe $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "${HOST_MOE_SWEEP:-standard}" \
+  --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \
+  --json "$OUT/moe_host.json"
 U_ARG=(); [ -f "$OUT/ulysses_host.json" ] && U_ARG=(--ulysses "$OUT/ulysses_host.json")
+[ -f "$OUT/moe_host.json" ] && U_ARG+=(--moe "$OUT/moe_host.json")
 if [ -f "$HP/report.json" ]; then
   host_step host_results 30 "$XS" host-link-results --probe "$HP" "${U_ARG[@]}" -o "$OUT/host_link.json"
   tail -3 "$OUT/host_fit.log"
   tail -4 "$OUT/host_ulysses.log"
+  tail -3 "$OUT/host_moe.log"
   cat "$OUT/host_results.log"
 fi
 if [ "${HOST_SANITIZE:-1}" = 1 ]; then

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "common/check.hpp"
 #include "common/validate.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
@@ -41,15 +42,24 @@ void add_moe_commands(CLI::App& app) {
   cmd->add_flag("--device-routing", o->bench.device_routing,
                 "Also time the forward from router logits with routing, layout and order on the GPU "
                 "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");
+  cmd->add_option("--link", o->link,
+                  "nvlink: EP GPUs over NCCL; host: one GPU, the EP ranks at once with every window in mapped "
+                  "pinned host memory (dispatch and combine over the host link), Expert-Wave against the "
+                  "advisor's Interleaved with the host-link fit's predictions (no unfused baseline)")
+      ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
   add_output_options(cmd, o->json, &o->png, "Speedup plot (empty: none)");
-  cmd->callback([o] {
+  auto* json = cmd->get_option("--json");
+  cmd->callback([o, json] {
+    if (o->link == "host" && json->count() == 0) o->json.clear();  // --link host: JSON only when asked
     check_outputs("bench moe", o->json, o->png);
+    if (o->link == "host" && !o->png.empty())
+      throw common::Error("bench moe --link host: no --png; `xstage host-link-results --png-dir` draws its plot");
     unique_items(o->filter.ep, "--ep");
     unique_items(o->filter.tokens, "--tokens");
     unique_items(o->filter.routing, "--routing");
     o->command = command_line();
     needs_gpu("bench moe");
-    if constexpr (kHaveCuda) moe::run_sweep(*o);
+    if constexpr (kHaveCuda) o->link == "host" ? moe::run_host_link_sweep(*o) : moe::run_sweep(*o);
   });
 }
 

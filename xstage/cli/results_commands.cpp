@@ -126,20 +126,44 @@ nlohmann::json ulysses_section(const std::filesystem::path& file) {
           {"min_speedup", sum.at("min_speedup")}, {"max_speedup", sum.at("max_speedup")}};
 }
 
-// One dot per configuration: predicted against measured speedup, and the diagonal.
-void plot_predicted_vs_measured(const nlohmann::json& rows, const std::string& title, const std::string& png) {
+// The MoE rows of `xstage bench moe --link host --json`: Interleaved over Expert-Wave,
+// measured and predicted, and the summary the bench wrote.
+nlohmann::json moe_section(const std::filesystem::path& file) {
+  const auto j = read_json(file);
+  XS_ASSERT(j.contains("rows") && j.contains("summary"), "{}: not a results file of `xstage bench moe --link host` "
+            "(no rows or summary)", file.string());
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : j.at("rows")) {
+    nlohmann::json row;
+    for (const char* k : {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing",
+                          "expert_wave_us", "interleaved_us", "speedup", "predicted_speedup", "predicted_compute_us",
+                          "predicted_stall_expert_wave_us", "predicted_stall_interleaved_us", "correct"})
+      row[k] = r.at(k);
+    rows.push_back(row);
+  }
+  nlohmann::json out = j.at("summary");
+  out["command"] = j.at("command");
+  out["date"] = j.at("date");
+  out["rows"] = rows;
+  return out;
+}
+
+// One dot per configuration: predicted against measured speedup (keys `predicted` and
+// `measured` of each row), and the diagonal.
+void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicted, const char* measured,
+                                const std::string& title, const std::string& png) {
   common::plot::Series dots{.label = "configurations", .line = common::plot::LineStyle::none};
   double lo = 1, hi = 1;
   for (const auto& r : rows) {
-    dots.x.push_back(r.at("predicted_speedup_vs_row_major").get<double>());
-    dots.y.push_back(r.at("speedup_vs_row_major").get<double>());
+    dots.x.push_back(r.at(predicted).get<double>());
+    dots.y.push_back(r.at(measured).get<double>());
     lo = std::min({lo, dots.x.back(), dots.y.back()});
     hi = std::max({hi, dots.x.back(), dots.y.back()});
   }
   common::plot::Chart c;
   c.title = title;
-  c.x = {.label = "predicted speedup over row-major"};
-  c.y = {.label = "measured speedup over row-major"};
+  c.x = {.label = "predicted speedup"};
+  c.y = {.label = "measured speedup"};
   c.series = {dots, {.label = "measured = predicted", .x = {lo * 0.98, hi * 1.02}, .y = {lo * 0.98, hi * 1.02},
                      .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none}};
   common::plot::write_chart(c, png);
@@ -149,6 +173,7 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const std::string& t
 void add_host_link_results(CLI::App& app) {
   auto probe_dir = std::make_shared<std::string>();
   auto ulysses = std::make_shared<std::string>();
+  auto moe = std::make_shared<std::string>();
   auto png_dir = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>("docs/results/host_link.json");
   auto* cmd = app.add_subcommand("host-link-results", "Headline figures of the host link as one JSON file");
@@ -156,11 +181,12 @@ void add_host_link_results(CLI::App& app) {
                   "report.json from `xstage fit --holdout`")->required()->check(common::validate::existing_folder());
   cmd->add_option("--ulysses", *ulysses, "results file of `xstage bench ulysses --link host --json`")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--moe", *moe, "results file of `xstage bench moe --link host --json`")->check(CLI::ExistingFile);
   cmd->add_option("--png-dir", *png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
       ->check(common::validate::existing_folder());
   cmd->add_option("-o,--out", *out, "JSON to (re)write")->check(common::validate::output_file())
       ->capture_default_str();
-  cmd->callback([probe_dir, ulysses, png_dir, out] {
+  cmd->callback([probe_dir, ulysses, moe, png_dir, out] {
     if (!png_dir->empty()) common::plot::require_charts("host-link-results: --png-dir");
     nlohmann::json probe = one_run(*probe_dir, "host", 50000);
     nlohmann::json j;
@@ -173,10 +199,21 @@ void add_host_link_results(CLI::App& app) {
         errors.push_back(std::abs(r["predicted_speedup_vs_row_major"].get<double>() /
                                       r["speedup_vs_row_major"].get<double>() - 1));
       if (!png_dir->empty())
-        plot_predicted_vs_measured(j["ulysses"]["rows"], "Ulysses over the host link: the advisor's order vs row-major",
+        plot_predicted_vs_measured(j["ulysses"]["rows"], "predicted_speedup_vs_row_major", "speedup_vs_row_major",
+                                   "Ulysses over the host link: the advisor's order vs row-major",
                                    (std::filesystem::path(*png_dir) / "host_link_ulysses_speedup.png").string());
     }
-    // Over every row of the fused-kernel sweeps together (the Ulysses rows so far).
+    if (!moe->empty()) {
+      j["moe"] = moe_section(*moe);
+      for (const auto& r : j["moe"]["rows"])
+        if (r["correct"].get<bool>())
+          errors.push_back(std::abs(r["predicted_speedup"].get<double>() / r["speedup"].get<double>() - 1));
+      if (!png_dir->empty())
+        plot_predicted_vs_measured(j["moe"]["rows"], "predicted_speedup", "speedup",
+                                   "MoE over the host link: Interleaved vs Expert-Wave",
+                                   (std::filesystem::path(*png_dir) / "host_link_moe_speedup.png").string());
+    }
+    // Over every row of the fused-kernel sweeps together.
     j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
                                                                   : nlohmann::json(common::median(errors));
     common::write_file_atomic(*out, j.dump(2) + "\n");

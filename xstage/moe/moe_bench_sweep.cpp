@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "common/check.hpp"
 #include "common/plot.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "xstage/bench/report.hpp"
+#include "xstage/bench/timing.hpp"
 
 namespace xstage::moe {
 
@@ -96,7 +98,81 @@ void write_png(const Curves& c, const std::string& card, const std::string& png)
   std::printf("wrote %s\n", png.c_str());
 }
 
+bench::Table host_link_table() {
+  return bench::Table({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
+                       {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"IL/EW", 6, ".3f"},
+                       {"stall EW", 9, ".1f", false, true}, {"stall IL", 9, ".1f"}, {"pred x", 6, ".3f"},
+                       {"ok", 0}});
+}
+
+bench::Row host_link_row(const HostLinkRow& r) {
+  const BenchConfig& b = r.config;
+  bench::Row row;
+  row.check = {r.correct, r.correct ? "" : fmt::format("Interleaved vs Expert-Wave max rel err {:.2e}", r.max_rel_err)};
+  row.config = {{"tokens_per_rank", b.tokens_per_rank}, {"experts", b.experts}, {"topk", b.topk},
+                {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing}};
+  row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us}, {"speedup", r.speedup},
+                {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
+                {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},
+                {"predicted_compute_us", r.predicted_compute_us}, {"predicted_speedup", r.predicted_speedup},
+                {"max_rel_err", r.max_rel_err},
+                {"interleaved_config",
+                 {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
+                  {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};
+  row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
+               r.expert_wave_us, r.interleaved_us, r.speedup, r.predicted_stall_expert_wave_us,
+               r.predicted_stall_interleaved_us, r.predicted_speedup, std::string(r.correct ? "yes" : "NO")};
+  return row;
+}
+
+// Over the checked rows: Interleaved / Expert-Wave where the model predicts an
+// Expert-Wave stall (> 1 % of the compute), the extremes over all, the prediction error.
+nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
+  std::vector<double> where_stall, all, errors;
+  for (const auto& r : rows) {
+    if (!r.correct) continue;
+    all.push_back(r.speedup);
+    errors.push_back(std::abs(r.predicted_speedup - r.speedup) / r.speedup);
+    if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
+  }
+  auto opt = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  std::sort(errors.begin(), errors.end());
+  return {{"rows_where_stall_predicted", where_stall.size()},
+          {"geomean_where_stall_predicted", opt(!where_stall.empty(), bench::geomean(where_stall))},
+          {"max_speedup", opt(!all.empty(), all.empty() ? 0 : *std::max_element(all.begin(), all.end()))},
+          {"min_speedup", opt(!all.empty(), all.empty() ? 0 : *std::min_element(all.begin(), all.end()))},
+          {"speedup_prediction_median_abs_rel_error", opt(!errors.empty(), errors.empty() ? 0 : median_of_sorted(errors))}};
+}
+
 }  // namespace
+
+void run_host_link_sweep(const SweepOptions& o) {
+  const auto params = burstgap::read_params_or_default(o.params);
+  const burstgap::ModelParams& host = params.find("host", "st16");
+  const auto configs = select_rows(o.sweep, o.filter);
+  const bench::Budget budget(o.budget_s);
+  cudaDeviceProp prop{};
+  XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
+  nlohmann::json head = bench::run_head(prop.name, 1, o.command);
+  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), every window in mapped pinned host "
+                  "memory; per forward, the slowest rank; medians of samples taken in turns";
+  head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
+  bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size());
+  report.print_header();
+  std::vector<HostLinkRow> rows;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (budget.spent()) {
+      std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
+      break;
+    }
+    rows.push_back(run_host_link_bench(configs[i], host, o.bench));
+    report.set("summary", host_link_summary(rows));
+    report.add(host_link_row(rows.back()));
+  }
+  const nlohmann::json sum = host_link_summary(rows);
+  std::printf("Interleaved / Expert-Wave over the host link: %s\n", sum.dump().c_str());
+  report.finish();
+}
 
 void run_sweep(const SweepOptions& o) {
   const auto params = burstgap::read_params_or_default(o.params);

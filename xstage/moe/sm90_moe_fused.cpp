@@ -189,10 +189,13 @@ int sm_count(int device) {
 }
 }  // namespace
 
-OneGpuGroup::OneGpuGroup(const Problem& p, int max_rows)
-    : p_(p), max_rows_(std::max(max_rows, 1)), layout_(window_layout(p, max_rows_)) {
+OneGpuGroup::OneGpuGroup(const Problem& p, int max_rows, WindowMemory memory)
+    : p_(p), max_rows_(std::max(max_rows, 1)), layout_(window_layout(p, max_rows_)), memory_(memory) {
   check_fused_problem(p, -1);  // all ranks on this GPU
-  for (int r = 0; r < p.ranks; ++r) windows_.emplace_back(layout_.bytes);
+  for (int r = 0; r < p.ranks; ++r) {
+    if (memory == WindowMemory::host) host_windows_.emplace_back(layout_.bytes);  // zeroed
+    else windows_.emplace_back(layout_.bytes);
+  }
 }
 
 FusedMoe::FusedMoe(comm::Rank& rank, const Problem& p, int max_rows) {

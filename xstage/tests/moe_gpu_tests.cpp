@@ -154,15 +154,16 @@ TEST(MoeFusedGpu, SingleRank) {
 // kernels at once on P streams, SMs / P CTAs each): the P > 1 dispatch, L2 epilogue and
 // combine index maps and counters without NCCL, for EP = 2, 4, 8; skewed routing with
 // empty experts and same-rank top-k; three launches (cumulative counters), each within
-// tolerance of the reference and bitwise equal to the first.
-void run_on_one_gpu(const Case& c) {
+// tolerance of the reference and bitwise equal to the first. Returns every rank's output.
+std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
+                                                       moe::WindowMemory memory = moe::WindowMemory::device) {
   const auto routing = moe::synthetic_routing(c.p, c.routing);
   const auto layout = moe::build_layout(c.p, routing);
   const auto w = moe::random_weights(c.p, 23);
   const auto x = moe::random_tokens(c.p, 24);
   const auto ref = moe::reference_forward(c.p, routing, layout, w, x);
   const int P = c.p.ranks;
-  moe::OneGpuGroup group(c.p, layout.max_rows());
+  moe::OneGpuGroup group(c.p, layout.max_rows(), memory);
   std::vector<cudaStream_t> streams(P);
   std::vector<xstage::DeviceBuffer<std::uint16_t>> w1, w2, xd;
   std::vector<std::unique_ptr<moe::FusedMoe>> fused;
@@ -181,7 +182,7 @@ void run_on_one_gpu(const Case& c) {
   }
   int sms = 0;
   XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  ASSERT_LE(fused[0]->blocks() * P, sms) << "the P kernels must fit on the GPU at once";
+  EXPECT_LE(fused[0]->blocks() * P, sms) << "the P kernels must fit on the GPU at once";
   std::vector<std::vector<std::uint16_t>> first_out(P);
   for (int l = 0; l < c.launches; ++l) {
     for (int r = 0; r < P; ++r) {
@@ -200,6 +201,7 @@ void run_on_one_gpu(const Case& c) {
   }
   fused.clear();
   for (cudaStream_t s : streams) XS_CHECK_CUDA(cudaStreamDestroy(s));
+  return first_out;
 }
 
 // The unfused baseline (NCCL all-to-all-v + cuBLAS grouped GEMMs, then the same with
@@ -456,6 +458,21 @@ TEST(MoeFusedGpu, EightRanksOnOneGpu) {
                   moe::ScheduleKind::interleaved, 3});
 }
 
+// The same P kernels with every window in mapped pinned host memory (dispatch, combine
+// and counters over the host link): the outputs equal the HBM group's bitwise.
+TEST(MoeFusedGpu, HostLinkWindowsGiveTheHbmOutputsBitwise) {
+  for (const Case& c : {Case{{2, 200, 8, 2, 512, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 8},
+                             moe::ScheduleKind::interleaved, 2},
+                        Case{{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4},
+                             moe::ScheduleKind::expert_wave, 2}}) {
+    const auto hbm = run_on_one_gpu(c);
+    const auto host = run_on_one_gpu(c, moe::WindowMemory::host);
+    ASSERT_EQ(host.size(), hbm.size());
+    for (std::size_t r = 0; r < hbm.size(); ++r)
+      EXPECT_TRUE(host[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": host-link output differs";
+  }
+}
+
 TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
   const int gpus = comm::visible_gpus();
   moe::Problem p{gpus + 1, 64, 8 * (gpus + 1), 2, 256, 128};
@@ -471,13 +488,13 @@ TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
 // not hang. Its producer's wait for the dispatch rows of a local expert times out first
 // (the waits inside its CTA, which that wait holds up, have twice the budget), traps, and
 // synchronize() throws one line naming the rank, the wait, and the ranks the rows come from.
-static int absent_peer_child() {
+static int absent_peer_child(moe::WindowMemory memory) {
   const moe::Problem p{2, 200, 8, 2, 512, 256};
   const auto routing = moe::synthetic_routing(p, {.seed = 12});
   const auto layout = moe::build_layout(p, routing);
   const auto w = moe::random_weights(p, 23);
   const auto x = moe::random_tokens(p, 24);
-  moe::OneGpuGroup group(p, layout.max_rows());
+  moe::OneGpuGroup group(p, layout.max_rows(), memory);
   cudaStream_t stream;
   XS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto w1 = xstage::upload(w.w1[0]), w2 = xstage::upload(w.w2[0]), xd = xstage::upload(x[0]);
@@ -500,16 +517,23 @@ static int absent_peer_child() {
   return 0;
 }
 
-static int child_main(const std::string& name) { return name == "absent" ? absent_peer_child() : 2; }
+static int child_main(const std::string& name) {
+  if (name == "absent") return absent_peer_child(moe::WindowMemory::device);
+  if (name == "absent_host") return absent_peer_child(moe::WindowMemory::host);
+  return 2;
+}
 
 TEST(MoeFusedGpu, AbsentPeerTimesOutNamingTheWaitAndTheSources) {
-  // `timeout` turns a hang into exit status 124 (a failure here, not a stuck test).
-  const auto [code, out] = common::run_self_as_child("absent", "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
-  EXPECT_EQ(code, 7) << out;
-  EXPECT_NE(out.find("device wait timed out on rank 0"), std::string::npos) << out;
-  EXPECT_NE(out.find("dispatch rows of a local expert"), std::string::npos) << out;
-  EXPECT_NE(out.find("from rank 1"), std::string::npos) << out;
-  std::printf("%s", out.c_str());  // the child's lines: the message a user sees
+  // `timeout` turns a hang into exit status 124 (a failure here, not a stuck test). With
+  // the windows over the host link too: the counters the waits poll are host memory.
+  for (const char* child : {"absent", "absent_host"}) {
+    const auto [code, out] = common::run_self_as_child(child, "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
+    EXPECT_EQ(code, 7) << child << ": " << out;
+    EXPECT_NE(out.find("device wait timed out on rank 0"), std::string::npos) << child << ": " << out;
+    EXPECT_NE(out.find("dispatch rows of a local expert"), std::string::npos) << child << ": " << out;
+    EXPECT_NE(out.find("from rank 1"), std::string::npos) << child << ": " << out;
+    std::printf("%s", out.c_str());  // the child's lines: the message a user sees
+  }
 }
 
 int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }

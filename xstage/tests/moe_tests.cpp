@@ -675,3 +675,29 @@ TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
   EXPECT_THROW(moe::summarize_profile(std::vector<unsigned long long>(sums.size(), 0), blocks, launches, 1000),
                std::exception);
 }
+
+// The predicted side of `bench moe --link host`: Interleaved is chosen for the least
+// stall among splits that include Expert-Wave's own profile (split 1), so it never
+// predicts more stall than Expert-Wave; the speedup is (compute + stall) EW over IL;
+// the compute is the tile-time estimate of rank 0 on its SMs / P.
+TEST(MoeHostLink, PredictionsOnTheHostFit) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
+  int stalled = 0;
+  for (const auto& c : moe::select_rows("standard", {.tokens = {128, 2048}, .routing = {"uniform"}})) {
+    moe::HostLinkRow r;
+    r.config = c;
+    moe::predict_host_link_row(r, host, 132);
+    EXPECT_GT(r.predicted_compute_us, 0);
+    EXPECT_LE(r.predicted_stall_interleaved_us, r.predicted_stall_expert_wave_us + 1e-9);
+    EXPECT_NEAR(r.predicted_speedup,
+                (r.predicted_compute_us + r.predicted_stall_expert_wave_us) /
+                    (r.predicted_compute_us + r.predicted_stall_interleaved_us),
+                1e-12);
+    EXPECT_EQ(r.interleaved.kind, moe::ScheduleKind::interleaved);
+    stalled += r.predicted_stall_expert_wave_us > 0;
+  }
+  // The host link drains ~55 GB/s: most of these layers' combine stores back it up.
+  EXPECT_GT(stalled, 0);
+}

@@ -70,6 +70,28 @@ struct BenchOptions {
 // in raster group kMoeRasterGroup and are sampled in turns.
 BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 
+// `xstage bench moe --link host` (xstage/moe/moe_host_link.cpp): the P ranks of one
+// configuration on one GPU (moe::OneGpuGroup, SMs / P CTAs each, all P kernels at once)
+// with every window in mapped pinned host memory, so dispatch and combine cross the host
+// link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
+// model's predictions beside the measured times. The one GPU's X-Stage takes all P
+// kernels' stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
+struct HostLinkRow {
+  BenchConfig config;
+  double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch
+  double speedup = 0;                             // expert_wave / interleaved
+  double predicted_stall_expert_wave_us = 0;      // the advisor, for one rank's schedule
+  double predicted_stall_interleaved_us = 0;
+  double predicted_compute_us = 0;                // the tile-time estimate of one rank
+  double predicted_speedup = 0;                   // (compute + stall) EW over the same IL
+  double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
+  bool correct = false;
+  ScheduleConfig interleaved;
+};
+HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
+// The predicted side of a row, on the host (CPU-tested): stalls, compute and speedup.
+void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params, int sms);
+
 // The whole `xstage bench moe`: the selected rows, one table line each, the JSON
 // (docs/results/moe.json format) rewritten after every row, and a PNG of the
 // Interleaved / Expert-Wave speedup.
@@ -81,7 +103,12 @@ struct SweepOptions {
   double budget_s = 0;  // > 0: start no row after that many seconds
   std::string json = "docs/results/moe.json", png;  // empty: none (a chart only when asked for)
   std::string command;  // the command line, for the results file
+  std::string link = "nvlink";  // nvlink | host (one GPU: run_host_link_sweep)
 };
 void run_sweep(const SweepOptions& o);
+// link host: run_host_link_bench per selected row on GPU 0 with the host-link fit; the
+// summary (geomean and extremes of Interleaved over Expert-Wave where the model predicts
+// an Expert-Wave stall, and the predicted speedup's median error) in the JSON's head.
+void run_host_link_sweep(const SweepOptions& o);
 
 }  // namespace xstage::moe

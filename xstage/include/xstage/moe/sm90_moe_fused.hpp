@@ -122,19 +122,32 @@ WindowLayout window_layout(const Problem& p, int max_rows);
 // before synchronising any, with blocks() summing to at most the SM count (the default
 // is SMs / P each), and synchronise all of them before the next launches (no start
 // barrier). Inputs by set_inputs only (route_on_device's all-gather needs NCCL).
+//
+// WindowMemory::host puts every rank's window (flags, dispatch rows, combine rows) in
+// mapped pinned host memory: every dispatch and combine store, and the counters, cross
+// the host link (the emulated ranks' remote traffic over a link with a strong X-Stage,
+// docs/xstage-host-link.md), while tokens, weights, the SwiGLU scratch and the outputs
+// stay in HBM. The kernels read their received rows back over the link too.
+enum class WindowMemory { device, host };
 class OneGpuGroup {
  public:
-  OneGpuGroup(const Problem& p, int max_rows);
+  OneGpuGroup(const Problem& p, int max_rows, WindowMemory memory = WindowMemory::device);
   const Problem& problem() const { return p_; }
   int max_rows() const { return max_rows_; }
   const WindowLayout& layout() const { return layout_; }
-  char* window(int rank) { return reinterpret_cast<char*>(windows_.at(rank).get()); }
+  WindowMemory memory() const { return memory_; }
+  char* window(int rank) {
+    return reinterpret_cast<char*>(memory_ == WindowMemory::host ? host_windows_.at(rank).device()
+                                                                 : windows_.at(rank).get());
+  }
 
  private:
   Problem p_;
   int max_rows_;
   WindowLayout layout_;
+  WindowMemory memory_;
   std::vector<DeviceBuffer<unsigned char>> windows_;
+  std::vector<MappedHostBuffer<unsigned char>> host_windows_;
 };
 
 class FusedMoe {

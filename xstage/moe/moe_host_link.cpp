@@ -1,0 +1,150 @@
+// One configuration of `xstage bench moe --link host`: the P ranks on one GPU
+// (OneGpuGroup, every window in mapped pinned host memory), both schedules sampled in
+// turns. A sample: every rank's kernel `per` times on its own stream, all streams
+// released by one event; its time is the slowest stream's (the layer ends when the
+// last rank's combine has landed), per launch. The rows of both schedules are checked
+// against each other (the same tiles in another order: within bf16 tolerance).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "common/check.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "xstage/bench/event_timer.hpp"
+#include "xstage/bench/moe_bench.hpp"
+#include "xstage/moe/sm90_moe_fused.hpp"
+#include "xstage/moe/unfused.hpp"
+
+namespace xstage::moe {
+
+namespace {
+
+constexpr double kMaxRelErr = 2e-2;  // bf16 outputs of two accumulation orders
+
+// The P ranks of one group: inputs, streams, kernels, and one event per stream.
+struct HostLinkGroup {
+  Problem p;
+  Layout layout;
+  OneGpuGroup group;
+  std::vector<cudaStream_t> streams;
+  std::vector<DeviceBuffer<std::uint16_t>> w1, w2, x;
+  std::vector<std::unique_ptr<FusedMoe>> fused;
+  std::vector<cudaEvent_t> done;
+  cudaEvent_t start = nullptr;
+
+  HostLinkGroup(const Problem& prob, const std::vector<Routing>& routing)
+      : p(prob), layout(build_layout(prob, routing)), group(prob, layout.max_rows(), WindowMemory::host) {
+    XS_CHECK_CUDA(cudaEventCreate(&start));
+    for (int r = 0; r < p.ranks; ++r) {
+      cudaStream_t s;
+      XS_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      streams.push_back(s);
+      cudaEvent_t e;
+      XS_CHECK_CUDA(cudaEventCreate(&e));
+      done.push_back(e);
+      w1.emplace_back(std::size_t(p.experts_per_rank()) * 2 * p.intermediate * p.hidden);
+      w2.emplace_back(std::size_t(p.experts_per_rank()) * p.hidden * p.intermediate);
+      x.emplace_back(std::size_t(p.tokens_per_rank) * p.hidden);
+      fill_random_bf16(w1[r].get(), w1[r].size(), 1000 + r, 0.02f, s);
+      fill_random_bf16(w2[r].get(), w2[r].size(), 2000 + r, 0.02f, s);
+      fill_random_bf16(x[r].get(), x[r].size(), 3000 + r, 1.0f, s);
+      fused.push_back(std::make_unique<FusedMoe>(group, r, s));
+      fused[r]->set_weights(w1[r].get(), w2[r].get());
+    }
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  ~HostLinkGroup() {
+    fused.clear();
+    for (cudaEvent_t e : done) cudaEventDestroy(e);
+    if (start) cudaEventDestroy(start);
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  }
+  HostLinkGroup(const HostLinkGroup&) = delete;
+  HostLinkGroup& operator=(const HostLinkGroup&) = delete;
+
+  void set_orders(const std::vector<Routing>& routing, ScheduleKind kind, const burstgap::ModelParams& params) {
+    for (int r = 0; r < p.ranks; ++r) {
+      const TileLists tiles = build_tiles(p, layout.ranks[r]);
+      const ScheduleConfig cfg = choose_schedule(kind, p, tiles, fused[r]->blocks(), params);
+      fused[r]->set_inputs(x[r].get(), routing[r], layout, make_scheduler(cfg)->order(tiles));
+    }
+  }
+  // Microseconds per layer forward: `per` launches of every rank, released together.
+  double time_us(int per) {
+    for (auto& f : fused) f->synchronize();
+    XS_CHECK_CUDA(cudaEventRecord(start, streams[0]));
+    for (int r = 0; r < p.ranks; ++r) {
+      if (r > 0) XS_CHECK_CUDA(cudaStreamWaitEvent(streams[r], start, 0));
+      for (int i = 0; i < per; ++i) fused[r]->launch();
+      XS_CHECK_CUDA(cudaEventRecord(done[r], streams[r]));
+    }
+    for (auto& f : fused) f->synchronize();  // names a timed-out wait
+    float worst = 0;
+    for (cudaEvent_t e : done) {
+      float ms = 0;
+      XS_CHECK_CUDA(cudaEventElapsedTime(&ms, start, e));
+      worst = std::max(worst, ms);
+    }
+    return double(worst) * 1e3 / per;
+  }
+  std::vector<std::vector<std::uint16_t>> outputs() {
+    std::vector<std::vector<std::uint16_t>> out;
+    for (auto& f : fused) {
+      f->synchronize();
+      out.push_back(bench::to_host(f->out(), std::size_t(p.tokens_per_rank) * p.hidden));
+    }
+    return out;
+  }
+};
+
+double max_rel_diff(const std::vector<std::vector<std::uint16_t>>& a, const std::vector<std::vector<std::uint16_t>>& b) {
+  double scale = 1e-30, diff = 0;
+  for (std::size_t r = 0; r < a.size(); ++r)
+    for (std::size_t i = 0; i < a[r].size(); ++i) {
+      const double x = from_bf16(a[r][i]), y = from_bf16(b[r][i]);
+      scale = std::max(scale, std::abs(y));
+      diff = std::isfinite(x) ? std::max(diff, std::abs(x - y)) : INFINITY;
+    }
+  return diff / scale;
+}
+
+}  // namespace
+
+HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o) {
+  const Problem p = c.problem();  // validated with the group (all ranks on GPU 0)
+  XS_ASSERT(p.ranks >= 2, "bench moe --link host: EP must be >= 2 (got {}): the host link carries the exchange",
+            p.ranks);
+  XS_CHECK_CUDA(cudaSetDevice(0));
+  int sms = 0;
+  XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  HostLinkRow row;
+  row.config = c;
+  predict_host_link_row(row, params, sms);
+  const auto routing = synthetic_routing(p, c.synthetic());
+  HostLinkGroup g(p, routing);
+  const int rounds = std::min(o.iters, 5), per = std::max(1, (o.iters + rounds - 1) / rounds);
+  std::vector<double> ew, il;
+  std::vector<std::vector<std::uint16_t>> out_ew;
+  for (int round = -1; round < rounds; ++round)  // round -1: warm-up
+    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
+      g.set_orders(routing, kind, params);
+      const double us = g.time_us(round < 0 ? std::max(1, o.warmup) : per);
+      if (round < 0) continue;
+      (kind == ScheduleKind::expert_wave ? ew : il).push_back(us);
+      if (round != rounds - 1) continue;
+      if (kind == ScheduleKind::expert_wave) out_ew = g.outputs();
+      else row.max_rel_err = max_rel_diff(g.outputs(), out_ew);
+    }
+  std::sort(ew.begin(), ew.end());
+  std::sort(il.begin(), il.end());
+  row.expert_wave_us = median_of_sorted(ew);
+  row.interleaved_us = median_of_sorted(il);
+  row.speedup = row.expert_wave_us / row.interleaved_us;
+  row.correct = row.max_rel_err <= kMaxRelErr;
+  return row;
+}
+
+}  // namespace xstage::moe
