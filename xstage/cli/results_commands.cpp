@@ -102,43 +102,39 @@ void print_run(const nlohmann::json& r, const std::string& link) {
              r["sustained_drain_GBps"].get<double>());
 }
 
-// The Ulysses rows of `xstage bench ulysses --link host --json`: the speedups of the
-// advisor's order over row-major, measured and predicted, and the summary the bench wrote.
-nlohmann::json ulysses_section(const std::filesystem::path& file) {
-  const auto j = read_json(file);
-  XS_ASSERT(j.contains("rows") && j.contains("summary"), "{}: not a results file of `xstage bench ulysses --link "
-            "host` (no rows or summary)", file.string());
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : j.at("rows")) {
-    nlohmann::json row;
-    for (const char* k : {"S", "P", "H", "D", "rank", "fused_guided_ms", "fused_row_major_ms", "exchange_after_ms",
-                          "attention_guided_ms", "predicted_stall_row_major_us", "predicted_stall_guided_us",
-                          "speedup_vs_row_major", "predicted_speedup_vs_row_major", "speedup_vs_exchange_after",
-                          "stall_predicted", "link_GBps", "bitwise_equal"})
-      row[k] = r.at(k);
-    rows.push_back(row);
-  }
-  const auto& sum = j.at("summary");
-  return {{"command", j.at("command")}, {"date", j.at("date")}, {"rows", rows},
-          {"geomean_where_stall_predicted", sum.at("geomean_where_stall_predicted")},
-          {"rows_where_stall_predicted", sum.at("rows_where_stall_predicted")},
-          {"speedup_prediction_median_abs_rel_error", sum.at("speedup_prediction_median_abs_rel_error")},
-          {"min_speedup", sum.at("min_speedup")}, {"max_speedup", sum.at("max_speedup")}};
-}
+// A fused-kernel sweep over the host link (`xstage bench ulysses|moe --link host --json`):
+// which bench wrote it, the row keys kept, and the row keys of its speedup (predicted and
+// measured), with its plot's file and title.
+struct SweepSection {
+  const char* name;  // key in host_link.json
+  const char* bench;
+  std::vector<const char*> keys;
+  const char *predicted, *measured, *png, *title;
+};
+const SweepSection kUlyssesSection{
+    "ulysses", "xstage bench ulysses --link host",
+    {"S", "P", "H", "D", "rank", "fused_guided_ms", "fused_row_major_ms", "exchange_after_ms", "attention_guided_ms",
+     "predicted_stall_row_major_us", "predicted_stall_guided_us", "speedup_vs_row_major",
+     "predicted_speedup_vs_row_major", "speedup_vs_exchange_after", "stall_predicted", "link_GBps", "bitwise_equal",
+     "correct"},
+    "predicted_speedup_vs_row_major", "speedup_vs_row_major", "host_link_ulysses_speedup.png",
+    "Ulysses over the host link: the advisor's order vs row-major"};
+const SweepSection kMoeSection{
+    "moe", "xstage bench moe --link host",
+    {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",
+     "speedup", "predicted_speedup", "predicted_compute_us", "predicted_stall_expert_wave_us",
+     "predicted_stall_interleaved_us", "correct"},
+    "predicted_speedup", "speedup", "host_link_moe_speedup.png", "MoE over the host link: Interleaved vs Expert-Wave"};
 
-// The MoE rows of `xstage bench moe --link host --json`: Interleaved over Expert-Wave,
-// measured and predicted, and the summary the bench wrote.
-nlohmann::json moe_section(const std::filesystem::path& file) {
+// The section's rows (its keys) and the summary the bench wrote, with its command and date.
+nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {
   const auto j = read_json(file);
-  XS_ASSERT(j.contains("rows") && j.contains("summary"), "{}: not a results file of `xstage bench moe --link host` "
-            "(no rows or summary)", file.string());
+  XS_ASSERT(j.contains("rows") && j.contains("summary"), "{}: not a results file of `{}` (no rows or summary)",
+            file.string(), sec.bench);
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : j.at("rows")) {
     nlohmann::json row;
-    for (const char* k : {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing",
-                          "expert_wave_us", "interleaved_us", "speedup", "predicted_speedup", "predicted_compute_us",
-                          "predicted_stall_expert_wave_us", "predicted_stall_interleaved_us", "correct"})
-      row[k] = r.at(k);
+    for (const char* k : sec.keys) row[k] = r.at(k);
     rows.push_back(row);
   }
   nlohmann::json out = j.at("summary");
@@ -193,25 +189,15 @@ void add_host_link_results(CLI::App& app) {
     for (const char* k : {"card", "gpus", "date", "command"}) j[k] = probe.at(k);
     j["probe"] = probe;
     std::vector<double> errors;
-    if (!ulysses->empty()) {
-      j["ulysses"] = ulysses_section(*ulysses);
-      for (const auto& r : j["ulysses"]["rows"])
-        errors.push_back(std::abs(r["predicted_speedup_vs_row_major"].get<double>() /
-                                      r["speedup_vs_row_major"].get<double>() - 1));
-      if (!png_dir->empty())
-        plot_predicted_vs_measured(j["ulysses"]["rows"], "predicted_speedup_vs_row_major", "speedup_vs_row_major",
-                                   "Ulysses over the host link: the advisor's order vs row-major",
-                                   (std::filesystem::path(*png_dir) / "host_link_ulysses_speedup.png").string());
-    }
-    if (!moe->empty()) {
-      j["moe"] = moe_section(*moe);
-      for (const auto& r : j["moe"]["rows"])
+    for (const auto& [sec, file] : {std::pair{&kUlyssesSection, ulysses}, std::pair{&kMoeSection, moe}}) {
+      if (file->empty()) continue;
+      j[sec->name] = sweep_section(*sec, *file);
+      for (const auto& r : j[sec->name]["rows"])
         if (r["correct"].get<bool>())
-          errors.push_back(std::abs(r["predicted_speedup"].get<double>() / r["speedup"].get<double>() - 1));
+          errors.push_back(std::abs(r[sec->predicted].get<double>() / r[sec->measured].get<double>() - 1));
       if (!png_dir->empty())
-        plot_predicted_vs_measured(j["moe"]["rows"], "predicted_speedup", "speedup",
-                                   "MoE over the host link: Interleaved vs Expert-Wave",
-                                   (std::filesystem::path(*png_dir) / "host_link_moe_speedup.png").string());
+        plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
+                                   (std::filesystem::path(*png_dir) / sec->png).string());
     }
     // Over every row of the fused-kernel sweeps together.
     j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)

@@ -14,43 +14,13 @@
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "xstage/comm/comm.hpp"
+#include "bench_inputs.hpp"
 #include "xstage/moe/sm90_moe_fused.hpp"
 #include "xstage/moe/unfused.hpp"
 
 namespace xstage::moe {
 
 namespace {
-
-// Fused and unfused bf16 outputs differ by accumulation order only.
-constexpr double kMaxRelErr = 2e-2;
-
-double max_rel_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
-  double scale = 1e-30, diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = from_bf16(a[i]), y = from_bf16(b[i]);
-    scale = std::max(scale, std::abs(y));
-    diff = std::isfinite(x) ? std::max(diff, std::abs(x - y)) : INFINITY;
-  }
-  return diff / scale;
-}
-
-// One rank's inputs, random and seeded by rank: expert weights, tokens, routing weights.
-struct RankInputs {
-  DeviceBuffer<std::uint16_t> w1, w2, x;
-  DeviceBuffer<float> wt;
-  RankInputs(const Problem& p, const Routing& routing, int r, cudaStream_t st)
-      : w1(std::size_t(p.experts_per_rank()) * 2 * p.intermediate * p.hidden),
-        w2(std::size_t(p.experts_per_rank()) * p.hidden * p.intermediate),
-        x(std::size_t(p.tokens_per_rank) * p.hidden),
-        wt(routing.weight.size()) {
-    fill_random_bf16(w1.get(), w1.size(), 1000 + r, 0.02f, st);
-    fill_random_bf16(w2.get(), w2.size(), 2000 + r, 0.02f, st);
-    fill_random_bf16(x.get(), x.size(), 3000 + r, 1.0f, st);
-    copy_to_device(wt.get(), routing.weight.data(), wt.size() * 4);
-    XS_CHECK_CUDA(cudaStreamSynchronize(st));
-  }
-  std::size_t out_elems(const Problem& p) const { return std::size_t(p.tokens_per_rank) * p.hidden; }
-};
 
 // What one rank measured; the row takes the slowest rank's figures.
 struct RankFigures {

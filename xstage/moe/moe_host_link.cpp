@@ -12,17 +12,14 @@
 
 #include "common/check.hpp"
 #include "common/cuda_check.hpp"
-#include "common/device_buffer.hpp"
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/moe_bench.hpp"
+#include "bench_inputs.hpp"
 #include "xstage/moe/sm90_moe_fused.hpp"
-#include "xstage/moe/unfused.hpp"
 
 namespace xstage::moe {
 
 namespace {
-
-constexpr double kMaxRelErr = 2e-2;  // bf16 outputs of two accumulation orders
 
 // The P ranks of one group: inputs, streams, kernels, and one event per stream.
 struct HostLinkGroup {
@@ -30,7 +27,7 @@ struct HostLinkGroup {
   Layout layout;
   OneGpuGroup group;
   std::vector<cudaStream_t> streams;
-  std::vector<DeviceBuffer<std::uint16_t>> w1, w2, x;
+  std::vector<std::unique_ptr<RankInputs>> in;
   std::vector<std::unique_ptr<FusedMoe>> fused;
   std::vector<cudaEvent_t> done;
   cudaEvent_t start = nullptr;
@@ -45,16 +42,10 @@ struct HostLinkGroup {
       cudaEvent_t e;
       XS_CHECK_CUDA(cudaEventCreate(&e));
       done.push_back(e);
-      w1.emplace_back(std::size_t(p.experts_per_rank()) * 2 * p.intermediate * p.hidden);
-      w2.emplace_back(std::size_t(p.experts_per_rank()) * p.hidden * p.intermediate);
-      x.emplace_back(std::size_t(p.tokens_per_rank) * p.hidden);
-      fill_random_bf16(w1[r].get(), w1[r].size(), 1000 + r, 0.02f, s);
-      fill_random_bf16(w2[r].get(), w2[r].size(), 2000 + r, 0.02f, s);
-      fill_random_bf16(x[r].get(), x[r].size(), 3000 + r, 1.0f, s);
+      in.push_back(std::make_unique<RankInputs>(p, routing[r], r, s));
       fused.push_back(std::make_unique<FusedMoe>(group, r, s));
-      fused[r]->set_weights(w1[r].get(), w2[r].get());
+      fused[r]->set_weights(in[r]->w1.get(), in[r]->w2.get());
     }
-    XS_CHECK_CUDA(cudaDeviceSynchronize());
   }
   ~HostLinkGroup() {
     fused.clear();
@@ -69,7 +60,7 @@ struct HostLinkGroup {
     for (int r = 0; r < p.ranks; ++r) {
       const TileLists tiles = build_tiles(p, layout.ranks[r]);
       const ScheduleConfig cfg = choose_schedule(kind, p, tiles, fused[r]->blocks(), params);
-      fused[r]->set_inputs(x[r].get(), routing[r], layout, make_scheduler(cfg)->order(tiles));
+      fused[r]->set_inputs(in[r]->x.get(), routing[r], layout, make_scheduler(cfg)->order(tiles));
     }
   }
   // Microseconds per layer forward: `per` launches of every rank, released together.
@@ -94,21 +85,18 @@ struct HostLinkGroup {
     std::vector<std::vector<std::uint16_t>> out;
     for (auto& f : fused) {
       f->synchronize();
-      out.push_back(bench::to_host(f->out(), std::size_t(p.tokens_per_rank) * p.hidden));
+      out.push_back(bench::to_host(f->out(), in.front()->out_elems(p)));
     }
     return out;
   }
 };
 
-double max_rel_diff(const std::vector<std::vector<std::uint16_t>>& a, const std::vector<std::vector<std::uint16_t>>& b) {
-  double scale = 1e-30, diff = 0;
-  for (std::size_t r = 0; r < a.size(); ++r)
-    for (std::size_t i = 0; i < a[r].size(); ++i) {
-      const double x = from_bf16(a[r][i]), y = from_bf16(b[r][i]);
-      scale = std::max(scale, std::abs(y));
-      diff = std::isfinite(x) ? std::max(diff, std::abs(x - y)) : INFINITY;
-    }
-  return diff / scale;
+// Over the ranks: the largest difference of one rank's outputs (max_rel_diff).
+double max_rel_diff_over_ranks(const std::vector<std::vector<std::uint16_t>>& a,
+                               const std::vector<std::vector<std::uint16_t>>& b) {
+  double worst = 0;
+  for (std::size_t r = 0; r < a.size(); ++r) worst = std::max(worst, max_rel_diff(a[r], b[r]));
+  return worst;
 }
 
 }  // namespace
@@ -136,7 +124,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
       (kind == ScheduleKind::expert_wave ? ew : il).push_back(us);
       if (round != rounds - 1) continue;
       if (kind == ScheduleKind::expert_wave) out_ew = g.outputs();
-      else row.max_rel_err = max_rel_diff(g.outputs(), out_ew);
+      else row.max_rel_err = max_rel_diff_over_ranks(g.outputs(), out_ew);
     }
   std::sort(ew.begin(), ew.end());
   std::sort(il.begin(), il.end());

@@ -24,6 +24,7 @@
 #include "xstage/comm/comm.hpp"
 #include "xstage/ulysses/ulysses_cuda.hpp"
 #include "xstage/ulysses/ulysses_fused.hpp"
+#include "share_inputs.hpp"
 
 namespace xstage::ulysses {
 
@@ -164,26 +165,13 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 
 namespace {
 
-// One rank's share on one GPU: q, k, v, the outputs and the loopback targets.
-struct KernelShare {
-  Problem p;
-  std::size_t n_attn, n_out;
-  DeviceBuffer<std::uint16_t> q, k, v, o, o_ord, loop_out;
+// One rank's share on one GPU: its inputs, a second output and the loopback targets.
+struct KernelShare : ShareInputs {
+  DeviceBuffer<std::uint16_t> o_ord, loop_out;
   DeviceBuffer<uint32_t> loop_counter;
-  attention::FwdArgs a, a_ord;  // head_major's output in o, the fused order's in o_ord
+  attention::FwdArgs a_ord;  // head_major's output in o (ShareInputs::a), the fused order's in o_ord
   explicit KernelShare(const Problem& prob)
-      : p(prob),
-        n_attn(p.batch * p.seq * p.heads_per_rank() * p.head_dim),
-        n_out(p.batch * p.rows_per_rank() * p.heads * p.head_dim),
-        q(n_attn), k(n_attn), v(n_attn), o(n_attn), o_ord(n_attn), loop_out(n_out), loop_counter(kMaxRanks) {
-    attention::fill_random_bf16(q.get(), n_attn, 41, 1.0f);
-    attention::fill_random_bf16(k.get(), n_attn, 42, 1.0f);
-    attention::fill_random_bf16(v.get(), n_attn, 43, 1.0f);
-    const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
-    a.q = attention::Tensor4::bshd(q.get(), p.batch, S, Hp, D);
-    a.k = attention::Tensor4::bshd(k.get(), p.batch, S, Hp, D);
-    a.v = attention::Tensor4::bshd(v.get(), p.batch, S, Hp, D);
-    a.o = attention::Tensor4::bshd(o.get(), p.batch, S, Hp, D);
+      : ShareInputs(prob), o_ord(n_attn), loop_out(n_owner), loop_counter(kMaxRanks) {
     a_ord = a;
     a_ord.o.data = o_ord.get();
   }

@@ -21,6 +21,7 @@
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/ulysses_bench.hpp"
 #include "xstage/ulysses/ulysses_fused.hpp"
+#include "share_inputs.hpp"
 
 namespace xstage::ulysses {
 
@@ -30,33 +31,19 @@ constexpr std::uint16_t kPoison = 0xFFFF;  // a NaN: no kernel writes it
 
 // One rank's share: q, k, v, its attention output and the counters in HBM; each owner's
 // output [B, S/P, H, D] in HBM (every owner) and over the host link (the others).
-struct HostLinkShare {
-  Problem p;
+struct HostLinkShare : ShareInputs {
   int rank;
-  std::size_t n_attn, n_owner;
-  DeviceBuffer<std::uint16_t> q, k, v, o;
   std::vector<DeviceBuffer<std::uint16_t>> hbm_out;       // [P]
   DeviceBuffer<uint32_t> hbm_counter;                     // [P]
   std::vector<MappedHostBuffer<std::uint16_t>> host_out;  // [P], empty for this rank
-  attention::FwdArgs a;
 
   HostLinkShare(const Problem& prob, int r)
-      : p(prob), rank(r), n_attn(p.batch * p.seq * p.heads_per_rank() * p.head_dim),
-        n_owner(p.batch * p.rows_per_rank() * p.heads * p.head_dim), q(n_attn), k(n_attn), v(n_attn), o(n_attn),
-        hbm_counter(kMaxRanks) {
-    attention::fill_random_bf16(q.get(), n_attn, 41, 1.0f);
-    attention::fill_random_bf16(k.get(), n_attn, 42, 1.0f);
-    attention::fill_random_bf16(v.get(), n_attn, 43, 1.0f);
+      : ShareInputs(prob), rank(r), hbm_counter(kMaxRanks) {
     for (int j = 0; j < p.ranks; ++j) {
       hbm_out.emplace_back(n_owner);
       host_out.emplace_back(j == rank ? 0 : n_owner);
     }
     fill_device(hbm_counter.get(), 0, kMaxRanks * sizeof(uint32_t));
-    const int64_t S = p.seq, Hp = p.heads_per_rank(), D = p.head_dim;
-    a.q = attention::Tensor4::bshd(q.get(), p.batch, S, Hp, D);
-    a.k = attention::Tensor4::bshd(k.get(), p.batch, S, Hp, D);
-    a.v = attention::Tensor4::bshd(v.get(), p.batch, S, Hp, D);
-    a.o = attention::Tensor4::bshd(o.get(), p.batch, S, Hp, D);
   }
   // Every owner's output: over the host link for the other owners (host), or all in HBM.
   FusedTargets targets(bool host) const {
