@@ -31,7 +31,7 @@ nlohmann::json run_head(const std::string& card, int gpus, const std::string& co
   return {{"card", card}, {"gpus", gpus}, {"date", today_utc()}, {"command", command}};
 }
 
-void ResultsFile::keep_other_rows(Key key) {
+void ResultsFile::keep_other_rows(Key key, bool keep_head) {
   key_ = std::move(key);
   kept_.clear();
   if (path_.empty() || !std::filesystem::exists(path_)) return;
@@ -44,6 +44,9 @@ void ResultsFile::keep_other_rows(Key key) {
   XS_ASSERT(old.is_object() && old.contains("rows") && old["rows"].is_array(),
             "{} exists but has no \"rows\" array; remove it or pick another --json", path_);
   for (const auto& r : old["rows"]) kept_.push_back(r);
+  if (keep_head)
+    for (const auto& [k, v] : old.items())
+      if (k != "rows" && !head_.contains(k)) head_[k] = v;
 }
 
 std::size_t ResultsFile::rows_written() const {
@@ -95,9 +98,9 @@ void Report::add(const Row& row) {
 }
 
 void Report::write() {
-  file_.set("rows_planned", planned_);
-  file_.set("complete", file_.rows() == planned_);
-  file_.set("all_correct", all_correct_);
+  file_.set(status_prefix_ + "rows_planned", planned_);
+  file_.set(status_prefix_ + "complete", file_.rows() == planned_);
+  file_.set(status_prefix_ + "all_correct", all_correct_);
   file_.write();
 }
 

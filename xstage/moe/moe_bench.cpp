@@ -5,6 +5,8 @@
 // mean of its forwards. Every figure is the slowest rank's.
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <string>
 #include <cmath>
 #include <mutex>
 
@@ -25,9 +27,12 @@ namespace {
 // What one rank measured; the row takes the slowest rank's figures.
 struct RankFigures {
   double expert_wave_us = 0, interleaved_us = 0, unfused_us = 0, gemm_us = 0, max_rel_err = 0, remote_bytes = 0;
+  double cublas_us = 0;
+  std::string cublas_form;
   double from_logits_us = 0, planner_us = 0;
   bool bitwise = true;
   std::array<double, 6> phases{};
+  KernelProfile profile;  // with BenchOptions::profile: the Interleaved order's, profiled
 };
 
 // How the timed launches are sampled: `rounds` samples of `per` back-to-back launches.
@@ -48,6 +53,19 @@ std::vector<std::uint16_t> time_unfused(UnfusedMoe& unfused, const Problem& p, c
     f.gemm_us += t.gemm_us / iters;
   }
   return bench::to_host(unfused.out(), in.out_elems(p));
+}
+
+// The two expert GEMMs alone in each cuBLAS form these shapes allow, sampled in turns;
+// the fastest form's median is the roofline (after a forward, so H holds real values).
+void time_cublas(comm::Rank& rank, UnfusedMoe& unfused, int warmup, int iters, RankFigures& f) {
+  const auto forms = unfused.gemm_forms();
+  std::vector<std::function<void()>> launches;
+  for (auto form : forms) launches.push_back([&unfused, form] { unfused.expert_gemms(form); });
+  bench::EventTimer timer(rank.stream(), "cuBLAS expert GEMMs");
+  const std::vector<double> ms = bench::launch_medians_in_turns(timer, launches, warmup, std::max(iters, 3));
+  const auto best = std::min_element(ms.begin(), ms.end()) - ms.begin();
+  f.cublas_us = ms[best] * 1e3;
+  f.cublas_form = UnfusedMoe::name(forms[best]);
 }
 
 // Expert-Wave and the advisor's Interleaved schedule, sampled in turns (EW, IL, EW, ...)
@@ -86,6 +104,21 @@ ScheduleConfig time_schedules(comm::Rank& rank, FusedMoe& fused, const Problem& 
   f.expert_wave_us = median_of_sorted(samples[0]);
   f.interleaved_us = median_of_sorted(samples[1]);
   return chosen;
+}
+
+// The kernel's own account of where the time goes (its CycleProfile instantiation): the
+// Interleaved order in `per` profiled launches after all the timing, a lead-in first.
+void profile_schedule(comm::Rank& rank, FusedMoe& fused, const Problem& p, const Layout& layout,
+                      const Routing& routing, const RankInputs& in, const ScheduleConfig& cfg, int per,
+                      RankFigures& f) {
+  fused.synchronize();
+  fused.set_inputs(in.x.get(), routing, layout, make_scheduler(cfg)->order(build_tiles(p, layout.ranks[rank.rank()])));
+  rank.host_barrier();
+  fused.launch();
+  fused.set_profile(true);
+  for (int i = 0; i < per; ++i) fused.launch();
+  f.profile = fused.profile();
+  fused.set_profile(false);
 }
 
 // Router logits whose top-k is this rank's routing in slot order (the weights then
@@ -219,6 +252,7 @@ void summarize(const std::vector<RankFigures>& ranks, const Problem& p, bool dev
   row.interleaved_us = slowest(&RankFigures::interleaved_us);
   row.unfused_us = slowest(&RankFigures::unfused_us);
   row.grouped_gemm_us = slowest(&RankFigures::gemm_us);
+  row.cublas_us = slowest(&RankFigures::cublas_us);
   row.max_rel_err = slowest(&RankFigures::max_rel_err);
   row.device_routing = device_routing;
   row.from_logits_us = slowest(&RankFigures::from_logits_us);
@@ -226,12 +260,17 @@ void summarize(const std::vector<RankFigures>& ranks, const Problem& p, bool dev
   row.from_logits_bitwise = device_routing && std::all_of(ranks.begin(), ranks.end(), [](const auto& f) { return f.bitwise; });
   for (int k = 0; k < 6; ++k)
     for (const auto& f : ranks) row.planner_phase_us[k] = std::max(row.planner_phase_us[k], f.phases[k]);
+  row.profiled = std::any_of(ranks.begin(), ranks.end(), [](const auto& f) { return f.profile.launches > 0; });
+  if (row.profiled) row.profile = ranks[0].profile;  // rank 0's (at EP = 1 the only one)
   row.correct = row.max_rel_err <= kMaxRelErr && (!device_routing || row.from_logits_bitwise);
   row.speedup = row.expert_wave_us / row.interleaved_us;
   const double flops = 2.0 * p.tokens_per_rank * p.topk * 3.0 * p.hidden * p.intermediate;  // per GPU, average
   const double best = std::min(row.expert_wave_us, row.interleaved_us);
   row.tflops = flops / (best * 1e6);
   row.gemm_tflops = flops / (row.grouped_gemm_us * 1e6);
+  row.cublas_tflops = flops / (row.cublas_us * 1e6);
+  row.fused_over_cublas = row.cublas_us / best;
+  row.fused_over_unfused = row.unfused_us / best;
   row.nvlink_GBps = slowest(&RankFigures::remote_bytes) / (best * 1e3);
 }
 
@@ -256,10 +295,12 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     const RankInputs in(p, routing[r], r, rank.stream());
     UnfusedMoe unfused(rank, p, layout, in.w1.get(), in.w2.get(), in.x.get(), in.wt.get());
     const auto want = time_unfused(unfused, p, in, o.warmup, o.iters, f);
+    time_cublas(rank, unfused, o.warmup, o.iters, f);
     FusedMoe fused(rank, p, layout.max_rows());
     fused.set_weights(in.w1.get(), in.w2.get());
     if (o.blocks > 0) fused.set_blocks(o.blocks);
     const ScheduleConfig chosen = time_schedules(rank, fused, p, layout, routing[r], in, params, want, s, f);
+    if (o.profile) profile_schedule(rank, fused, p, layout, routing[r], in, chosen, s.per, f);
     if (o.device_routing) run_from_logits(rank, fused, p, routing[r], in, params, s, gathered, f);
     f.remote_bytes = remote_bytes(p, layout, r);
     std::lock_guard lock(gathered.mu);
@@ -267,6 +308,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     if (r == 0) {
       row.interleaved = chosen;
       row.unfused_gemm = unfused.gemm_path();
+      row.cublas_form = f.cublas_form;
     }
   });
   summarize(figures, p, o.device_routing, row);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "common/check.hpp"
 #include "common/plot.hpp"
@@ -22,8 +24,8 @@ namespace {
 bench::Table moe_table(bool device_routing) {
   bench::Table t({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
                   {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"unf us", 9, ".1f"},
-                  {"IL/EW", 6, ".3f", false, true}, {"TFLOPs", 7, ".1f"}, {"GEMM TF", 7, ".1f"},
-                  {"NVL GB/s", 8, ".1f"}, {"ok", 0}});
+                  {"IL/EW", 6, ".3f", false, true}, {"TFLOPs", 7, ".1f"}, {"cuBLAS TF", 9, ".1f"},
+                  {"F/cuBLAS", 8, ".3f"}, {"F/unf", 6, ".3f"}, {"NVL GB/s", 8, ".1f"}, {"ok", 0}});
   if (device_routing)
     t.add({"logits us", 9, ".1f", false, true}).add({"plan us", 7, ".1f"}).add({"eq", 3});
   return t;
@@ -41,16 +43,29 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
   row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
                 {"unfused_us", r.unfused_us}, {"grouped_gemm_us", r.grouped_gemm_us},
                 {"unfused_gemm", r.unfused_gemm}, {"speedup", r.speedup},
-                {"fused_over_unfused", r.unfused_us / std::min(r.expert_wave_us, r.interleaved_us)},
-                {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops}, {"nvlink_GBps", r.nvlink_GBps},
+                {"fused_over_unfused", r.fused_over_unfused}, {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops},
+                {"cublas_us", r.cublas_us}, {"cublas_tflops", r.cublas_tflops}, {"cublas_form", r.cublas_form},
+                {"fused_over_cublas", r.fused_over_cublas}, {"nvlink_GBps", r.nvlink_GBps},
                 {"max_rel_err", r.max_rel_err}, {"raster_group", kMoeRasterGroup},
                 {"fused_blocks", o.blocks > 0 ? nlohmann::json(o.blocks) : nlohmann::json("one per SM")},
                 {"interleaved_config",
                  {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                   {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};
   row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
-               r.expert_wave_us, r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.gemm_tflops,
-               r.nvlink_GBps, std::string(r.correct ? "yes" : "NO")};
+               r.expert_wave_us, r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.cublas_tflops,
+               r.fused_over_cublas, r.fused_over_unfused, r.nvlink_GBps, std::string(r.correct ? "yes" : "NO")};
+  if (r.profiled) {
+    const KernelProfile& k = r.profile;
+    row.values["profile"] = {{"launches", k.launches}, {"items_per_warpgroup", k.items_per_warpgroup},
+                             {"consumer_shares",
+                              {{"start", k.start}, {"item_wait", k.item_wait}, {"mainloop", k.mainloop},
+                               {"stage_wait", k.stage_wait}, {"epilogue", k.epilogue},
+                               {"combine_wait", k.combine_wait}, {"combine", k.combine}}},
+                             {"producer_shares",
+                              {{"dispatch_first", k.producer_dispatch_first}, {"dependency", k.producer_dependency},
+                               {"ring", k.producer_ring}}},
+                             {"total_us_at_peak_clock", k.total_us}};
+  }
   if (!o.device_routing) return row;
   const double* ph = r.planner_phase_us;
   row.values["from_logits"] = {
@@ -68,11 +83,16 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
 
 // The checked rows' figures, for the summary and the chart (x: the row's index).
 struct Curves {
-  std::vector<double> x, speedup, from_logits, planner_share;
+  std::vector<double> x, speedup, from_logits, planner_share, over_unfused_uniform;
+  std::map<int, std::vector<double>> over_cublas_uniform;  // by tokens per rank
   double max_speedup = 0;
   void add(double i, const BenchRow& r) {
     x.push_back(i);
     speedup.push_back(r.speedup);
+    if (r.config.routing == "uniform") {
+      over_unfused_uniform.push_back(r.fused_over_unfused);
+      over_cublas_uniform[r.config.tokens_per_rank].push_back(r.fused_over_cublas);
+    }
     max_speedup = std::max(max_speedup, r.speedup);
     if (!r.device_routing) return;
     from_logits.push_back(r.interleaved_us / r.from_logits_us);
@@ -154,8 +174,8 @@ void run_host_link_sweep(const SweepOptions& o) {
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
   nlohmann::json head = bench::run_head(prop.name, 1, o.command);
-  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), every window in mapped pinned host "
-                  "memory; per forward, the slowest rank; medians of samples taken in turns";
+  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), combine rows and counters in mapped "
+                  "pinned host memory, dispatch rows in HBM; per forward, the slowest rank; medians of samples taken in turns";
   head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
   bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size());
   report.print_header();
@@ -174,6 +194,40 @@ void run_host_link_sweep(const SweepOptions& o) {
   report.finish();
 }
 
+namespace {
+
+// The results file of a sweep. `--sweep one` (EP = 1) adds its rows to the file's other
+// rows (the multi-GPU runs'), whose head stays: its own keys are one_gpu_*.
+bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, int gpus) {
+  if (o.sweep != "one") return bench::ResultsFile(o.json, bench::run_head(card, gpus, o.command));
+  bench::ResultsFile f(o.json, {{"one_gpu_card", card}, {"one_gpu_date", bench::today_utc()},
+                                {"one_gpu_command", o.command}});
+  f.keep_other_rows(
+      [](const nlohmann::json& r) {
+        return fmt::format("{}|{}|{}|{}|{}|{}|{}", r.value("ep", 0), r.value("tokens_per_rank", 0),
+                           r.value("experts", 0), r.value("topk", 0), r.value("hidden", 0),
+                           r.value("intermediate", 0), r.value("routing", ""));
+      },
+      true);
+  return f;
+}
+
+// The head's summary after each row: Interleaved / Expert-Wave (multi-GPU sweeps), or
+// fused over cuBLAS by tokens and over the unfused path, uniform routing (`one`).
+void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) {
+  if (o.sweep != "one") {
+    report.set("geomean_speedup", bench::geomean(c.speedup));
+    report.set("max_speedup", c.max_speedup);
+    return;
+  }
+  nlohmann::json by_tokens = nlohmann::json::object();
+  for (const auto& [tokens, v] : c.over_cublas_uniform) by_tokens[std::to_string(tokens)] = bench::geomean(v);
+  report.set("fused_over_cublas_geomean", by_tokens);
+  report.set("one_gpu_fused_over_unfused_geomean", bench::geomean(c.over_unfused_uniform));
+}
+
+}  // namespace
+
 void run_sweep(const SweepOptions& o) {
   const auto params = burstgap::read_params_or_default(o.params);
   const auto configs = select_rows(o.sweep, o.filter);
@@ -182,8 +236,8 @@ void run_sweep(const SweepOptions& o) {
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
   int gpus = 0;
   cudaGetDeviceCount(&gpus);
-  bench::Report report(moe_table(o.bench.device_routing),
-                       bench::ResultsFile(o.json, bench::run_head(prop.name, gpus, o.command)), configs.size());
+  bench::Report report(moe_table(o.bench.device_routing), sweep_file(o, prop.name, gpus), configs.size());
+  if (o.sweep == "one") report.status_prefix("one_gpu_");
   report.print_header();
   Curves curves;
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -193,13 +247,18 @@ void run_sweep(const SweepOptions& o) {
     }
     const BenchRow r = run_bench(configs[i], params.for_exchange(configs[i].ep), o.bench);
     if (r.correct) curves.add(double(i), r);
-    report.set("geomean_speedup", bench::geomean(curves.speedup));
-    report.set("max_speedup", curves.max_speedup);
+    set_summary(report, o, curves);
     report.add(to_row(r, o.bench));
   }
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n",
               bench::geomean(curves.speedup), curves.max_speedup, curves.x.size(),
               report.all_correct() ? "" : " (SOME OUTPUTS WRONG: left out of the means)");
+  for (const auto& [tokens, v] : curves.over_cublas_uniform)
+    std::printf("fused / cuBLAS expert GEMMs, uniform routing, %d tokens: geomean %.3f over %zu shapes\n", tokens,
+                bench::geomean(v), v.size());
+  if (!curves.over_unfused_uniform.empty())
+    std::printf("fused / unfused path, uniform routing: geomean %.3f over %zu rows\n",
+                bench::geomean(curves.over_unfused_uniform), curves.over_unfused_uniform.size());
   report.finish();
   if (!o.png.empty() && !curves.x.empty()) write_png(curves, prop.name, o.png);
 }

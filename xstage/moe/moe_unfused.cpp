@@ -199,6 +199,63 @@ void UnfusedMoe::choose_gemm_path(int trials) {
                             loop ? "per-expert loop" : "grouped", med[0], med[1]);
 }
 
+// One layer's expert GEMMs (layer 1: recv x W1^T -> G; layer 2: H x W2^T -> Y) in
+// `form`. The grouped call may be refused by cuBLAS for these types: nothing is then
+// launched, this and every later call take the per-expert loop, and gemm_path says why.
+// (L1 with fp32 out was refused as a grouped GEMM on the H200 with CUDA 13.0, status 15
+// NOT_SUPPORTED; bf16 out is what frameworks' grouped GEMMs give too.)
+void UnfusedMoe::layer_gemms(Impl& m, int layer, GemmForm form) {
+  using F = GemmForm;
+  const int H = m.p.hidden, I = m.p.intermediate, experts = m.p.experts_per_rank();
+  const int n = layer == 1 ? 2 * I : H, k = layer == 1 ? H : I;
+  const std::uint16_t* a = layer == 1 ? m.recv.get() : m.h.get();
+  const std::uint16_t* w = layer == 1 ? m.w1 : m.w2;
+  std::uint16_t* c = layer == 1 ? m.g.get() : m.y.get();
+  if (form == F::grouped) {
+    const cublasStatus_t s = run_grouped(m.blas, layer == 1 ? m.l1 : m.l2, CUDA_R_16BF);
+    if (s == CUBLAS_STATUS_SUCCESS) return;
+    m.grouped = false;
+    m.grouped_refused = true;
+    m.gemm_path = "per-expert loop (grouped GEMM refused: cuBLAS status " + std::to_string(int(s)) + ")";
+    form = F::per_expert_loop;
+  }
+  if (form == F::batched) {  // column-major C^T[n, rows] = W[n, k] x A^T[k, rows] per expert
+    const int rows = m.expert_offset.back() / experts;
+    const float alpha = 1, beta = 0;
+    XS_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        m.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w, CUDA_R_16BF, k, std::int64_t(n) * k, a, CUDA_R_16BF,
+        k, std::int64_t(rows) * k, &beta, c, CUDA_R_16BF, n, std::int64_t(rows) * n, experts, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  for (int e = 0; e < experts; ++e) {
+    const int r0 = m.expert_offset[e], rows = m.expert_offset[e + 1] - r0;
+    if (rows)
+      gemm_nt(m.blas, rows, n, k, a + std::size_t(r0) * k, w + std::size_t(e) * n * k, c + std::size_t(r0) * n,
+              CUDA_R_16BF);
+  }
+}
+
+std::vector<UnfusedMoe::GemmForm> UnfusedMoe::gemm_forms() const {
+  const Impl& m = *impl_;
+  std::vector<GemmForm> f;
+  const int rows = m.expert_offset.back(), experts = m.p.experts_per_rank();
+  if (rows > 0 && rows % experts == 0) f.push_back(GemmForm::batched);
+  if (!m.grouped_refused) f.push_back(GemmForm::grouped);
+  f.push_back(GemmForm::per_expert_loop);
+  return f;
+}
+
+void UnfusedMoe::expert_gemms(GemmForm form) {
+  XS_CHECK_CUDA(cudaSetDevice(impl_->rank.device()));
+  layer_gemms(*impl_, 1, form);
+  layer_gemms(*impl_, 2, form);
+}
+
+const char* UnfusedMoe::name(GemmForm form) {
+  return form == GemmForm::batched ? "batched" : form == GemmForm::grouped ? "grouped" : "per-expert loop";
+}
+
 UnfusedTimes UnfusedMoe::forward() {
   Impl& m = *impl_;
   const Problem& p = m.p;
@@ -222,36 +279,10 @@ UnfusedTimes UnfusedMoe::forward() {
   const int rows = m.expert_offset.back();
   scatter_rows(m.recv.get(), m.recvstage.get(), m.unpack_row.get(), rows, H, st);
   XS_CHECK_CUDA(cudaEventRecord(m.ev[1], st));
-  // Experts: L1, SwiGLU, L2, all bf16 out (fp32 accumulation); grouped GEMMs unless cuBLAS
-  // refused them. (L1 with fp32 out was refused as a grouped GEMM on the H200 with
-  // CUDA 13.0, status 15 NOT_SUPPORTED; bf16 out is what frameworks' grouped GEMMs give
-  // too.)
-  if (m.grouped) {
-    const cublasStatus_t s = run_grouped(m.blas, m.l1, CUDA_R_16BF);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      m.grouped = false;  // nothing was launched: the loop below does this forward's L1
-      m.grouped_refused = true;
-      m.gemm_path = "per-expert loop (grouped GEMM refused: cuBLAS status " + std::to_string(int(s)) + ")";
-    }
-  }
-  if (!m.grouped)
-    for (int e = 0; e < p.experts_per_rank(); ++e) {
-      const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
-      if (!n) continue;
-      gemm_nt(m.blas, n, 2 * I, H, m.recv.get() + std::size_t(r0) * H, m.w1 + std::size_t(e) * 2 * I * H,
-              m.g.get() + std::size_t(r0) * 2 * I, CUDA_R_16BF);
-    }
+  // Experts: L1, SwiGLU, L2, all bf16 out (fp32 accumulation).
+  layer_gemms(m, 1, m.grouped ? GemmForm::grouped : GemmForm::per_expert_loop);
   swiglu(m.h.get(), m.g.get(), rows, I, st);
-  if (m.grouped) {
-    XS_CHECK_CUBLAS(run_grouped(m.blas, m.l2, CUDA_R_16BF));
-  } else {
-    for (int e = 0; e < p.experts_per_rank(); ++e) {
-      const int r0 = m.expert_offset[e], n = m.expert_offset[e + 1] - r0;
-      if (!n) continue;
-      gemm_nt(m.blas, n, H, I, m.h.get() + std::size_t(r0) * I, m.w2 + std::size_t(e) * H * I,
-              m.y.get() + std::size_t(r0) * H, CUDA_R_16BF);
-    }
-  }
+  layer_gemms(m, 2, m.grouped ? GemmForm::grouped : GemmForm::per_expert_loop);
   XS_CHECK_CUDA(cudaEventRecord(m.ev[2], st));
   // Combine: rows back to their owners, then the weighted sum.
   gather_rows(m.recvstage.get(), m.y.get(), m.unpack_row.get(), rows, H, st);

@@ -67,6 +67,43 @@ TEST(BenchResultsFile, KeepsOtherRunsRowsAndReplacesTheSameKey) {
   EXPECT_THROW(bad.keep_other_rows([](const nlohmann::json&) { return std::string(); }), std::exception);
 }
 
+TEST(BenchResultsFile, KeepsTheOtherRunsHeadWhereAsked) {
+  const fs::path p = temp_file("keep_head.json");
+  common::write_file_atomic(p, R"({"card": "two GPUs", "complete": true, "rows": [{"k": "ep2", "v": 1}]})");
+  ResultsFile f(p.string(), {{"one_gpu_card", "one GPU"}});
+  f.keep_other_rows([](const nlohmann::json& r) { return r.value("k", ""); }, true);
+  f.add({{"k", "ep1"}, {"v", 2}});
+  f.write();
+  auto j = read_json(p);
+  EXPECT_EQ(j["card"], "two GPUs");
+  EXPECT_EQ(j["one_gpu_card"], "one GPU");
+  EXPECT_EQ(j["complete"], true);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  // Without keep_head the other run's head is gone.
+  ResultsFile g(p.string(), {{"one_gpu_card", "one GPU"}});
+  g.keep_other_rows([](const nlohmann::json& r) { return r.value("k", ""); });
+  g.write();
+  j = read_json(p);
+  EXPECT_FALSE(j.contains("card"));
+  EXPECT_EQ(j["rows"].size(), 2u);
+}
+
+TEST(BenchReport, StatusKeysTakeThePrefix) {
+  const fs::path p = temp_file("prefix.json");
+  Report report(Table({{"x", 3}}), ResultsFile(p.string(), {{"complete", "the other run's"}}), 2);
+  report.status_prefix("one_gpu_");
+  Row r;
+  r.config = {{"x", 1}};
+  r.cells = {1LL};
+  r.check.ok = true;
+  report.add(r);
+  const auto j = read_json(p);
+  EXPECT_EQ(j["complete"], "the other run's");
+  EXPECT_EQ(j["one_gpu_complete"], false);
+  EXPECT_EQ(j["one_gpu_rows_planned"], 2);
+  EXPECT_EQ(j["one_gpu_all_correct"], true);
+}
+
 TEST(BenchReport, WritesAfterEveryRowAndMarksWrongRows) {
   const fs::path p = temp_file("report.json");
   Report report(Table({{"x", 3}, {"ms", 6, ".2f"}}), ResultsFile(p.string(), run_head("card", 1, "cmd")), 2);

@@ -39,7 +39,12 @@ struct BenchRow {
   double expert_wave_us = 0, interleaved_us = 0, unfused_us = 0, grouped_gemm_us = 0;
   double speedup = 0;        // expert_wave / interleaved
   double tflops = 0;         // per GPU, best fused schedule
-  double gemm_tflops = 0;    // per GPU, the unfused path's cuBLAS GEMMs alone
+  double gemm_tflops = 0;    // per GPU, the unfused path's GEMMs and SwiGLU (its grouped-GEMM rate)
+  // The two expert GEMMs alone in cuBLAS's fastest form here (UnfusedMoe::expert_gemms),
+  // the roofline: its time, rate, form, and the best fused schedule's speed over it.
+  double cublas_us = 0, cublas_tflops = 0, fused_over_cublas = 0;
+  std::string cublas_form;
+  double fused_over_unfused = 0;  // unfused path time / best fused time
   double nvlink_GBps = 0;    // remote bytes per GPU / best fused time
   double max_rel_err = 0;    // fused vs unfused outputs, relative to the output's max
   bool correct = false;      // max_rel_err within bf16 tolerance (and, with device_routing, from_logits_bitwise)
@@ -56,6 +61,8 @@ struct BenchRow {
   double planner_phase_us[6] = {0, 0, 0, 0, 0, 0};
   ScheduleConfig from_logits_config;  // chosen for the mean count per expert (expected_tiles)
   std::string unfused_gemm;    // how the unfused path ran its GEMMs (UnfusedMoe::gemm_path, rank 0)
+  bool profiled = false;       // with BenchOptions::profile: rank 0's Interleaved launches, profiled
+  KernelProfile profile;
 };
 
 // What run_bench times besides the two schedules and the unfused path.
@@ -63,6 +70,7 @@ struct BenchOptions {
   int warmup = 2, iters = 10;
   bool device_routing = false;    // the forward from router logits (see BenchRow)
   int blocks = 0;                 // > 0: the fused kernel's persistent CTAs (FusedMoe::set_blocks)
+  bool profile = false;           // the kernel's phase shares (KernelProfile) in profiled launches after the timing
 };
 
 // Runs one configuration on ep GPUs (threads); times both schedules and the unfused
@@ -72,8 +80,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 
 // `xstage bench moe --link host` (xstage/moe/moe_host_link.cpp): the P ranks of one
 // configuration on one GPU (moe::OneGpuGroup, SMs / P CTAs each, all P kernels at once)
-// with every window in mapped pinned host memory, so dispatch and combine cross the host
-// link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
+// with its windows in mapped pinned host memory (WindowMemory::host), so the combine
+// stores and the counters cross the host link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
 // model's predictions beside the measured times. The one GPU's X-Stage takes all P
 // kernels' stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
 struct HostLinkRow {

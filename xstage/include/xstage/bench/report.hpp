@@ -92,7 +92,10 @@ class ResultsFile {
  public:
   using Key = std::function<std::string(const nlohmann::json& row)>;
   ResultsFile(std::string path, nlohmann::json head) : path_(std::move(path)), head_(std::move(head)) {}
-  void keep_other_rows(Key key);  // reads the existing file now; throws when it is not a results file
+  // Reads the existing file now; throws when it is not a results file. keep_head: its
+  // top-level keys that this head does not set stay too (a file whose rows come from
+  // runs of different kinds, each with its own keys: docs/results/moe.json's one_gpu_*).
+  void keep_other_rows(Key key, bool keep_head = false);
   void set(const std::string& key, nlohmann::json value) { head_[key] = std::move(value); }
   void add(nlohmann::json row) { rows_.push_back(std::move(row)); }
   void write() const;
@@ -122,6 +125,9 @@ class Report {
   // JSON and rewrites the results file.
   void add(const Row& row);
   void set(const std::string& key, nlohmann::json value) { file_.set(key, std::move(value)); }
+  // Prefix of the status keys (rows_planned, complete, all_correct) in the head, for a
+  // report that adds its rows to a file whose other rows have their own status.
+  void status_prefix(std::string prefix) { status_prefix_ = std::move(prefix); }
   // The last write (after set()s of summaries); prints "wrote PATH" when there is a file.
   void finish();
   std::size_t rows() const { return file_.rows(); }
@@ -135,6 +141,7 @@ class Report {
   ResultsFile file_;
   std::size_t planned_;
   bool all_correct_ = true;
+  std::string status_prefix_;
   std::unique_ptr<common::ProgressBar> progress_;
 };
 

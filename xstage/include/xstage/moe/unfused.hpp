@@ -56,8 +56,20 @@ class UnfusedMoe {
   // whose median GEMM time is lower. Collective like forward(): every rank calls it.
   void choose_gemm_path(int trials);
 
+  // The two expert GEMMs alone (L1 over the received rows into G, L2 over H into Y; bf16
+  // out, fp32 accumulation), without dispatch, SwiGLU or combine: the cuBLAS roofline a
+  // fused layer is compared against. `batched` is one cublasGemmStridedBatchedEx per
+  // layer with every local expert given the mean row count (what torch.bmm of the
+  // stacked experts runs; the same FLOPs as the exact counts), offered only when the
+  // rows split evenly; `grouped` and `per_expert_loop` take the exact counts.
+  enum class GemmForm { batched, grouped, per_expert_loop };
+  std::vector<GemmForm> gemm_forms() const;  // the forms these shapes and this cuBLAS allow
+  void expert_gemms(GemmForm form);          // enqueues them on rank.stream()
+  static const char* name(GemmForm form);
+
  private:
   struct Impl;
+  static void layer_gemms(Impl& m, int layer, GemmForm form);
   Impl* impl_;
 };
 
