@@ -166,51 +166,63 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicte
   fmt::print("wrote {}\n", png);
 }
 
+// host_link.json from what was given; a part not given (the probe, a sweep) is kept from
+// the file being rewritten, so one sweep can be re-measured alone.
+struct HostLinkInputs {
+  std::string probe_dir, ulysses, moe, png_dir, out;
+};
+
+void write_host_link_results(const HostLinkInputs& in) {
+  if (!in.png_dir.empty()) common::plot::require_charts("host-link-results: --png-dir");
+  const nlohmann::json old = std::filesystem::exists(in.out) ? read_json(in.out) : nlohmann::json::object();
+  XS_ASSERT(!in.probe_dir.empty() || old.contains("probe"),
+            "host-link-results: give --probe (no earlier {} with a probe section to keep)", in.out);
+  nlohmann::json j;
+  j["probe"] = in.probe_dir.empty() ? old.at("probe") : one_run(in.probe_dir, "host", 50000);
+  for (const char* k : {"card", "gpus", "date", "command"}) j[k] = j["probe"].at(k);
+  std::vector<double> errors;
+  for (const auto& [sec, file] : {std::pair{&kUlyssesSection, &in.ulysses}, std::pair{&kMoeSection, &in.moe}}) {
+    if (!file->empty()) j[sec->name] = sweep_section(*sec, *file);
+    else if (old.contains(sec->name)) j[sec->name] = old.at(sec->name);
+    else continue;
+    for (const auto& r : j[sec->name]["rows"])
+      if (r["correct"].get<bool>())
+        errors.push_back(std::abs(r[sec->predicted].get<double>() / r[sec->measured].get<double>() - 1));
+    if (!in.png_dir.empty())
+      plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
+                                 (std::filesystem::path(in.png_dir) / sec->png).string());
+  }
+  // Over every row of the fused-kernel sweeps together.
+  j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
+                                                                : nlohmann::json(common::median(errors));
+  common::write_file_atomic(in.out, j.dump(2) + "\n");
+  print_run(j["probe"], "host link");
+  fmt::print("copy engine device to host {:.1f} GB/s\n", j["probe"].value("copy_engine_d2h_GBps", -1.0));
+  for (const char* name : {"ulysses", "moe"})
+    if (j.contains(name))
+      fmt::print("{}: {} rows, {} with a predicted stall\n", name, j[name]["rows"].size(),
+                 j[name]["rows_where_stall_predicted"].get<int>());
+  if (!errors.empty())
+    fmt::print("predicted speedup's median error over both sweeps {:.1f}%\n", 100 * common::median(errors));
+  fmt::print("wrote {}\n", in.out);
+}
+
 void add_host_link_results(CLI::App& app) {
-  auto probe_dir = std::make_shared<std::string>();
-  auto ulysses = std::make_shared<std::string>();
-  auto moe = std::make_shared<std::string>();
-  auto png_dir = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>("docs/results/host_link.json");
+  auto in = std::make_shared<HostLinkInputs>();
+  in->out = "docs/results/host_link.json";
   auto* cmd = app.add_subcommand("host-link-results", "Headline figures of the host link as one JSON file");
-  cmd->add_option("--probe", *probe_dir, "probe folder of `xstage probe --pattern host` with params.json and "
-                  "report.json from `xstage fit --holdout`")->required()->check(common::validate::existing_folder());
-  cmd->add_option("--ulysses", *ulysses, "results file of `xstage bench ulysses --link host --json`")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--moe", *moe, "results file of `xstage bench moe --link host --json`")->check(CLI::ExistingFile);
-  cmd->add_option("--png-dir", *png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
+  cmd->add_option("--probe", in->probe_dir, "probe folder of `xstage probe --pattern host` with params.json and "
+                  "report.json from `xstage fit --holdout` (default: keep the --out file's probe section)")
       ->check(common::validate::existing_folder());
-  cmd->add_option("-o,--out", *out, "JSON to (re)write")->check(common::validate::output_file())
+  cmd->add_option("--ulysses", in->ulysses, "results file of `xstage bench ulysses --link host --json` "
+                  "(default: keep the --out file's section)")->check(CLI::ExistingFile);
+  cmd->add_option("--moe", in->moe, "results file of `xstage bench moe --link host --json` (default: keep the "
+                  "--out file's section)")->check(CLI::ExistingFile);
+  cmd->add_option("--png-dir", in->png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
+      ->check(common::validate::existing_folder());
+  cmd->add_option("-o,--out", in->out, "JSON to (re)write")->check(common::validate::output_file())
       ->capture_default_str();
-  cmd->callback([probe_dir, ulysses, moe, png_dir, out] {
-    if (!png_dir->empty()) common::plot::require_charts("host-link-results: --png-dir");
-    nlohmann::json probe = one_run(*probe_dir, "host", 50000);
-    nlohmann::json j;
-    for (const char* k : {"card", "gpus", "date", "command"}) j[k] = probe.at(k);
-    j["probe"] = probe;
-    std::vector<double> errors;
-    for (const auto& [sec, file] : {std::pair{&kUlyssesSection, ulysses}, std::pair{&kMoeSection, moe}}) {
-      if (file->empty()) continue;
-      j[sec->name] = sweep_section(*sec, *file);
-      for (const auto& r : j[sec->name]["rows"])
-        if (r["correct"].get<bool>())
-          errors.push_back(std::abs(r[sec->predicted].get<double>() / r[sec->measured].get<double>() - 1));
-      if (!png_dir->empty())
-        plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
-                                   (std::filesystem::path(*png_dir) / sec->png).string());
-    }
-    // Over every row of the fused-kernel sweeps together.
-    j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
-                                                                  : nlohmann::json(common::median(errors));
-    common::write_file_atomic(*out, j.dump(2) + "\n");
-    print_run(probe, "host link");
-    fmt::print("copy engine device to host {:.1f} GB/s\n", probe.value("copy_engine_d2h_GBps", -1.0));
-    if (j.contains("ulysses"))
-      fmt::print("ulysses: {} rows, {} with a predicted stall; predicted speedup's median error {:.1f}%\n",
-                 j["ulysses"]["rows"].size(), j["ulysses"]["rows_where_stall_predicted"].get<int>(),
-                 100 * j["speedup_prediction_median_abs_rel_error"].get<double>());
-    fmt::print("wrote {}\n", *out);
-  });
+  cmd->callback([in] { write_host_link_results(*in); });
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // One configuration of `xstage bench moe --link host`: the P ranks on one GPU
-// (OneGpuGroup, every window in mapped pinned host memory), both schedules sampled in
+// (OneGpuGroup, WindowMemory::host: combine rows over the host link), both schedules sampled in
 // turns. A sample: every rank's kernel `per` times on its own stream, all streams
 // released by one event; its time is the slowest stream's (the layer ends when the
 // last rank's combine has landed), per launch. The rows of both schedules are checked

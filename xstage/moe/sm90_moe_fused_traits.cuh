@@ -44,6 +44,12 @@ constexpr int kConsumersBar = 1 + Shape::kConsumerWGs;
 __device__ __forceinline__ void* window_at(const FusedArgs& a, std::size_t off, int rank) {
   return a.plain[0] != nullptr ? a.plain[rank] + off : ncclGetLsaPointer(a.window, off, rank);
 }
+// Rank `rank`'s dispatch rows: apart from the window where the host gave them
+// (FusedArgs::plain_recv), else in it.
+__device__ __forceinline__ std::uint16_t* recv_rows(const FusedArgs& a, int rank) {
+  return static_cast<std::uint16_t*>(a.plain_recv[0] != nullptr ? static_cast<void*>(a.plain_recv[rank])
+                                                                 : window_at(a, a.recv_off, rank));
+}
 __device__ __forceinline__ void* local_window_at(const FusedArgs& a, std::size_t off) {
   return a.plain[0] != nullptr ? a.plain[a.rank] + off : ncclGetLocalPointer(a.window, off);
 }

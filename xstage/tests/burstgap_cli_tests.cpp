@@ -270,3 +270,30 @@ TEST_F(BurstGapCli, OutOfMemoryNamesTheCommand) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_NE(err.find("dit: out of host memory"), std::string::npos) << err;
 }
+
+// host-link-results re-measures one part alone: a sweep given replaces its section, the
+// probe and the other sweep are kept from the file it rewrites; with no file to keep the
+// probe from, --probe is asked for in one line.
+TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
+  const std::string out = path("host_link.json"), moe = path("moe_host.json");
+  std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
+    "backpressure_ratio": 61.0, "backpressure_ratio_mean": 60.0, "backpressure_ratio_by_store": {},
+    "holdout_median_rel_error": 0.06, "min_gap_rel_error": 0.19, "sustained_drain_GBps": 52.7},
+    "ulysses": {"rows_where_stall_predicted": 0, "rows": [{"correct": true,
+      "predicted_speedup_vs_row_major": 1.0, "speedup_vs_row_major": 0.9}]}})";
+  std::ofstream(moe) << R"({"command": "bench moe", "date": "d1", "summary": {"rows_where_stall_predicted": 1},
+    "rows": [{"tokens_per_rank": 512, "experts": 64, "topk": 2, "hidden": 4096, "intermediate": 2048, "ep": 4,
+      "routing": "uniform", "expert_wave_us": 110.0, "interleaved_us": 100.0, "speedup": 1.1,
+      "predicted_speedup": 1.21, "predicted_compute_us": 90.0, "predicted_stall_expert_wave_us": 20.0,
+      "predicted_stall_interleaved_us": 0.0, "correct": true, "not_kept": 7}]})";
+  const CliResult r = xstage("host-link-results --moe " + moe + " -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string j = slurp(out);
+  EXPECT_NE(j.find("\"backpressure_ratio\": 61.0"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"speedup_vs_row_major\": 0.9"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"predicted_stall_expert_wave_us\": 20.0"), std::string::npos) << j;
+  EXPECT_EQ(j.find("not_kept"), std::string::npos) << j;
+  // Median of |predicted / measured - 1| over both sweeps' rows: 0.1 and 0.111...
+  EXPECT_NE(j.find("\"speedup_prediction_median_abs_rel_error\": 0.10555"), std::string::npos) << j;
+  expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
+}
