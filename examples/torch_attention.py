@@ -59,25 +59,37 @@ class DiTAttention(torch.nn.Module):
         return self.proj(o.reshape(b, s, c))
 
 
-def median_ms(fn, warmup, reps, device):
-    """Median of per-call times: CUDA events on the GPU, wall clock on the CPU."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
+def medians_ms(fns, warmup, reps, device, warmup_ms=0.0):
+    """Median per-call time of each function, sampled in turns (f0, f1, f0, f1, ...) so that
+    clock and power drift during the run falls on all of them alike: CUDA events on the GPU,
+    wall clock on the CPU. warmup_ms: keep calling them (in turns) for that long first, so
+    the samples see the clock the card settles at under this load."""
+    import time
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    t_end = time.perf_counter() + warmup_ms / 1e3
+    while time.perf_counter() < t_end:
+        for fn in fns:
+            fn()
         if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            import time
-            t0 = time.perf_counter()
-            fn()
-            times.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(times)
+            torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, t in zip(fns, times):
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                t.append(start.elapsed_time(end))
+            else:
+                import time
+                t0 = time.perf_counter()
+                fn()
+                t.append(1e3 * (time.perf_counter() - t0))
+    return [statistics.median(t) for t in times]
 
 
 def max_rel_error(got, want):
@@ -93,19 +105,25 @@ def run_row(seq, args, device, blocks):
     ours = torch.ops.xstage.attention(q, k, v, args.causal, None)[0]
     row["attn_rel_err"] = max_rel_error(ours, sdpa(q, k, v, args.causal))
     x = torch.randn((args.batch, seq, args.heads * args.head_dim), generator=g).to(device, torch.bfloat16)
+    flops = 4 * seq * seq * args.head_dim * args.heads * args.batch / (2 if args.causal else 1)
+    if args.op_only:
+        if device.type == "cuda" and not args.no_timing:
+            row["op_ms"] = medians_ms([lambda: torch.ops.xstage.attention(q, k, v, args.causal, None)], args.warmup,
+                                      args.reps, device, args.warmup_ms)[0]
+            row["op_tflops"] = flops / row["op_ms"] / 1e9
+        return row
     with torch.no_grad():
         row["block_rel_err"] = max_rel_error(blocks["xstage"](x), blocks["sdpa"](x))
         if device.type == "cuda" and not args.no_timing:
-            row["op_ms"] = median_ms(lambda: torch.ops.xstage.attention(q, k, v, args.causal, None), args.warmup,
-                                     args.reps, device)
-            row["sdpa_ms"] = median_ms(lambda: sdpa(q, k, v, args.causal), args.warmup, args.reps, device)
-            row["block_ms"] = median_ms(lambda: blocks["xstage"](x), args.warmup, args.reps, device)
-            row["block_sdpa_ms"] = median_ms(lambda: blocks["sdpa"](x), args.warmup, args.reps, device)
+            row["op_ms"], row["sdpa_ms"] = medians_ms([lambda: torch.ops.xstage.attention(q, k, v, args.causal, None),
+                                                       lambda: sdpa(q, k, v, args.causal)], args.warmup, args.reps,
+                                                      device)
+            row["block_ms"], row["block_sdpa_ms"] = medians_ms([lambda: blocks["xstage"](x), lambda: blocks["sdpa"](x)],
+                                                               args.warmup, args.reps, device)
         if "compiled" in blocks:
             row["compiled_rel_err"] = max_rel_error(blocks["compiled"](x), blocks["xstage"](x))
             if device.type == "cuda" and not args.no_timing:
-                row["compiled_ms"] = median_ms(lambda: blocks["compiled"](x), args.warmup, args.reps, device)
-    flops = 4 * seq * seq * args.head_dim * args.heads * args.batch / (2 if args.causal else 1)
+                row["compiled_ms"] = medians_ms([lambda: blocks["compiled"](x)], args.warmup, args.reps, device)[0]
     if "op_ms" in row:
         row["op_tflops"] = flops / row["op_ms"] / 1e9
     return row
@@ -122,6 +140,11 @@ def main():
     ap.add_argument("--causal", action="store_true", help="causal attention in the operator comparison")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup-ms", type=float, default=0.0,
+                    help="before the samples, call the timed functions for this long (steady clocks)")
+    ap.add_argument("--op-only", action="store_true",
+                    help="check and time the operator alone (no blocks, no SDPA timing, no compile): the "
+                         "operator's side of a comparison with `xstage bench attention` in the same conditions")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--tolerance", type=float, default=2e-2, help="max relative error against SDPA (bf16)")
@@ -138,7 +161,7 @@ def main():
     blocks["sdpa"] = DiTAttention(dim, args.heads, "sdpa").to(device, torch.bfloat16).eval()
     blocks["sdpa"].load_state_dict(blocks["xstage"].state_dict())
     compile_note = "skipped (--no-compile)" if args.no_compile else "skipped (needs torch >= 2 on a GPU)"
-    if on_gpu and hasattr(torch, "compile") and not args.no_compile:
+    if on_gpu and hasattr(torch, "compile") and not args.no_compile and not args.op_only:
         blocks["compiled"] = torch.compile(blocks["xstage"], fullgraph=True)
         compile_note = "ok"
 
@@ -164,9 +187,10 @@ def main():
           f"{'block ms':>9} {'SDPA blk':>9} {'compiled':>9}")
     for r in rows:
         t = lambda k: f"{r[k]:.3f}" if k in r else "-"
-        ratio = f"{r['sdpa_ms'] / r['op_ms']:.2f}x" if "op_ms" in r else "-"
+        ratio = f"{r['sdpa_ms'] / r['op_ms']:.2f}x" if "op_ms" in r and "sdpa_ms" in r else "-"
         tf = f"{r['op_tflops']:.0f}" if "op_tflops" in r else "-"
-        print(f"{r['S']:>7} {r['attn_rel_err']:>9.2e} {r['block_rel_err']:>9.2e} {t('op_ms'):>8} {t('sdpa_ms'):>8} "
+        block_err = f"{r['block_rel_err']:.2e}" if "block_rel_err" in r else "-"
+        print(f"{r['S']:>7} {r['attn_rel_err']:>9.2e} {block_err:>9} {t('op_ms'):>8} {t('sdpa_ms'):>8} "
               f"{ratio:>8} {tf:>8} {t('block_ms'):>9} {t('block_sdpa_ms'):>9} {t('compiled_ms'):>9}")
     print(f"torch.compile of the block with xstage.attention inside: {compile_note}")
     if args.json:
