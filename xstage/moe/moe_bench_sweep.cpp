@@ -174,8 +174,8 @@ void run_host_link_sweep(const SweepOptions& o) {
   cudaDeviceProp prop{};
   XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
   nlohmann::json head = bench::run_head(prop.name, 1, o.command);
-  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), combine rows and counters in mapped "
-                  "pinned host memory, dispatch rows in HBM; per forward, the slowest rank; medians of samples taken in turns";
+  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), combine rows in mapped pinned host "
+                  "memory, dispatch rows and counters in HBM; per forward, the slowest rank; medians of samples taken in turns";
   head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
   bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size());
   report.print_header();

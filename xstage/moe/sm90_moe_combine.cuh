@@ -28,7 +28,7 @@ __device__ void combine(const FusedArgs& a, int ctid, Prof& prof) {
   }
   hopper::named_sync(kConsumersBar, kCombineThreads);
   tp = prof.end(C::combine_wait, tp);
-  const auto* comb = static_cast<const std::uint16_t*>(local_window_at(a, a.comb_off));
+  const std::uint16_t* comb = local_comb_rows(a);
   const int vec = a.hidden / 8;
   const long long total = static_cast<long long>(a.tokens) * vec;
   for (long long i = static_cast<long long>(blockIdx.x) * kCombineThreads + ctid; i < total;

@@ -37,7 +37,8 @@ __device__ void dispatch_pass(const FusedArgs& a, int lo, int hi, int w, int nw)
 #pragma unroll 1
     for (unsigned todo = hit; todo != 0; todo &= todo - 1) {
       const int i = pair_of(c, __ffs(static_cast<int>(todo)) - 1);
-      auto* dst = reinterpret_cast<uint4*>(recv_rows(a, a.send_rank[i]) + static_cast<std::size_t>(a.send_row[i]) * a.hidden);
+      auto* dst = reinterpret_cast<uint4*>(static_cast<std::uint16_t*>(window_at(a, a.recv_off, a.send_rank[i])) +
+                                           static_cast<std::size_t>(a.send_row[i]) * a.hidden);
       const auto* src = reinterpret_cast<const uint4*>(a.x + static_cast<std::size_t>(i / a.topk) * a.hidden);
 #pragma unroll 1
       for (int v = lane; v < vec; v += 32 * kDepth) {

@@ -68,7 +68,7 @@ struct FusedMoe::Impl {
   std::unique_ptr<comm::DeviceComm> dev;
   char* window_local = nullptr;                   // this rank's window memory
   std::array<char*, kMaxRanks> plain{};           // FusedArgs::plain (null: LSA pointers)
-  std::array<char*, kMaxRanks> plain_recv{};      // FusedArgs::plain_recv (null: in the window)
+  std::array<char*, kMaxRanks> plain_comb{};      // FusedArgs::plain_comb (null: in the window)
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
@@ -150,7 +150,7 @@ struct FusedMoe::Impl {
     XS_CHECK_CUDA(cudaGetDevice(&device));
     for (int j = 0; j < p.ranks; ++j) {
       plain[j] = g.window(j);
-      plain_recv[j] = g.recv(j);
+      plain_comb[j] = g.comb(j);
     }
     window_local = plain[r];
     init();
@@ -160,7 +160,7 @@ struct FusedMoe::Impl {
     out = DeviceBuffer<std::uint16_t>(std::size_t(p.tokens_per_rank) * p.hidden);
     shapes = fused_maps(p, max_rows);
     dispatch_total.assign(p.experts_per_rank(), 0);
-    map_recv = map_of(shapes.recv, plain_recv[rank_id] ? plain_recv[rank_id] : window_local + win.recv_off);
+    map_recv = map_of(shapes.recv, window_local + win.recv_off);
     map_h = map_of(shapes.h, h.get());
     // Counters start at zero on every rank before any peer may add to them (the caller
     // synchronises the ranks after this).
@@ -194,19 +194,11 @@ int sm_count(int device) {
 }  // namespace
 
 OneGpuGroup::OneGpuGroup(const Problem& p, int max_rows, WindowMemory memory)
-    : p_(p),
-      max_rows_(std::max(max_rows, 1)),
-      // Host windows hold no dispatch rows (recv(r) does): a one-row recv part.
-      layout_(window_layout(p, memory == WindowMemory::host ? 1 : max_rows_)),
-      memory_(memory) {
+    : p_(p), max_rows_(std::max(max_rows, 1)), layout_(window_layout(p, max_rows_)), memory_(memory) {
   check_fused_problem(p, -1);  // all ranks on this GPU
   for (int r = 0; r < p.ranks; ++r) {
-    if (memory == WindowMemory::device) {
-      windows_.emplace_back(layout_.bytes);
-      continue;
-    }
-    host_windows_.emplace_back(layout_.bytes);  // zeroed
-    host_recv_.emplace_back(std::size_t(max_rows_) * p.hidden * 2);
+    windows_.emplace_back(layout_.bytes);
+    if (memory == WindowMemory::host) host_comb_.emplace_back(layout_.bytes - layout_.comb_off);
   }
 }
 
@@ -444,7 +436,7 @@ void FusedMoe::launch() {
   if (m.dev) a.dev = m.dev->get();
   for (int j = 0; j < kMaxRanks; ++j) {
     a.plain[j] = m.plain[j];
-    a.plain_recv[j] = m.plain_recv[j];
+    a.plain_comb[j] = m.plain_comb[j];
   }
   a.recv_off = m.win.recv_off;
   a.comb_off = m.win.comb_off;

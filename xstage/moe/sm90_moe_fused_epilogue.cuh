@@ -84,7 +84,7 @@ __device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const W
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int r = tid / 8 + 16 * j, row = row0 + r;
-    dst[j] = r < rows ? static_cast<std::uint16_t*>(window_at(a, a.comb_off, a.recv_src_rank[row])) +
+    dst[j] = r < rows ? comb_rows(a, a.recv_src_rank[row]) +
                             static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden + it.n_block * kL2TileN +
                             (tid % 8) * 8
                       : nullptr;

@@ -44,14 +44,18 @@ constexpr int kConsumersBar = 1 + Shape::kConsumerWGs;
 __device__ __forceinline__ void* window_at(const FusedArgs& a, std::size_t off, int rank) {
   return a.plain[0] != nullptr ? a.plain[rank] + off : ncclGetLsaPointer(a.window, off, rank);
 }
-// Rank `rank`'s dispatch rows: apart from the window where the host gave them
-// (FusedArgs::plain_recv), else in it.
-__device__ __forceinline__ std::uint16_t* recv_rows(const FusedArgs& a, int rank) {
-  return static_cast<std::uint16_t*>(a.plain_recv[0] != nullptr ? static_cast<void*>(a.plain_recv[rank])
-                                                                 : window_at(a, a.recv_off, rank));
+// Rank `rank`'s combine rows: apart from the window where the host gave them
+// (FusedArgs::plain_comb), else in it.
+__device__ __forceinline__ std::uint16_t* comb_rows(const FusedArgs& a, int rank) {
+  return static_cast<std::uint16_t*>(a.plain_comb[0] != nullptr ? static_cast<void*>(a.plain_comb[rank])
+                                                                 : window_at(a, a.comb_off, rank));
 }
 __device__ __forceinline__ void* local_window_at(const FusedArgs& a, std::size_t off) {
   return a.plain[0] != nullptr ? a.plain[a.rank] + off : ncclGetLocalPointer(a.window, off);
+}
+__device__ __forceinline__ const std::uint16_t* local_comb_rows(const FusedArgs& a) {
+  return static_cast<const std::uint16_t*>(a.plain_comb[0] != nullptr ? static_cast<void*>(a.plain_comb[a.rank])
+                                                                       : local_window_at(a, a.comb_off));
 }
 
 }  // namespace xstage::moe::device

@@ -458,9 +458,9 @@ TEST(MoeFusedGpu, EightRanksOnOneGpu) {
                   moe::ScheduleKind::interleaved, 3});
 }
 
-// The same P kernels with the windows in mapped pinned host memory (combine rows and
-// counters over the host link, dispatch rows in HBM): the outputs equal the HBM group's
-// bitwise.
+// The same P kernels with the combine rows in mapped pinned host memory (the L2
+// epilogue's stores over the host link; dispatch rows and counters in HBM): the outputs
+// equal the HBM group's bitwise.
 TEST(MoeFusedGpu, HostLinkWindowsGiveTheHbmOutputsBitwise) {
   for (const Case& c : {Case{{2, 200, 8, 2, 512, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 8},
                              moe::ScheduleKind::interleaved, 2},

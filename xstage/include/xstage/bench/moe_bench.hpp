@@ -80,8 +80,8 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 
 // `xstage bench moe --link host` (xstage/moe/moe_host_link.cpp): the P ranks of one
 // configuration on one GPU (moe::OneGpuGroup, SMs / P CTAs each, all P kernels at once)
-// with its windows in mapped pinned host memory (WindowMemory::host), so the combine
-// stores and the counters cross the host link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
+// with its combine rows in mapped pinned host memory (WindowMemory::host), so the L2
+// epilogue's stores to the owners cross the host link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
 // model's predictions beside the measured times. The one GPU's X-Stage takes all P
 // kernels' stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
 struct HostLinkRow {

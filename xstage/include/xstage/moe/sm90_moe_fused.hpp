@@ -76,9 +76,9 @@ struct FusedArgs {
   // pointers. EP = 1: [0] is this rank's own (NCCL gives a one-rank communicator no
   // symmetric memory); a OneGpuGroup: all P, on this GPU (no LSA barrier either).
   char* plain[kMaxRanks];
-  // Every rank's dispatch rows apart from its window, or all null (in the window at
-  // recv_off): a OneGpuGroup with WindowMemory::host keeps them in HBM.
-  char* plain_recv[kMaxRanks];
+  // Every rank's combine rows apart from its window, or all null (in the window at
+  // comb_off): a OneGpuGroup with WindowMemory::host keeps them in mapped host memory.
+  char* plain_comb[kMaxRanks];
   ncclDevComm dev;                 // LSA barrier at the start of each launch (unused with plain pointers)
   std::size_t recv_off, comb_off;  // byte offsets in the window
   int rank, ranks, tokens, topk, hidden, inter, experts_local, l1_n_blocks, l2_n_blocks;
@@ -126,14 +126,14 @@ WindowLayout window_layout(const Problem& p, int max_rows);
 // is SMs / P each), and synchronise all of them before the next launches (no start
 // barrier). Inputs by set_inputs only (route_on_device's all-gather needs NCCL).
 //
-// WindowMemory::host puts every rank's window (counters and combine rows) in mapped
-// pinned host memory: every combine store (the L2 epilogue's bursts, which the schedules
-// order) and every counter update crosses the host link (the emulated ranks' remote
-// traffic over a link with a strong X-Stage, docs/xstage-host-link.md). The dispatch
-// rows land in HBM (recv(r)), as they would on a receiving GPU: the L1 mainloop reads
-// them once per N block, and with them in host memory the forward timed those reads
-// (25-120 ms against 1-3 ms of compute), not the X-Stage. Tokens, weights, the SwiGLU
-// scratch and the outputs stay in HBM.
+// WindowMemory::host puts every rank's combine rows (comb(r)) in mapped pinned host
+// memory: every combine store, the L2 epilogue's bursts that the schedules order,
+// crosses the host link (the emulated ranks' remote traffic over a link with a strong
+// X-Stage, docs/xstage-host-link.md). The rest of the window stays in HBM: the dispatch
+// rows, as on a receiving GPU (the L1 mainloop reads them once per N block; in host
+// memory the forward timed those reads, 25-120 ms against 1-3 ms of compute), and the
+// counters, as in the Ulysses host-link bench (no dependence on PCIe atomics and
+// polling). Tokens, weights, the SwiGLU scratch and the outputs stay in HBM too.
 enum class WindowMemory { device, host };
 class OneGpuGroup {
  public:
@@ -142,13 +142,10 @@ class OneGpuGroup {
   int max_rows() const { return max_rows_; }
   const WindowLayout& layout() const { return layout_; }
   WindowMemory memory() const { return memory_; }
-  char* window(int rank) {
-    return reinterpret_cast<char*>(memory_ == WindowMemory::host ? host_windows_.at(rank).device()
-                                                                 : windows_.at(rank).get());
-  }
-  // Rank `rank`'s dispatch rows when they are not in its window (WindowMemory::host), else null.
-  char* recv(int rank) {
-    return memory_ == WindowMemory::host ? reinterpret_cast<char*>(host_recv_.at(rank).get()) : nullptr;
+  char* window(int rank) { return reinterpret_cast<char*>(windows_.at(rank).get()); }
+  // Rank `rank`'s combine rows when they are not in its window (WindowMemory::host), else null.
+  char* comb(int rank) {
+    return memory_ == WindowMemory::host ? reinterpret_cast<char*>(host_comb_.at(rank).device()) : nullptr;
   }
 
  private:
@@ -157,8 +154,7 @@ class OneGpuGroup {
   WindowLayout layout_;
   WindowMemory memory_;
   std::vector<DeviceBuffer<unsigned char>> windows_;
-  std::vector<MappedHostBuffer<unsigned char>> host_windows_;
-  std::vector<DeviceBuffer<unsigned char>> host_recv_;  // WindowMemory::host: the dispatch rows, in HBM
+  std::vector<MappedHostBuffer<unsigned char>> host_comb_;  // WindowMemory::host: the combine rows
 };
 
 class FusedMoe {
