@@ -13,8 +13,12 @@
 #include "gait/cache_build.hpp"
 #include "gait/dataset.hpp"
 #include "gait/motion/mocap_folder.hpp"
+#include "gait/synth/keypoints.hpp"
+#include "gait/synth/raster.hpp"
 #include "gait/synth/scene.hpp"
+#include "gait/synth/seg_noise.hpp"
 #include "gait/synth/synth.hpp"
+#include "gait/synth/walker.hpp"
 
 namespace gait {
 namespace {
@@ -43,14 +47,19 @@ TEST(Synth, SameSeedSameOutputDifferentSeedDifferent) {
   o.subjects = 3;
   o.views = {0, 90};
   const Generator a(o, model()), b(o, model());
-  const auto va = render_all(a, 2, Condition::BG, 1), vb = render_all(b, 2, Condition::BG, 1);
-  ASSERT_EQ(va.size(), 2u);
-  for (std::size_t v = 0; v < va.size(); ++v) {
-    EXPECT_EQ(va[v].sil_frames, vb[v].sil_frames);
-    ASSERT_EQ(va[v].sil.size(), vb[v].sil.size());
-    for (std::size_t f = 0; f < va[v].sil.size(); ++f) ASSERT_EQ(va[v].sil[f].pixels, vb[v].sil[f].pixels);
-    EXPECT_EQ(pose_csv_text(va[v].key, va[v].pose), pose_csv_text(vb[v].key, vb[v].pose));
+  // BG and CL: bags and coats take the estimator's garment paths, every condition the
+  // camouflage draw.
+  for (Condition cond : {Condition::BG, Condition::CL}) {
+    const auto va = render_all(a, 2, cond, 1), vb = render_all(b, 2, cond, 1);
+    ASSERT_EQ(va.size(), 2u);
+    for (std::size_t v = 0; v < va.size(); ++v) {
+      EXPECT_EQ(va[v].sil_frames, vb[v].sil_frames);
+      ASSERT_EQ(va[v].sil.size(), vb[v].sil.size());
+      for (std::size_t f = 0; f < va[v].sil.size(); ++f) ASSERT_EQ(va[v].sil[f].pixels, vb[v].sil[f].pixels);
+      EXPECT_EQ(pose_csv_text(va[v].key, va[v].pose), pose_csv_text(vb[v].key, vb[v].pose));
+    }
   }
+  const auto va = render_all(a, 2, Condition::BG, 1);
   o.seed = 2;
   const Generator c(o, model());
   const auto vc = render_all(c, 2, Condition::BG, 1);
@@ -84,6 +93,7 @@ TEST(Synth, BagsAndCoatsEnlargeTheSilhouette) {
   GeneratorOptions o;
   o.subjects = 6;
   o.views = {90};
+  o.camo_prob = 0;  // a garment lost to the background would shrink one sequence, not its clothing
   const Generator g(o, model());
   int bigger_bg = 0, bigger_cl = 0;
   for (int s = 1; s <= 6; ++s) {
@@ -115,7 +125,7 @@ TEST(Synth, CoatHemFollowsTheThighThenHangsBelowTheKnee) {
     b.coat_length = length;
     std::vector<Vec3> ends;
     for (const Capsule& c : build_scene(p, b, Condition::CL).capsules)
-      if (c.part == Part::Coat && c.a.x != 0) ends.push_back(c.b);  // the two thigh panels
+      if (c.part == Part::Coat && c.a.x != 0 && c.b.y < c.a.y) ends.push_back(c.b);  // the two thigh panels
     return ends;
   };
   const auto half = hem_ends(0.5);
@@ -207,7 +217,9 @@ TEST(SynthRoundTrip, SmallPresetReadsBackExactly) {
   for (const auto& [cell, n] : per_cell) EXPECT_EQ(n, sequences_per_condition(std::get<1>(cell)));
 
   // Skeletons and silhouettes of the same frame agree, read back from the files:
-  // a visible joint (confidence >= kVisibleConf) falls on a foreground pixel.
+  // a visible joint (confidence >= kVisibleConf) falls on a foreground pixel. Not all
+  // do: about 2 % land where a garment was lost to the background (camouflage) and
+  // 1 % beyond a ragged edge; a misaligned frame or view would miss far more.
   std::size_t checked = 0, inside = 0;
   for (std::size_t i = 0; i < idx.entries.size(); i += 7) {
     const auto& e = idx.entries[i];
@@ -226,7 +238,7 @@ TEST(SynthRoundTrip, SmallPresetReadsBackExactly) {
   }
   ASSERT_GT(checked, 10000u);
   const double frac = static_cast<double>(inside) / static_cast<double>(checked);
-  EXPECT_GE(frac, 0.95) << inside << " of " << checked;
+  EXPECT_GE(frac, 0.93) << inside << " of " << checked;
   EXPECT_NEAR(frac, rep.joint_in_silhouette(), 0.01);
 
   // The cache of one subject: every sequence usable, frames aligned with pose.

@@ -105,9 +105,9 @@ void Generator::render(int subject, Condition cond, int seq, const std::function
   for (int view : opts_.views) {
     Rng vr(derive_seed({opts_.seed, kViewStream, static_cast<std::uint64_t>(subject), static_cast<std::uint64_t>(cond),
                         static_cast<std::uint64_t>(seq), static_cast<std::uint64_t>(view)}));
-    const SegNoiseParams np = sample_seg_noise(vr);
+    const SegNoiseParams np = sample_seg_noise(vr, opts_.camo_prob);
     SegNoise noise(np, vr.next());
-    PoseEstimatorSim estimator(EstimatorParams{}, vr.next(), view);
+    PoseEstimatorSim estimator(opts_.estimator, vr.next(), view);
     const Camera cam = make_camera(view, opts_.rig);
     ViewRender out;
     out.key = {subject, cond, seq, view};

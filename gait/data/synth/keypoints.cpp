@@ -32,15 +32,47 @@ PoseEstimatorSim::PoseEstimatorSim(const EstimatorParams& params, std::uint64_t 
   swap_prob_ = p_.swap_prob * (1 + 2 * side);
 }
 
+Vec2 nearest_outline_point(const SdfRaster& r, Vec2 uv) {
+  auto sdf = [&](int x, int y) {
+    return static_cast<double>(r.sdf(std::clamp(x, 0, r.width() - 1), std::clamp(y, 0, r.height() - 1)));
+  };
+  for (int step = 0; step < 6; ++step) {
+    const int x = static_cast<int>(std::floor(uv.x)), y = static_cast<int>(std::floor(uv.y));
+    if (x < 0 || y < 0 || x >= r.width() || y >= r.height()) break;
+    const double d = sdf(x, y);
+    if (d >= 0) break;
+    const double gx = sdf(x + 1, y) - sdf(x - 1, y), gy = sdf(x, y + 1) - sdf(x, y - 1);
+    const double g = std::sqrt(gx * gx + gy * gy);
+    if (g < 1e-6) break;
+    uv.x += gx / g * (0.5 - d);  // half a pixel past the boundary, so the loop ends there
+    uv.y += gy / g * (0.5 - d);
+  }
+  return uv;
+}
+
 PoseFrame PoseEstimatorSim::observe(const CocoPoints& pts, const Camera& cam, const SdfRaster& r, double height_px,
                                     std::array<bool, kCocoJoints>* visible_out) {
   PoseFrame f;
+  bool knee_covered = false;
+  ++counts_.frames;
   for (int j = 0; j < kCocoJoints; ++j) {
-    const Vec2 uv = cam.project(pts.pos[j]);
+    Vec2 uv = cam.project(pts.pos[j]);
     const int px = static_cast<int>(std::floor(uv.x)), py = static_cast<int>(std::floor(uv.y));
-    bool visible = true;
-    if (px >= 0 && py >= 0 && px < r.width() && py < r.height())
+    bool visible = true, covered = false;
+    if (px >= 0 && py >= 0 && px < r.width() && py < r.height()) {
       visible = r.depth(px, py) >= cam.depth(pts.pos[j]) - pts.own_radius[j] - kOcclusionSlack;
+      // A coat or bag is opaque: whatever lies under it is hidden, however thin it is.
+      const Part seen = r.part(px, py);
+      covered = seen == Part::Coat || seen == Part::Bag;
+    }
+    if (covered) {
+      visible = false;
+      ++counts_.covered_joints;
+      knee_covered |= (j == kLeftKnee || j == kRightKnee) && r.part(px, py) == Part::Coat;
+      const Vec2 edge = nearest_outline_point(r, uv);
+      uv.x += p_.cover_pull * (edge.x - uv.x);
+      uv.y += p_.cover_pull * (edge.y - uv.y);
+    }
     if (visible_out) (*visible_out)[j] = visible;
     drift_[j].x = 0.8 * drift_[j].x + rng_.normal() * p_.drift * height_px;
     drift_[j].y = 0.8 * drift_[j].y + rng_.normal() * p_.drift * height_px;
@@ -52,13 +84,19 @@ PoseFrame PoseEstimatorSim::observe(const CocoPoints& pts, const Camera& cam, co
                                         : std::clamp(rng_.normal(0.45, 0.15), 0.05, 0.8));
     if (rng_.chance(visible ? p_.miss_visible : p_.miss_occluded)) k = {0, 0, 0};
   }
-  if (rng_.chance(swap_prob_)) {
-    // Swap one limb pair: arms (shoulder..wrist) or legs (hip..ankle).
-    const bool legs = rng_.chance(0.5);
-    const int first = legs ? kLeftHip : kLeftShoulder;
-    for (int j = first; j < first + 6; j += 2) std::swap(f[j], f[j + 1]);
-  }
+  maybe_swap(f, knee_covered);
   return f;
+}
+
+void PoseEstimatorSim::maybe_swap(PoseFrame& f, bool knee_covered) {
+  // At most one limb pair per frame: arms (shoulder..wrist) or legs (hip..ankle).
+  const double arms = 0.5 * swap_prob_, legs = 0.5 * swap_prob_ + (knee_covered ? p_.cover_leg_swap : 0.0);
+  const double u = rng_.uniform();
+  if (u >= arms + legs) return;
+  const bool swap_legs = u >= arms;
+  ++(swap_legs ? counts_.leg_swaps : counts_.arm_swaps);
+  const int first = swap_legs ? kLeftHip : kLeftShoulder;
+  for (int j = first; j < first + 6; j += 2) std::swap(f[j], f[j + 1]);
 }
 
 }  // namespace gait

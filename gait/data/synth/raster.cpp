@@ -7,13 +7,16 @@ namespace gait {
 
 SdfRaster::SdfRaster(int width, int height)
     : w_(width), h_(height), sdf_(static_cast<std::size_t>(width) * height, kFar),
-      depth_(static_cast<std::size_t>(width) * height, kFar) {}
+      depth_(static_cast<std::size_t>(width) * height, kFar),
+      part_(static_cast<std::size_t>(width) * height, static_cast<std::uint8_t>(Part::None)) {}
 
 void SdfRaster::clear() {
   if (box_.empty()) return;
   for (int y = box_.y0; y <= box_.y1; ++y) {
     std::fill_n(sdf_.begin() + static_cast<std::ptrdiff_t>(y) * w_ + box_.x0, box_.x1 - box_.x0 + 1, kFar);
     std::fill_n(depth_.begin() + static_cast<std::ptrdiff_t>(y) * w_ + box_.x0, box_.x1 - box_.x0 + 1, kFar);
+    std::fill_n(part_.begin() + static_cast<std::ptrdiff_t>(y) * w_ + box_.x0, box_.x1 - box_.x0 + 1,
+                static_cast<std::uint8_t>(Part::None));
   }
   box_ = {};
 }
@@ -80,7 +83,10 @@ void SdfRaster::draw_capsule(const Capsule& c, const Camera& cam) {
       if (d < sdf_[i]) sdf_[i] = d;
       if (d < 0) {
         const float z = static_cast<float>(za + t * (zb - za) - (c.ra + t * (c.rb - c.ra)));
-        if (z < depth_[i]) depth_[i] = z;
+        if (z < depth_[i]) {
+          depth_[i] = z;
+          part_[i] = static_cast<std::uint8_t>(c.part);
+        }
       }
     }
   }
@@ -145,7 +151,10 @@ void SdfRaster::draw_hull(const Box& bx, const Camera& cam) {
       const float d = static_cast<float>(inside ? -std::sqrt(dmin) : std::sqrt(dmin));
       const std::size_t i = static_cast<std::size_t>(y) * w_ + x;
       if (d < sdf_[i]) sdf_[i] = d;
-      if (d < 0 && depth < depth_[i]) depth_[i] = depth;
+      if (d < 0 && depth < depth_[i]) {
+        depth_[i] = depth;
+        part_[i] = static_cast<std::uint8_t>(bx.part);
+      }
     }
 }
 

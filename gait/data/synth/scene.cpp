@@ -36,12 +36,14 @@ Scene build_scene(const CanonPose& p, const BodyShape& b, Condition cond) {
   cap(h.centre - h.up * (0.35 * b.head_radius), h.centre + h.up * (0.45 * b.head_radius), b.head_radius * 0.95,
       b.head_radius * 0.9, Part::Head);
   cap(p[cNeck], p[cHead], kNeckR * k, kNeckR * k * 0.9, Part::Head);
-  // Torso: spine, both flanks, the pelvis and the shoulder line.
-  cap(p[cPelvis], p[cNeck] - (p[cNeck] - p[cPelvis]) * 0.08, kTorsoR * g + torso_add, kTorsoR * g * 0.95 + torso_add, Part::Torso);
-  cap(p[cLHip], p[cLShoulder], kSideR * g + torso_add * 0.7, kSideR * g * 0.9 + torso_add * 0.7, Part::Torso);
-  cap(p[cRHip], p[cRShoulder], kSideR * g + torso_add * 0.7, kSideR * g * 0.9 + torso_add * 0.7, Part::Torso);
-  cap(p[cLHip], p[cRHip], kPelvisR * g + torso_add * 0.5, kPelvisR * g + torso_add * 0.5, Part::Torso);
-  cap(p[cLShoulder], p[cRShoulder], kShoulderLineR * g + arm_add, kShoulderLineR * g + arm_add, Part::Torso);
+  // Torso: spine, both flanks, the pelvis and the shoulder line. Under a coat what the
+  // camera sees there is the coat (the pose estimator and the camouflage read the part).
+  const Part trunk = coat ? Part::Coat : Part::Torso;
+  cap(p[cPelvis], p[cNeck] - (p[cNeck] - p[cPelvis]) * 0.08, kTorsoR * g + torso_add, kTorsoR * g * 0.95 + torso_add, trunk);
+  cap(p[cLHip], p[cLShoulder], kSideR * g + torso_add * 0.7, kSideR * g * 0.9 + torso_add * 0.7, trunk);
+  cap(p[cRHip], p[cRShoulder], kSideR * g + torso_add * 0.7, kSideR * g * 0.9 + torso_add * 0.7, trunk);
+  cap(p[cLHip], p[cRHip], kPelvisR * g + torso_add * 0.5, kPelvisR * g + torso_add * 0.5, trunk);
+  cap(p[cLShoulder], p[cRShoulder], kShoulderLineR * g + arm_add, kShoulderLineR * g + arm_add, trunk);
   // Legs and feet; a coat thickens the upper thigh.
   for (int side = 0; side < 2; ++side) {
     const int hip = side ? cRHip : cLHip, knee = side ? cRKnee : cLKnee, ankle = side ? cRAnkle : cLAnkle,

@@ -9,7 +9,7 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 }
 
-SegNoiseParams sample_seg_noise(Rng& rng) {
+SegNoiseParams sample_seg_noise(Rng& rng, double camo_prob) {
   SegNoiseParams p;
   p.edge_amp = rng.uniform(0.4, 1.3);
   p.edge_scale = rng.uniform(2.0, 4.5);
@@ -19,6 +19,9 @@ SegNoiseParams sample_seg_noise(Rng& rng) {
   p.shadow = rng.chance(0.5);
   p.light_azimuth = rng.uniform(0, 2 * kPi);
   p.shadow_length = rng.uniform(0.12, 0.45);
+  if (rng.chance(camo_prob)) p.camo = rng.chance(0.6) ? Garment::Top : Garment::Trousers;
+  p.camo_level = rng.uniform(0.25, 0.6);
+  p.camo_scale = rng.uniform(10, 24);
   return p;
 }
 
@@ -39,10 +42,19 @@ void add_shadow(Scene& scene, const CanonPose& pose, const SegNoiseParams& p) {
 
 SegNoise::SegNoise(const SegNoiseParams& params, std::uint64_t seed) : p_(params), rng_(seed) {
   for (auto& v : lattice_) v = static_cast<float>(rng_.uniform(-1, 1));
+  camo_ox_ = rng_.uniform(0, kLattice);
+  camo_oy_ = rng_.uniform(0, kLattice);
 }
 
-double SegNoise::value_noise(double x, double y) const {
-  const double fx = x / p_.edge_scale + ox_, fy = y / p_.edge_scale + oy_;
+bool SegNoise::camouflaged(const SdfRaster& r, int x, int y) const {
+  const Part part = r.part(x, y);
+  const bool garment = p_.camo == Garment::Top ? (part == Part::Torso || part == Part::Arm || part == Part::Coat)
+                                               : part == Part::Leg;
+  return garment && value_noise(x, y, p_.camo_scale, camo_ox_, camo_oy_) > p_.camo_level;
+}
+
+double SegNoise::value_noise(double x, double y, double scale, double ox, double oy) const {
+  const double fx = x / scale + ox, fy = y / scale + oy;
   const int ix = static_cast<int>(std::floor(fx)), iy = static_cast<int>(std::floor(fy));
   const double tx = fx - ix, ty = fy - iy;
   auto at = [&](int a, int b) {
@@ -68,11 +80,13 @@ void SegNoise::render(const SdfRaster& r, common::Image& out) {
     for (int i = 0; i < 20; ++i) out.at(b.y0 + rng_.below(b.y1 - b.y0 + 1), b.x0 + rng_.below(b.x1 - b.x0 + 1)) = 255;
     return;
   }
+  const bool camo = p_.camo != Garment::None;
   for (int y = b.y0; y <= b.y1; ++y)
     for (int x = b.x0; x <= b.x1; ++x) {
       const float d = r.sdf(x, y);
       if (d > p_.edge_amp) continue;  // beyond the noise band: background
-      if (d < -p_.edge_amp || d < p_.edge_amp * value_noise(x, y)) out.at(y, x) = 255;
+      if (camo && d < 0 && camouflaged(r, x, y)) continue;
+      if (d < -p_.edge_amp || d < p_.edge_amp * value_noise(x, y, p_.edge_scale, ox_, oy_)) out.at(y, x) = 255;
     }
   auto ellipse = [&](double cx, double cy, double rx, double ry, std::uint8_t v) {
     for (int y = std::max(0, static_cast<int>(cy - ry)); y <= std::min(out.height - 1, static_cast<int>(cy + ry)); ++y)

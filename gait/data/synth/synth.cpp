@@ -149,6 +149,9 @@ SynthReport synthesize(const SynthOptions& opts) {
   j["fps"] = kVideoFps;
   j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
                  {"width", g.rig.width}, {"height", g.rig.height_px}};
+  const EstimatorParams& e = g.estimator;
+  j["calibration"] = {{"sequence_spread", kSequenceSpread}, {"cover_pull", e.cover_pull},
+                      {"cover_leg_swap", e.cover_leg_swap}, {"swap_prob", e.swap_prob}, {"camo_prob", g.camo_prob}};
   j["subject_plans"] = subject_plans_json(gen);
   nlohmann::json seqs = nlohmann::json::object();
   for (std::size_t i = 0; i < jobs.size(); ++i)

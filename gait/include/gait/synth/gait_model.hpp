@@ -32,7 +32,10 @@ inline constexpr int kCycleFeatures = kCanonBones * 3 + 1;
 inline constexpr int kCodeSize = kCycleFeatures * kCoefs + 1;
 inline constexpr int kPhaseSamples = 64;  // samples per cycle for the Fourier fit
 inline constexpr double kMaxZ = 2.0;
-inline constexpr double kSequenceSpread = 0.5;
+// Between two walks a person varies as much as the captured people vary between their
+// own clips (sd_within is measured on them): a smaller factor would make procedural
+// walkers more repeatable than any real person, and motion the easiest cue.
+inline constexpr double kSequenceSpread = 1.0;
 
 struct CycleCode {
   std::array<double, kCodeSize> v{};

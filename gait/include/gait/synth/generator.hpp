@@ -25,6 +25,8 @@
 #include "gait/synth/body.hpp"
 #include "gait/synth/camera.hpp"
 #include "gait/synth/gait_model.hpp"
+#include "gait/synth/keypoints.hpp"
+#include "gait/synth/seg_noise.hpp"
 
 namespace gait {
 
@@ -44,6 +46,8 @@ struct GeneratorOptions {
   std::vector<std::pair<Condition, int>> sequences = standard_sequences();
   double path_half_length = 2.4;  // m: the walk runs from x = -2.4 to x = +2.4 (~110 frames)
   CameraRig rig;
+  EstimatorParams estimator;      // the simulated pose estimator
+  double camo_prob = kCamoProb;   // sequence views in which one garment matches the background
 };
 
 struct SubjectPlan {

@@ -1,5 +1,6 @@
 // Rasterising a Scene seen by a Camera into a signed-distance image (pixels; negative
-// inside the body) and a depth image (m; the nearest surface), restricted to the
+// inside the body), a depth image (m; the nearest surface) and a part image (which
+// Part that nearest surface belongs to: what the camera sees there), restricted to the
 // person's bounding box so a frame costs little more than the pixels it covers.
 // Capsules project as 2D tapered capsules (endpoints projected, radii scaled by
 // focal / depth): exact enough at walking-path distances where a limb spans a few
@@ -25,6 +26,7 @@ class SdfRaster {
   void draw(const Scene& scene, const Camera& cam);
   float sdf(int x, int y) const { return sdf_[static_cast<std::size_t>(y) * w_ + x]; }
   float depth(int x, int y) const { return depth_[static_cast<std::size_t>(y) * w_ + x]; }
+  Part part(int x, int y) const { return static_cast<Part>(part_[static_cast<std::size_t>(y) * w_ + x]); }
   const PixelBox& box() const { return box_; }  // where anything was drawn (with margin)
   int width() const { return w_; }
   int height() const { return h_; }
@@ -37,6 +39,7 @@ class SdfRaster {
   void draw_hull(const Box& b, const Camera& cam);
   int w_, h_;
   std::vector<float> sdf_, depth_;
+  std::vector<std::uint8_t> part_;  // Part of the nearest surface; Part::None where nothing is
   PixelBox box_;
 };
 

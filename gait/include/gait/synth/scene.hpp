@@ -5,10 +5,12 @@
 //   BG  + the subject's bag: on a strap at the hip (shoulder bag), hanging from the hand
 //       (the arm swings less and stays straight: see WalkStyle), or a backpack;
 //   CL  + a padded coat: thicker torso, sleeves and thighs and a skirt across both legs
-//       down to coat_length (mid-thigh to below the knee); the skeleton is unchanged
-//       (the joints the coat hides count as occluded for the keypoint simulation).
+//       down to coat_length (mid-thigh to below the knee); the skeleton is unchanged.
+//       The trunk's capsules are the coat's surface then (Part::Coat), so the keypoint
+//       simulation knows which joints the coat hides.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "gait/casiab.hpp"
@@ -17,7 +19,7 @@
 
 namespace gait {
 
-enum class Part : int { Head, Torso, Arm, Leg, Foot, Bag, Coat, Shadow };
+enum class Part : std::uint8_t { Head, Torso, Arm, Leg, Foot, Bag, Coat, Shadow, None };
 
 struct Capsule {
   Vec3 a, b;
