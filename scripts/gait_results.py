@@ -7,6 +7,10 @@
     gait_results.py --cpu-run DIR --previous F --out F --card TEXT --date YYYY-MM-DD --command TEXT
                     [--dataset TEXT]     (replaces the tiny CPU row, and cpu_infer_ms_per_seq
                                           from DIR/bench_infer.json when present)
+    gait_results.py --speed FILE --previous F --out F --card TEXT --date D --command TEXT
+                                         (the previous file with the training throughput of a
+                                          `gait_speed` stage, its gait_speed.json; --speed also
+                                          goes with --runs)
 
 DIR holds one folder per variant, as scripts/device.d/gait.sh leaves them:
     DIR/<variant>/train_summary.json   (gait train: iterations done, train seconds)
@@ -19,7 +23,8 @@ DIR holds one folder per variant, as scripts/device.d/gait.sh leaves them:
                                        heads and skeleton scale the two_branch row uses)
 Rows come only from files that exist: a variant without both files is listed under
 "not_run" with the reason. The previous file's CPU rows and cpu_infer_ms_per_seq are
-kept (its own card, date and command move into those rows). The previous file's GPU run
+kept (its own card, date and command move into those rows), and so are its training
+throughput keys (train_seq_per_s, baseline_gaitgl_seq_per_s, speed). The previous file's GPU run
 moves into "previous_runs" (with its own earlier runs, newest first), and "mean_over_runs"
 averages each variant over this run and the previous runs of the same generator version
 (--data-version) when there are two or more, with the issue's comparisons on the means.
@@ -211,9 +216,26 @@ def build(args):
         out["mean_over_runs"] = mean
     if previous_runs:
         out["previous_runs"] = previous_runs[:4]
-    for k in ("cpu_infer_ms_per_seq", "cpu_infer_note"):
+    for k in ("cpu_infer_ms_per_seq", "cpu_infer_note") + SPEED_KEYS:
         if k in prev:
             out[k] = prev[k]
+    return out
+
+
+SPEED_KEYS = ("train_seq_per_s", "baseline_gaitgl_seq_per_s", "speed")
+
+
+def merge_speed(out, path):
+    """out with the keys of a gait_speed.json (scripts/gait_speed_results.py): the
+    headline throughputs at the top level, the rows and their provenance under "speed"."""
+    s = load(path)
+    if not s or "__error__" in s:
+        sys.exit((s or {}).get("__error__", f"{path}: not found"))
+    out = dict(out)
+    out["train_seq_per_s"] = s.get("train_seq_per_s", {})
+    out["baseline_gaitgl_seq_per_s"] = s.get("baseline_gaitgl_seq_per_s")
+    out["speed"] = {k: s[k] for k in ("card", "date", "command", "warmup_steps", "ratio_to_baseline", "rows",
+                                      "problems") if k in s}
     return out
 
 
@@ -312,6 +334,10 @@ def table(out):
             lines.append(f"| {r['variant']} | {fmt(r['NM'])} | {fmt(r['BG'])} | {fmt(r['CL'])} | "
                          f"{fmt(r['NM_spread'])}/{fmt(r['BG_spread'])}/{fmt(r['CL_spread'])} |")
         lines += [l.replace("check ", "check mean ", 1) for l in check_lines(mean["issue_checks"])]
+    if out.get("train_seq_per_s"):
+        t, base = out["train_seq_per_s"], out.get("baseline_gaitgl_seq_per_s")
+        lines += ["", "training sequences/s: " + ", ".join(f"{k} {fmt(v, '{:.0f}')}" for k, v in t.items()) +
+                  f"; PyTorch eager GaitGL {fmt(base, '{:.0f}')} ({out.get('speed', {}).get('date', '?')})"]
     return "\n".join(lines)
 
 
@@ -344,10 +370,20 @@ def main():
     p.add_argument("--data-version", default="")
     p.add_argument("--dev-dataset", default="")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--speed", help="a gait_speed.json: its training throughput joins the file")
     args = p.parse_args()
-    if bool(args.runs) == bool(args.cpu_run):
-        p.error("give exactly one of --runs (a GPU stage's folder) and --cpu-run (a tiny-cpu run)")
-    out = replace_cpu_row(args) if args.cpu_run else build(args)
+    if args.runs and args.cpu_run or not (args.runs or args.cpu_run or args.speed):
+        p.error("give one of --runs (a GPU stage's folder) and --cpu-run (a tiny-cpu run), or --speed alone")
+    if args.runs:
+        out = build(args)
+    elif args.cpu_run:
+        out = replace_cpu_row(args)
+    else:
+        out = load(args.previous) or {}
+        if "__error__" in out:
+            sys.exit(out["__error__"])
+    if args.speed:
+        out = merge_speed(out, args.speed)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=2)
