@@ -11,13 +11,11 @@
 #    them out): moe::OneGpuGroup (EP = 2, 4, 8, the P kernels at once) and the Ulysses
 #    kernels with every owner's buffers local (P = 2, 4, 8);
 # 4. the SASS of the local-store and remote-store attention kernels, side by side;
-# 5. ONEGPU_BENCH (default 1; 0 skips 5 and 6, and the CLI's build): `xstage bench ulysses
+# 5. ONEGPU_BENCH (default 1; 0 skips 5 and the CLI's build): `xstage bench ulysses
 #    --kernel-only` (no NCCL; ONEGPU_RANKS, default 2,4; ONEGPU_MAX_SEQ, default 65536, 0 skips)
 #    and `xstage bench qkv` (ONEGPU_QKV_GROUPS, default 0,1): the fused kernels' own cost with
 #    every target local -> ulysses_kernel.json, qkv_kernel.json;
-# 6. with ONEGPU_MOE_TOKENS (e.g. 2048,8192): `xstage bench moe --sweep one` at EP = 1 ->
-#    moe_one.json and its PNG;
-# 7. ONEGPU_SANITIZE (default "memcheck racecheck synccheck"; "none" skips): compute-sanitizer
+# 6. ONEGPU_SANITIZE (default "memcheck racecheck synccheck"; "none" skips): compute-sanitizer
 #    on the one-GPU tests of the MoE kernel, the fused QKV and attention-epilogue kernels and
 #    the DiT's own kernels (not the stand-ins: their kernels wait for each other, and the
 #    sanitizer runs one at a time). Each run within ONEGPU_SAN_LIMIT s (default 150), each
@@ -63,13 +61,6 @@ if [ "$ONEGPU_BENCH" != 0 ]; then
   og_step onegpu_qkv_kernel 150 env XSTAGE_SOURCE_DIR="$ROOT" XSTAGE_PRINT_CONFIG=1 "$OX" bench qkv \
     --groups "${ONEGPU_QKV_GROUPS:-0,1}" --json "$OUT/qkv_kernel.json"
 fi
-if [ "$ONEGPU_BENCH" != 0 ] && [ -n "${ONEGPU_MOE_TOKENS:-}" ]; then
-  ONEGPU_MOE_LIMIT=$(( ONEGPU_BUDGET - ($(date +%s) - ONEGPU_T0) - 10 ))
-  [ "$ONEGPU_MOE_LIMIT" -gt 300 ] && ONEGPU_MOE_LIMIT=300
-  og_step onegpu_moe_one "$ONEGPU_MOE_LIMIT" env XSTAGE_SOURCE_DIR="$ROOT" "$OX" bench moe --sweep one \
-    --tokens "$ONEGPU_MOE_TOKENS" --warmup 1 --iters 5 --budget-s $(( ONEGPU_MOE_LIMIT > 45 ? ONEGPU_MOE_LIMIT - 25 : 20 )) \
-    --json "$OUT/moe_one.json" $(png_arg "$OUT/moe_one.png")
-fi
 
 SAN_MOE='MoeFusedGpu.SingleRank:MoeRouteGpu.*'
 SAN_ULY='UlyssesQkvGpu.OneRankKernelMatchesTheReference:UlyssesQkvGpu.EveryOwnerGetsItsHeadsOnOneGpu:UlyssesGpu.FusedEpilogueDeliversEveryOwnersRowsOnOneGpu'
@@ -97,10 +88,6 @@ fi
 if [ -f "$OUT/onegpu_ulysses_kernel.log" ]; then
   echo "---- bench ulysses --kernel-only (ms; ratios to attention alone) ----"
   grep -E "^ +S |^ +[0-9]+ +[0-9] " "$OUT/onegpu_ulysses_kernel.log" | cut -c1-120 | head -40
-fi
-if [ -f "$OUT/onegpu_moe_one.log" ]; then
-  echo "---- bench moe --sweep one (EP = 1; us) ----"
-  grep -E "^ +T |^ +[0-9]+ +[0-9]+ |geometric" "$OUT/onegpu_moe_one.log" | head -52
 fi
 if ls "$OUT"/san_*.log >/dev/null 2>&1; then
   echo "---- compute-sanitizer summaries ----"
