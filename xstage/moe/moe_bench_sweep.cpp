@@ -164,38 +164,6 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
           {"speedup_prediction_median_abs_rel_error", opt(!errors.empty(), errors.empty() ? 0 : median_of_sorted(errors))}};
 }
 
-}  // namespace
-
-void run_host_link_sweep(const SweepOptions& o) {
-  const auto params = burstgap::read_params_or_default(o.params);
-  const burstgap::ModelParams& host = params.find("host", "st16");
-  const auto configs = select_rows(o.sweep, o.filter);
-  const bench::Budget budget(o.budget_s);
-  cudaDeviceProp prop{};
-  XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
-  nlohmann::json head = bench::run_head(prop.name, 1, o.command);
-  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), combine rows in mapped pinned host "
-                  "memory, dispatch rows and counters in HBM; per forward, the slowest rank; medians of samples taken in turns";
-  head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
-  bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size());
-  report.print_header();
-  std::vector<HostLinkRow> rows;
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    if (budget.spent()) {
-      std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
-      break;
-    }
-    rows.push_back(run_host_link_bench(configs[i], host, o.bench));
-    report.set("summary", host_link_summary(rows));
-    report.add(host_link_row(rows.back()));
-  }
-  const nlohmann::json sum = host_link_summary(rows);
-  std::printf("Interleaved / Expert-Wave over the host link: %s\n", sum.dump().c_str());
-  report.finish();
-}
-
-namespace {
-
 // The results file of a sweep. `--sweep one` (EP = 1) adds its rows to the file's other
 // rows (the multi-GPU runs'), whose head stays: its own keys are one_gpu_*.
 bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, int gpus) {
@@ -227,6 +195,34 @@ void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) 
 }
 
 }  // namespace
+
+void run_host_link_sweep(const SweepOptions& o) {
+  const auto params = burstgap::read_params_or_default(o.params);
+  const burstgap::ModelParams& host = params.find("host", "st16");
+  const auto configs = select_rows(o.sweep, o.filter);
+  const bench::Budget budget(o.budget_s);
+  cudaDeviceProp prop{};
+  XS_ASSERT(cudaGetDeviceProperties(&prop, 0) == cudaSuccess, "bench moe: no CUDA device");
+  nlohmann::json head = bench::run_head(prop.name, 1, o.command);
+  head["timed"] = "one GPU: the P ranks at once (OneGpuGroup, SMs / P CTAs each), combine rows in mapped pinned host "
+                  "memory, dispatch rows and counters in HBM; per forward, the slowest rank; medians of samples taken in turns";
+  head["params"] = nlohmann::json::parse(burstgap::params_to_json({.groups = {host}}));
+  bench::Report report(host_link_table(), bench::ResultsFile(o.json, head), configs.size());
+  report.print_header();
+  std::vector<HostLinkRow> rows;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (budget.spent()) {
+      std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
+      break;
+    }
+    rows.push_back(run_host_link_bench(configs[i], host, o.bench));
+    report.set("summary", host_link_summary(rows));
+    report.add(host_link_row(rows.back()));
+  }
+  const nlohmann::json sum = host_link_summary(rows);
+  std::printf("Interleaved / Expert-Wave over the host link: %s\n", sum.dump().c_str());
+  report.finish();
+}
 
 void run_sweep(const SweepOptions& o) {
   const auto params = burstgap::read_params_or_default(o.params);
