@@ -6,9 +6,10 @@ JSON), the same warm-up left out of both, into one JSON and one Markdown table.
   gait_speed_results.py --runs DIR --warmup N --out gait_speed.json [--card TEXT --date D --command CMD]
 
 DIR holds run_<variant>/train_log.csv and run_<variant>/config.json (the trainer's
-resolved config: the batch, with each row's seq_per_s, gives the step's time) and
-gaitgl_<local>.json. sequences/s = batch / mean step over the counted steps; the
-median step is in ms. Keys for docs/results/gait.json: train_seq_per_s
+resolved config: the batch, with each row's seq_per_s, gives the step's time), optionally
+prof_<variant>/train_summary.json (a trainer.profile_phases run: where a step's time
+goes), and gaitgl_<local>.json. sequences/s = batch / mean step over the counted steps;
+the median step is in ms. Keys for docs/results/gait.json: train_seq_per_s
 {silhouette_only, two_branch} and baseline_gaitgl_seq_per_s (the per-strip form).
 """
 import argparse
@@ -19,6 +20,16 @@ import statistics
 import sys
 
 VARIANTS = ("silhouette_only", "two_branch")
+
+
+def phase_profile(runs, variant):
+    """Median ms per phase of a trainer.profile_phases run, or None."""
+    try:
+        with open(os.path.join(runs, f"prof_{variant}", "train_summary.json")) as f:
+            s = json.load(f)
+        return {"phase_median_ms": s["phase_median_ms"], "steps": s["phase_steps"]}
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def train_row(path, warmup, batch):
@@ -74,6 +85,7 @@ def main(argv):
         "train_seq_per_s": {v: rows[v]["seq_per_s"] for v in VARIANTS if v in rows},
         "baseline_gaitgl_seq_per_s": base,
         "ratio_to_baseline": {v: rows[v]["seq_per_s"] / base for v in VARIANTS if v in rows and base},
+        "phases": {v: p for v in VARIANTS if (p := phase_profile(a.runs, v))},
         "problems": problems,
     }
     with open(a.out, "w") as f:
@@ -85,6 +97,9 @@ def main(argv):
         ratio = f"{r['seq_per_s'] / base:.2f}" if base else "-"
         print(f"| {name} | {r['batch']} | {r['frames']} | {r['precision']} | {r['seq_per_s']:.1f} | "
               f"{r['median_step_ms']:.2f} | {r['p10_step_ms']:.2f} | {r['p90_step_ms']:.2f} | {r['timed_steps']} | {ratio} |")
+    for v, p in out["phases"].items():
+        print(f"phases {v} (median ms of {p['steps']} synchronised steps): "
+              + ", ".join(f"{k} {x:.2f}" for k, x in p["phase_median_ms"].items()))
     for p in problems:
         print(f"problem: {p}")
     return 1 if problems else 0

@@ -227,10 +227,19 @@ TEST(Losses, BranchHeadsAddTheirWeightedLosses) {
                  lc.ce_weight * part_cross_entropy(b.logits, y, lc.label_smoothing))
                     .item<double>();
   EXPECT_GT(branches, 0.0);
-  EXPECT_NEAR(with.branches, branches, 1e-5);
+  EXPECT_NEAR(with.branches.item<double>(), branches, 1e-5);
   EXPECT_NEAR(with.total.item<double>(), fused_only.total.item<double>() + 0.25 * branches, 1e-4);
-  EXPECT_DOUBLE_EQ(with.triplet, fused_only.triplet);  // the logged terms are the fused head's
-  EXPECT_EQ(fused_only.branches, 0.0);
+  EXPECT_DOUBLE_EQ(with.triplet.item<double>(), fused_only.triplet.item<double>());  // the logged terms: fused head's
+  EXPECT_EQ(fused_only.branches.item<double>(), 0.0);
+  // read(): the same figures in one copy, in its documented order.
+  const std::vector<double> r = with.read();
+  ASSERT_EQ(r.size(), 6u);
+  EXPECT_NEAR(r[0], with.total.item<double>(), 1e-6);
+  EXPECT_NEAR(r[1], with.triplet.item<double>(), 1e-6);
+  EXPECT_NEAR(r[2], with.ce.item<double>(), 1e-6);
+  EXPECT_NEAR(r[3], with.accuracy.item<double>(), 1e-6);
+  EXPECT_NEAR(r[4], with.active.item<double>(), 1e-6);
+  EXPECT_NEAR(r[5], branches, 1e-5);
 }
 
 // Host reference for the triplet losses: loops over all (anchor, positive, negative).
@@ -289,14 +298,14 @@ TEST(Losses, TripletMatchesHostReference) {
 
 TEST(Losses, CrossEntropyOfUniformLogitsIsLogK) {
   const torch::Tensor logits = torch::zeros({4, 5, 3});
-  double acc = 0;
+  torch::Tensor acc;
   const double ce = part_cross_entropy(logits, torch::tensor({0, 1, 2, 3}, torch::kLong), 0.1, &acc).item<double>();
   EXPECT_NEAR(ce, std::log(5.0), 1e-6);
   torch::Tensor sure = torch::zeros({2, 3, 1});
   sure[0][1][0] = 50;
   sure[1][2][0] = 50;
   EXPECT_LT(part_cross_entropy(sure, torch::tensor({1, 2}, torch::kLong), 0.0, &acc).item<double>(), 1e-6);
-  EXPECT_DOUBLE_EQ(acc, 1.0);
+  EXPECT_DOUBLE_EQ(acc.item<double>(), 1.0);
 }
 
 }  // namespace

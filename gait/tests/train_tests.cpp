@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <filesystem>
 
 #include "common/testing.hpp"
@@ -22,6 +23,7 @@
 #include "gait/eval/embedder.hpp"
 #include "gait/eval/rank1.hpp"
 #include "gait/seq_cache.hpp"  // crc32
+#include "gait/train/adam.hpp"
 #include "gait/train/checkpoint.hpp"
 #include "gait/train/trainer.hpp"
 
@@ -131,6 +133,73 @@ TEST(Trainer, PrefetchDoesNotChangeTheBatches) {
     EXPECT_EQ(sa.loss, sb.loss) << "step " << i;
     EXPECT_EQ(sa.accuracy, sb.accuracy) << "step " << i;
   }
+  fs::remove_all(d);
+}
+
+// MultiTensorAdam is torch::optim::Adam computed over all parameters at once: the same
+// parameters after every step, with weight decay, and with one parameter left without a
+// gradient for a step (its step count then lags the others').
+TEST(MultiTensorAdam, MatchesLibTorchAdam) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> a, b, inits;
+  for (auto shape : {std::vector<int64_t>{5, 3}, {7}, {2, 2, 3}}) {
+    const torch::Tensor init = torch::randn(shape);
+    inits.push_back(init);
+    a.push_back(init.clone().requires_grad_(true));
+    b.push_back(init.clone().requires_grad_(true));
+  }
+  const auto opts = torch::optim::AdamOptions(3e-2).weight_decay(5e-4);
+  MultiTensorAdam ours(a, opts);
+  torch::optim::Adam theirs(b, opts);
+  for (int step = 0; step < 6; ++step) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const bool skip = step == 2 && i == 1;
+      const torch::Tensor g = torch::randn(a[i].sizes());
+      a[i].mutable_grad() = skip ? torch::Tensor() : g.clone();
+      b[i].mutable_grad() = skip ? torch::Tensor() : g.clone();
+    }
+    ours.step();
+    theirs.step();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(torch::allclose(a[i], b[i], /*rtol=*/1e-6, /*atol=*/1e-7)) << "step " << step << " parameter " << i;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_FALSE(torch::allclose(a[i], inits[i], 1e-3, 1e-3)) << i;  // they moved
+}
+
+// trainer.profile_phases only adds synchronisation and timing: the same losses, and one
+// sample of each of the 7 phases per step, in train_summary.json as medians.
+TEST(Trainer, PhaseProfileTimesEveryPhaseWithoutChangingTheSteps) {
+  const fs::path d = temp_dir("phases");
+  Config plain = tiny_config(d / "plain"), prof = tiny_config(d / "prof");
+  prof.trainer.profile_phases = true;
+  Trainer a(plain, toy_train_set(), torch::kCPU), b(prof, toy_train_set(), torch::kCPU);
+  const RunSummary sa = a.run(/*progress=*/false), sb = b.run(/*progress=*/false);
+  EXPECT_EQ(sa.phases.steps(), 0u);
+  ASSERT_EQ(sb.phases.steps(), static_cast<std::size_t>(prof.trainer.iterations));
+  // The loss column of every logged step.
+  auto losses = [](const fs::path& log) {
+    std::vector<std::string> out;
+    std::istringstream rows(common::read_file(log));
+    std::string row;
+    std::getline(rows, row);  // header
+    while (std::getline(rows, row)) out.push_back(common::split_csv_line(row).at(1));
+    return out;
+  };
+  const std::vector<std::string> la = losses(d / "plain" / "train_log.csv");
+  EXPECT_EQ(la.size(), static_cast<std::size_t>(plain.trainer.iterations));
+  EXPECT_EQ(la, losses(d / "prof" / "train_log.csv"));
+  const auto j = nlohmann::json::parse(common::read_file(d / "prof" / "train_summary.json"));
+  EXPECT_FALSE(nlohmann::json::parse(common::read_file(d / "plain" / "train_summary.json")).contains("phase_median_ms"));
+  ASSERT_EQ(j["phase_median_ms"].size(), static_cast<std::size_t>(PhaseTimes::kCount));
+  double sum = 0;
+  for (const char* name : PhaseTimes::kNames) {
+    ASSERT_TRUE(j["phase_median_ms"].contains(name)) << name;
+    sum += j["phase_median_ms"][name].get<double>();
+  }
+  EXPECT_GT(j["phase_median_ms"]["forward"].get<double>(), 0.0);
+  EXPECT_GT(j["phase_median_ms"]["backward"].get<double>(), 0.0);
+  EXPECT_GT(sum, 0.0);
+  EXPECT_EQ(j["phase_steps"], prof.trainer.iterations);
   fs::remove_all(d);
 }
 

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/progress.hpp"
 #include "gait/nets/losses.hpp"
+#include "gait/train/adam.hpp"
 #include "gait/train/amp.hpp"
 #include "gait/train/augment.hpp"
 #include "gait/train/checkpoint.hpp"
@@ -31,17 +33,37 @@ constexpr std::uint64_t kFusionStream = 0x46555345;   // "FUSE": modality dropou
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& o, nets::GaitNet& model) {
   auto params = model->parameters();
   if (o.type == OptimizerType::Adam)
-    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+    return std::make_unique<MultiTensorAdam>(params, torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
   return std::make_unique<torch::optim::SGD>(
       params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay).nesterov(o.nesterov));
 }
 
-torch::Tensor to_device(std::vector<float>& v, std::vector<int64_t> shape, const torch::Device& d) {
-  const torch::Tensor t = torch::from_blob(v.data(), shape, torch::kFloat);  // borrows v
-  return d.is_cpu() ? t.clone() : t.to(d);
+// A host tensor holding v: page-locked when it is bound for a CUDA device (so the copy
+// in step() is asynchronous), else a plain copy.
+template <class T>
+torch::Tensor host_tensor(const std::vector<T>& v, std::vector<int64_t> shape, torch::ScalarType type, bool pinned) {
+  torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type).pinned_memory(pinned));
+  XS_ASSERT(static_cast<std::size_t>(t.numel()) == v.size(), "trainer: batch of {} values for a tensor of {}", v.size(),
+            t.numel());
+  std::memcpy(t.data_ptr(), v.data(), v.size() * sizeof(T));
+  return t;
 }
 
 }  // namespace
+
+std::vector<double> PhaseTimes::median_ms() const {
+  std::vector<double> out;
+  for (const auto& v : seconds) {
+    std::vector<double> s = v;
+    if (s.empty()) {
+      out.push_back(0);
+      continue;
+    }
+    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+    out.push_back(s[s.size() / 2] * 1e3);
+  }
+  return out;
+}
 
 Trainer::Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device device)
     : cfg_(std::move(cfg)), train_(std::move(train)), device_(device) {
@@ -78,13 +100,18 @@ Trainer::Prepared Trainer::prepare(int iteration) {
   Rng rng(derive_seed({cfg_.trainer.seed, kStepStream, static_cast<std::uint64_t>(iteration)}));
   std::vector<const CachedSequence*> seqs;
   std::vector<std::vector<int>> clips;
+  std::vector<int64_t> labels;
   for (std::size_t i : idx) {
     seqs.push_back(&train_[i]);
     clips.push_back(sample_clip(train_[i].sil.frames(), cfg_.data.clip_length, ClipMode::RandomContiguous, rng));
-    p.labels.push_back(class_of_seq_[i]);
+    labels.push_back(class_of_seq_[i]);
   }
-  p.batch = make_batch(seqs, clips, model_->uses_silhouettes());
-  augment_batch(p.batch, cfg_.trainer.augment, rng, cfg_.data.loader_threads > 0 ? cfg_.data.loader_threads : 1);
+  Batch b = make_batch(seqs, clips, model_->uses_silhouettes());
+  augment_batch(b, cfg_.trainer.augment, rng, cfg_.data.loader_threads > 0 ? cfg_.data.loader_threads : 1);
+  const bool pin = device_.is_cuda();
+  if (model_->uses_silhouettes()) p.sil = host_tensor(b.sil, {b.n, b.t, 64, 44}, torch::kFloat, pin);
+  if (model_->uses_pose()) p.pose = host_tensor(b.pose, {b.n, b.t, 17, 3}, torch::kFloat, pin);
+  p.labels = host_tensor(labels, {static_cast<int64_t>(labels.size())}, torch::kLong, pin);
   return p;
 }
 
@@ -114,11 +141,20 @@ void Trainer::reset_sampler() {
 
 StepStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
+  // trainer.profile_phases: close phase i (device synchronised first).
+  auto phase_start = t0;
+  auto end_phase = [&](int i) {
+    if (!cfg_.trainer.profile_phases) return;
+    if (device_.is_cuda()) torch::cuda::synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    phases_.seconds[i].push_back(std::chrono::duration<double>(now - phase_start).count());
+    phase_start = now;
+  };
   const int it = iteration_;
   const double lr = learning_rate(cfg_.scheduler, cfg_.optimizer.lr, it, cfg_.trainer.iterations, time_progress_);
   for (auto& g : optimizer_->param_groups()) g.options().set_lr(lr);
 
-  // This iteration's batch: prefetched during the previous step (CUDA) or made now.
+  // This iteration's batch: prefetched during the previous step or made now.
   Prepared prep;
   if (next_.valid()) {
     prep = next_.get();
@@ -127,13 +163,12 @@ StepStats Trainer::step() {
     prep = prepare(it);
   }
   if (cfg_.trainer.prefetch) next_ = std::async(std::launch::async, [this, it] { return prepare(it + 1); });
-  Batch& b = prep.batch;
-  const std::vector<int64_t>& labels = prep.labels;
-
-  torch::Tensor sil, pose;
-  if (model_->uses_silhouettes()) sil = to_device(b.sil, {b.n, b.t, 64, 44}, device_);
-  if (model_->uses_pose()) pose = to_device(b.pose, {b.n, b.t, 17, 3}, device_);
-  const torch::Tensor y = torch::tensor(labels, torch::kLong).to(device_);
+  end_phase(0);
+  // Pinned sources: the copies are queued on the stream and the host goes on; the caching
+  // host allocator keeps each buffer until its copy has run.
+  const auto in = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_, /*non_blocking=*/true) : t; };
+  const torch::Tensor sil = in(prep.sil), pose = in(prep.pose), y = in(prep.labels);
+  end_phase(1);
 
   model_->train();
   optimizer_->zero_grad();
@@ -142,19 +177,26 @@ StepStats Trainer::step() {
     AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
     out = model_->forward(sil, pose, fusion_drop(it));
   }
+  end_phase(2);
   const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss, cfg_.model.fusion.branch_loss_weight);
+  end_phase(3);
   lt.total.backward();
+  end_phase(4);
   optimizer_->step();
+  end_phase(5);
   ++iteration_;
 
+  // The step's one host sync: all its figures in one copy, which also ends the step.
+  const std::vector<double> v = lt.read();
+  end_phase(6);
   StepStats st;
   st.iteration = iteration_;
-  st.loss = lt.total.item<double>();
-  st.triplet = lt.triplet;
-  st.ce = lt.ce;
-  st.accuracy = lt.accuracy;
-  st.active = lt.active;
-  st.branches = lt.branches;
+  st.loss = v[0];
+  st.triplet = v[1];
+  st.ce = v[2];
+  st.accuracy = v[3];
+  st.active = v[4];
+  st.branches = v[5];
   st.lr = lr;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   train_seconds_ += st.seconds;
@@ -279,7 +321,8 @@ RunSummary Trainer::run(bool progress, const fs::path& dir) {
   sum.planned_iterations = cfg_.trainer.iterations;
   sum.run_seconds = elapsed();
   sum.train_seconds = train_seconds_;
-  const nlohmann::json j = {{"start_iteration", sum.start_iteration},
+  sum.phases = phases_;
+  nlohmann::json j = {{"start_iteration", sum.start_iteration},
                             {"iterations", sum.iterations},
                             {"planned_iterations", sum.planned_iterations},
                             {"stopped_by_time", sum.stopped_by_time},
@@ -288,6 +331,13 @@ RunSummary Trainer::run(bool progress, const fs::path& dir) {
                             {"train_seconds", std::round(sum.train_seconds * 10) / 10},
                             {"mode", to_string(cfg_.model.mode)},
                             {"device", device_.str()}};
+  if (phases_.steps() > 0) {
+    const std::vector<double> med = phases_.median_ms();
+    nlohmann::json ms;
+    for (int i = 0; i < PhaseTimes::kCount; ++i) ms[PhaseTimes::kNames[i]] = std::round(med[i] * 1e3) / 1e3;
+    j["phase_median_ms"] = ms;
+    j["phase_steps"] = phases_.steps();
+  }
   common::write_file_atomic(out / "train_summary.json", j.dump(2) + "\n");
   return sum;
 }

@@ -7,7 +7,9 @@
 #   1. `gait train` of gait/configs/gpu-budget/silhouette_only.json and two_branch.json
 #      for GAIT_SPEED_ITERS iterations, logging every step (train_log.csv's seq_per_s is
 #      one step's batch / wall time, the step ending with the loss read back, so the
-#      device has finished it; data loading and copies are inside the step);
+#      device has finished it; data loading and copies are inside the step), then a
+#      trainer.profile_phases run of GAIT_SPEED_PROFILE_ITERS (default 100) steps of each
+#      (median ms per phase: where the time goes);
 #   2. the PyTorch eager GaitGL baseline (gait/baselines/gaitgl_train_timing.py), its
 #      usual per-strip local convolution, then the folded form (the same arithmetic);
 #   3. scripts/gait_speed_results.py: $OUT/gait_speed.json and a table (sequences/s =
@@ -26,13 +28,14 @@ gs_t0=$(date +%s)
 GS_SMOKE=${GAIT_SPEED_SMOKE:-0}
 GS_ITERS=${GAIT_SPEED_ITERS:-400}
 GS_WARMUP=${GAIT_SPEED_WARMUP:-50}
+GS_PROFILE_ITERS=${GAIT_SPEED_PROFILE_ITERS:-100}
 GS_B=${GAIT_BUILD_DIR:-$ROOT/build-gait-stage}
 GS_D=${GAIT_DATA_DIR:-$ROOT/out/gait-stage}
 GS_O=$OUT/gait_speed
 GS_BIN=$GS_B/gait/cli/gait
 GS_PY=python3
 mkdir -p "$GS_O" "$GS_D"
-[ "$GS_SMOKE" = 1 ] && GS_ITERS=6 GS_WARMUP=2
+[ "$GS_SMOKE" = 1 ] && GS_ITERS=6 GS_WARMUP=2 GS_PROFILE_ITERS=3
 python3 -c 'import torch' 2>/dev/null || GS_PY=/usr/bin/python3  # pyenv shims may hide Debian's torch
 
 # ---------------------------------------------------------------- build (reused when present)
@@ -59,34 +62,44 @@ if [ ! -f "$GS_DATA/.complete" ]; then
   fi
 fi
 
-# ---------------------------------------------------------------- gait train, one variant at a time
-gs_config() { # variant -> a config over the budget one: every step logged, no time limit
-  local v=$1 f=$GS_O/config_$1.json
+# ---------------------------------------------------------------- gait train, one run at a time
+gs_config() { # name, variant, extra trainer keys (JSON members) -> a config over the budget one:
+  # every step logged, no time limit
+  local v=$2 f=$GS_O/config_$1.json extra=""
+  [ -n "${3:-}" ] && extra=", $3"
   if [ "$GS_SMOKE" = 1 ]; then
     cat >"$f" <<EOF
 { "base": "$ROOT/gait/configs/gpu-budget/$v.json",
   "model": { "cnn": { "channels": [4, 8, 8], "halving": 2, "parts": 16 }, "gcn": { "channels": [16, 32] },
              "fusion": { "embed_dim": 32 } },
   "trainer": { "iterations": $GS_ITERS, "batch_p": 4, "batch_k": 2, "log_every": 1, "save_every": 1000000,
-               "max_minutes": 0, "fit_schedule_to_time": false, "device": "cpu", "threads": 1 },
+               "max_minutes": 0, "fit_schedule_to_time": false, "device": "cpu", "threads": 1$extra },
   "data": { "loader_threads": 1 } }
 EOF
   else
     cat >"$f" <<EOF
 { "base": "$ROOT/gait/configs/gpu-budget/$v.json",
   "trainer": { "iterations": $GS_ITERS, "log_every": 1, "save_every": 1000000, "max_minutes": 0,
-               "fit_schedule_to_time": false } }
+               "fit_schedule_to_time": false$extra } }
 EOF
   fi
   echo "$f"
 }
+gs_train() { # name, variant, extra trainer keys
+  rm -rf "$GS_O/$1"
+  step "gait_speed_$1" timeout 240 "$GS_BIN" train --config "$(gs_config "$1" "$2" "${3:-}")" --data "$GS_DATA" \
+    --out "$GS_O/$1" --cache-only --threads 2 --device "$GS_DEV" --no-progress
+  rm -rf "$GS_O/$1/checkpoints" "$GS_O/$1"/latest.*  # only the log and the summary travel
+}
 GS_DEV=cuda
 [ "$GS_SMOKE" = 1 ] && GS_DEV=cpu
 for v in silhouette_only two_branch; do
-  rm -rf "$GS_O/run_$v"
-  step "gait_speed_$v" timeout 240 "$GS_BIN" train --config "$(gs_config "$v")" --data "$GS_DATA" \
-    --out "$GS_O/run_$v" --cache-only --threads 2 --device "$GS_DEV" --no-progress
-  rm -rf "$GS_O/run_$v/checkpoints" "$GS_O/run_$v"/latest.*  # only the log travels
+  # Timed as configured, then a trainer.profile_phases run of GS_PROFILE_ITERS steps
+  # (where a step's time goes).
+  gs_train "run_$v" "$v"
+  gs_iters=$GS_ITERS GS_ITERS=$GS_PROFILE_ITERS
+  gs_train "prof_$v" "$v" '"profile_phases": true'
+  GS_ITERS=$gs_iters
 done
 
 # ---------------------------------------------------------------- the PyTorch eager baseline

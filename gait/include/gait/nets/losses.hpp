@@ -13,13 +13,17 @@
 // branch_weight times the same sum for each branch head (two_branch with branch heads).
 #pragma once
 
+#include <vector>
+
 #include "gait/nets/gait_net.hpp"
 
 namespace gait::nets {
 
+// Statistics are 0-dim float tensors on the loss's device: reading them is the caller's
+// choice (the trainer reads all of a step's in one copy, so the step has one host sync).
 struct TripletStats {
-  double active = 0;     // fraction of triplets (batch_all) or anchors (hard) with a non-zero loss
-  double mean_dist = 0;  // mean pairwise distance
+  torch::Tensor active;     // fraction of triplets (batch_all) or anchors (hard) with a non-zero loss
+  torch::Tensor mean_dist;  // mean pairwise distance
 };
 
 // Pairwise Euclidean distances per part: [n, c, p] -> [p, n, n].
@@ -28,12 +32,15 @@ torch::Tensor part_distances(const torch::Tensor& embed);
 torch::Tensor triplet_loss(const torch::Tensor& embed, const torch::Tensor& labels, double margin,
                            train::TripletMining mining, TripletStats* stats = nullptr);
 torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tensor& labels, double smoothing,
-                                 double* accuracy = nullptr);
+                                 torch::Tensor* accuracy = nullptr);
 
 struct LossTerms {
   torch::Tensor total;
-  double triplet = 0, ce = 0, accuracy = 0, active = 0;  // the model's (fused) head
-  double branches = 0;  // the branch heads' triplet + CE, summed and unweighted (0 without them)
+  // 0-dim float tensors, like TripletStats; 0 where a term's weight is 0.
+  torch::Tensor triplet, ce, accuracy, active;  // the model's (fused) head
+  torch::Tensor branches;  // the branch heads' triplet + CE, summed and unweighted (0 without them)
+  // [total, triplet, ce, accuracy, active, branches] in one float tensor on the CPU: one sync.
+  std::vector<double> read() const;
 };
 LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg,
                     double branch_weight = 0);

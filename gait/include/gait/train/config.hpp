@@ -152,6 +152,9 @@ struct TrainerConfig {
   // comes first) instead of being cut at a high rate, whatever the step time does.
   bool fit_schedule_to_time = false;
   bool prefetch = true;     // prepare the next batch on a worker thread during this step (same batches either way)
+  // Synchronise after each phase of a step and report the phases' times (RunSummary,
+  // train_summary.json): where the time goes, at the cost of all overlap.
+  bool profile_phases = false;
   AugmentConfig augment;
   bool operator==(const TrainerConfig&) const = default;
 };

@@ -31,6 +31,19 @@ struct StepStats {
   double branches = 0;  // the branch heads' losses (LossTerms::branches), 0 without them
 };
 
+// Where a step's time goes, with trainer.profile_phases: the device is synchronised at
+// the end of each phase, so each phase's wall time is its own (the step then overlaps
+// nothing: a profiled run is slower than a plain one, and its throughput is not reported).
+struct PhaseTimes {
+  static constexpr const char* kNames[] = {"batch_wait", "copy_in", "forward", "loss", "backward", "optimizer",
+                                           "read_back"};
+  static constexpr int kCount = 7;
+  std::vector<double> seconds[kCount];  // one sample per profiled step
+  // Median milliseconds of each phase (robust to the first steps' cuDNN autotuning).
+  std::vector<double> median_ms() const;
+  std::size_t steps() const { return seconds[0].size(); }
+};
+
 // What one run() did (also written to out_dir/train_summary.json).
 struct RunSummary {
   int start_iteration = 0;      // where this run began (> 0 after a resume)
@@ -39,6 +52,7 @@ struct RunSummary {
   bool stopped_by_time = false; // trainer.max_minutes ended the run
   double run_seconds = 0;       // wall time of this run (steps, logs, checkpoints)
   double train_seconds = 0;     // the checkpoint's cumulative time in steps
+  PhaseTimes phases;            // with trainer.profile_phases (no steps otherwise)
 };
 
 class Trainer {
@@ -73,11 +87,12 @@ class Trainer {
 
  private:
   // One step's input: the sampler's next P x K draw and this iteration's clips and
-  // augmentation (Rng(derive_seed(seed, iteration))), ready for the device.
+  // augmentation (Rng(derive_seed(seed, iteration))), as host tensors ready for the
+  // device: in page-locked memory when training on CUDA, so the step's copies are
+  // asynchronous and the pinning is paid on the prefetch thread.
   struct Prepared {
     int iteration = -1;
-    Batch batch;
-    std::vector<int64_t> labels;
+    torch::Tensor sil, pose, labels;  // undefined where the model does not read them
   };
   Prepared prepare(int iteration);
   void drop_prefetch();  // waits for a batch being prepared and discards it (sampler untouched since)
@@ -92,6 +107,7 @@ class Trainer {
   int iteration_ = 0;
   double train_seconds_ = 0;
   double time_progress_ = 0;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
+  PhaseTimes phases_;          // trainer.profile_phases: accumulated by step()
   // Which branch the fused head misses at `iteration` (model.fusion.modality_dropout),
   // from the iteration's own stream: the same on a resumed run.
   nets::FusionDrop fusion_drop(int iteration) const;
