@@ -11,6 +11,10 @@
                                          (the previous file with the training throughput of a
                                           `gait_speed` stage, its gait_speed.json; --speed also
                                           goes with --runs)
+    --calibration-from GAIT_DATA_JSON --calibration-out FILE (with --runs): FILE is
+        GAIT_DATA_JSON (docs/results/gait-data.json) with its `calibration` list rewritten:
+        the generator's difficulty against real CASIA-B's (CALIBRATION_TARGETS), measured on
+        the mean over runs of this generator version (this run alone when it is the first)
 
 DIR holds one folder per variant, as scripts/device.d/gait.sh leaves them:
     DIR/<variant>/train_summary.json   (gait train: iterations done, train seconds)
@@ -224,6 +228,61 @@ def build(args):
 
 SPEED_KEYS = ("train_seq_per_s", "baseline_gaitgl_seq_per_s", "speed")
 
+# Real CASIA-B's difficulty profile, which the generator is calibrated to: (model, quantity)
+# -> (target, tolerance). GaitGL (Lin et al., ICCV 2021) for the silhouette CNN, GaitGraph
+# with HRNet poses (Teepe et al., ICIP 2021) for the natural-graph skeleton GCN; NM is
+# rank-1 on NM, the gaps are NM - BG and NM - CL.
+CALIBRATION_TARGETS = {
+    ("silhouette_only", "NM"): (97.4, 3.0), ("silhouette_only", "NM_minus_BG"): (2.9, 2.0),
+    ("silhouette_only", "NM_minus_CL"): (13.8, 3.0),
+    ("skeleton_only_natural", "NM"): (87.7, 5.0), ("skeleton_only_natural", "NM_minus_BG"): (12.9, 4.0),
+    ("skeleton_only_natural", "NM_minus_CL"): (21.4, 5.0),
+}
+
+
+def calibration(out):
+    """The calibration table of a results file: [{model, quantity, measured, target,
+    tolerance, within}], on mean_over_runs when there is one, else on this run's rows,
+    and where the figures come from."""
+    mean = out.get("mean_over_runs")
+    source = mean["rows"] if mean else out.get("rows", [])
+    by = {r["variant"]: r for r in source if all(r.get(c) is not None for c in CONDITIONS)}
+    table_rows = []
+    for (model, quantity), (target, tol) in CALIBRATION_TARGETS.items():
+        r = by.get(model)
+        if r is None:
+            measured = None
+        elif quantity == "NM":
+            measured = r["NM"]
+        else:
+            measured = r["NM"] - r[quantity.split("_minus_")[1]]
+        table_rows.append({"model": model, "quantity": quantity,
+                           "measured": None if measured is None else round(measured, 2), "target": target,
+                           "tolerance": tol, "difference": None if measured is None else round(measured - target, 2),
+                           "within": None if measured is None else abs(measured - target) <= tol})
+    runs = mean["runs"] if mean else [{"date": out.get("date"), "seed": out.get("seed")}]
+    return table_rows, {"runs": runs, "data_version": out.get("data_version"), "card": out.get("card"),
+                        "command": out.get("command"),
+                        "on": "mean_over_runs of docs/results/gait.json" if mean else "this run's rows"}
+
+
+def write_calibration(out, src, dst):
+    doc = load(src) or {}
+    if "__error__" in doc:
+        sys.exit(doc["__error__"])
+    doc = dict(doc)
+    doc["calibration"], doc["calibration_source"] = calibration(out)
+    tmp = dst + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, dst)
+    lines = ["", "| calibration | measured | target | difference | within |", "|---|---|---|---|---|"]
+    for r in doc["calibration"]:
+        lines.append(f"| {r['model']} {r['quantity']} | {fmt(r['measured'])} | {r['target']} ± {r['tolerance']} | "
+                     f"{fmt(r['difference'], '{:+.2f}')} | {r['within']} |")
+    return "\n".join(lines)
+
 
 def merge_speed(out, path):
     """out with the keys of a gait_speed.json (scripts/gait_speed_results.py): the
@@ -235,7 +294,7 @@ def merge_speed(out, path):
     out["train_seq_per_s"] = s.get("train_seq_per_s", {})
     out["baseline_gaitgl_seq_per_s"] = s.get("baseline_gaitgl_seq_per_s")
     out["speed"] = {k: s[k] for k in ("card", "date", "command", "warmup_steps", "ratio_to_baseline", "rows",
-                                      "problems") if k in s}
+                                      "phases", "problems") if k in s}
     return out
 
 
@@ -371,7 +430,11 @@ def main():
     p.add_argument("--dev-dataset", default="")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--speed", help="a gait_speed.json: its training throughput joins the file")
+    p.add_argument("--calibration-from", help="docs/results/gait-data.json, whose calibration list is rewritten")
+    p.add_argument("--calibration-out", help="where that file goes")
     args = p.parse_args()
+    if bool(args.calibration_from) != bool(args.calibration_out) or (args.calibration_from and not args.runs):
+        p.error("--calibration-from and --calibration-out go together, with --runs")
     if args.runs and args.cpu_run or not (args.runs or args.cpu_run or args.speed):
         p.error("give one of --runs (a GPU stage's folder) and --cpu-run (a tiny-cpu run), or --speed alone")
     if args.runs:
@@ -390,6 +453,8 @@ def main():
         f.write("\n")
     os.replace(tmp, args.out)
     print(table(out))
+    if args.calibration_from:
+        print(write_calibration(out, args.calibration_from, args.calibration_out))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 # with --max-minutes and its cosine schedule fitted to that time), evaluate each
 # (CASIA-B rank-1 NM/BG/CL), evaluate two_branch also on a `--motion cmu` set of
 # captured walkers it never saw, and write the new results file $OUT/gait.json (to
-# copy to docs/results/gait.json). Logs, train logs, eval CSVs/heatmaps/JSON go
+# copy to docs/results/gait.json) and $OUT/gait-data.json (docs/results/gait-data.json with
+# its calibration table: the generator's difficulty against real CASIA-B's). Logs, train logs, eval CSVs/heatmaps/JSON go
 # under $OUT/gait/; checkpoints and datasets stay on the machine (too big to return).
 #
 # Environment:
@@ -283,7 +284,8 @@ if [ "$GAIT_OK" != prep ]; then
   GAIT_DEV_DS="gait synth ${GAIT_DEV_ARGS[*]}: procedural identities neither trained on nor tested, every subject a development identity (gait tune-fusion)"
   step gait_results timeout 30 python3 "$ROOT/scripts/gait_results.py" --runs "$GO" --previous "$ROOT/docs/results/gait.json" \
     --out "$OUT/gait.json" --card "$GAIT_CARD" --date "$(date -u +%F)" --command "$GAIT_COMMAND" \
-    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS" --dev-dataset "$GAIT_DEV_DS" --data-version "$GAIT_DATA_VERSION" --seed "${GAIT_SEED:-1}"
+    --dataset "$GAIT_DS" --cmu-dataset "$GAIT_CMU_DS" --dev-dataset "$GAIT_DEV_DS" --data-version "$GAIT_DATA_VERSION" --seed "${GAIT_SEED:-1}" \
+    --calibration-from "$ROOT/docs/results/gait-data.json" --calibration-out "$OUT/gait-data.json"
   cat "$OUT/gait_results.log" | tee "$GO/summary.md"
   while IFS= read -r line; do
     case "$line" in "| "[a-z]*|"check "*) note "gait" "$line" ;; esac
