@@ -34,10 +34,7 @@ torch::Tensor triplet_loss(const torch::Tensor& embed, const torch::Tensor& labe
     loss = l.mean();
     active = (l > 0).to(torch::kFloat).mean();
   }
-  if (stats) {
-    stats->active = active;
-    stats->mean_dist = d.mean();
-  }
+  if (stats) stats->active = active;
   return loss;
 }
 

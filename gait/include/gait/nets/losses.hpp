@@ -22,8 +22,7 @@ namespace gait::nets {
 // Statistics are 0-dim float tensors on the loss's device: reading them is the caller's
 // choice (the trainer reads all of a step's in one copy, so the step has one host sync).
 struct TripletStats {
-  torch::Tensor active;     // fraction of triplets (batch_all) or anchors (hard) with a non-zero loss
-  torch::Tensor mean_dist;  // mean pairwise distance
+  torch::Tensor active;  // fraction of triplets (batch_all) or anchors (hard) with a non-zero loss
 };
 
 // Pairwise Euclidean distances per part: [n, c, p] -> [p, n, n].
