@@ -16,6 +16,7 @@
 #include "common/plot.hpp"
 #include "common/stats.hpp"
 #include "common/validate.hpp"
+#include "xstage/bench/moe_bench.hpp"
 #include "xstage/probe/sweep.hpp"
 
 namespace xstage::cli {
@@ -166,6 +167,35 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicte
   fmt::print("wrote {}\n", png);
 }
 
+// The MoE section's time-model check (moe::check_expert_wave_predictions): its measured
+// rows against the predictions they were measured with and against this build's model
+// (the shipped host-link fit, H200's 132 SMs as on the machine that measured them).
+nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
+  std::vector<moe::HostLinkRow> measured;
+  for (const auto& r : rows) {
+    moe::HostLinkRow m;
+    auto i = [&](const char* k) { return r.at(k).get<int>(); };
+    auto d = [&](const char* k) { return r.at(k).get<double>(); };
+    m.config = {.tokens_per_rank = i("tokens_per_rank"), .experts = i("experts"), .topk = i("topk"),
+                .hidden = i("hidden"), .intermediate = i("intermediate"), .ep = i("ep"),
+                .routing = r.at("routing").get<std::string>()};
+    m.expert_wave_us = d("expert_wave_us");
+    m.predicted_compute_us = d("predicted_compute_us");
+    m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
+    m.correct = r.at("correct").get<bool>();
+    measured.push_back(m);
+  }
+  const auto host = burstgap::read_params_or_default("").find("host", "st16");
+  const moe::ModelCheck c = moe::check_expert_wave_predictions(measured, host, 132);
+  auto summary = [](const common::Summary& s) {
+    return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"rows", s.n}};
+  };
+  return {{"what", "Expert-Wave time measured / predicted (compute + stall), per correct row"},
+          {"at_measurement", summary(c.at_measurement)},
+          {"current_model", summary(c.current)},
+          {"current_model_from", "xstage host-link-results: the rows' configurations re-predicted on the CPU"}};
+}
+
 // host_link.json from what was given; a part not given (the probe, a sweep) is kept from
 // the file being rewritten, so one sweep can be re-measured alone.
 struct HostLinkInputs {
@@ -192,6 +222,7 @@ void write_host_link_results(const HostLinkInputs& in) {
       plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
                                  (std::filesystem::path(in.png_dir) / sec->png).string());
   }
+  if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"]);
   // Over every row of the fused-kernel sweeps together.
   j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
                                                                 : nlohmann::json(common::median(errors));
@@ -204,6 +235,14 @@ void write_host_link_results(const HostLinkInputs& in) {
                  j[name]["rows_where_stall_predicted"].get<int>());
   if (!errors.empty())
     fmt::print("predicted speedup's median error over both sweeps {:.1f}%\n", 100 * common::median(errors));
+  if (j.contains("moe")) {
+    const auto& c = j["moe"]["time_model_check"];
+    fmt::print("MoE Expert-Wave time, measured / predicted: {:.2f} ({:.2f}-{:.2f}) with the model of the run, "
+               "{:.2f} ({:.2f}-{:.2f}) with this build's\n",
+               c["at_measurement"]["median"].get<double>(), c["at_measurement"]["min"].get<double>(),
+               c["at_measurement"]["max"].get<double>(), c["current_model"]["median"].get<double>(),
+               c["current_model"]["min"].get<double>(), c["current_model"]["max"].get<double>());
+  }
   fmt::print("wrote {}\n", in.out);
 }
 

@@ -3,6 +3,7 @@
 // schedule's burst profile widened to the P ranks that burst into the one X-Stage
 // together, the advisor's stall, and the tile-time estimate of the compute.
 #include <algorithm>
+#include <vector>
 
 #include "xstage/bench/moe_bench.hpp"
 
@@ -24,10 +25,29 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   };
   row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, nullptr);
   row.predicted_stall_interleaved_us = stall_us(ScheduleKind::interleaved, &row.interleaved);
-  const double compute_ns = (double(tiles.l1.size()) * l1_tile_ns(p, time) + double(tiles.l2.size()) * l2_tile_ns(p, time)) / blocks;
+  const double compute_ns = tiles_time(p, tiles, time).total_ns / blocks;
   row.predicted_compute_us = compute_ns * 1e-3;
   row.predicted_speedup = (row.predicted_compute_us + row.predicted_stall_expert_wave_us) /
                           (row.predicted_compute_us + row.predicted_stall_interleaved_us);
+}
+
+ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
+                                         int sms) {
+  std::vector<double> then, now;
+  for (const HostLinkRow& m : measured) {
+    if (!m.correct) continue;
+    then.push_back(m.expert_wave_us / (m.predicted_compute_us + m.predicted_stall_expert_wave_us));
+    HostLinkRow r;
+    r.config = m.config;
+    predict_host_link_row(r, params, sms);
+    now.push_back(m.expert_wave_us / (r.predicted_compute_us + r.predicted_stall_expert_wave_us));
+  }
+  ModelCheck c;
+  if (!now.empty()) {
+    c.at_measurement = common::summarize(then);
+    c.current = common::summarize(now);
+  }
+  return c;
 }
 
 }  // namespace xstage::moe

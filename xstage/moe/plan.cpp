@@ -5,7 +5,8 @@
 // to the tokens' owners). With G persistent blocks, one per SM, a wave with n1 L1
 // and n2 L2 tiles keeps each SM busy for about
 //     L1 phase: (n1 / G) * t_L1        L2 phase: (n2 / G) * t_L2
-// (t_L1, t_L2 from TileTimeModel: flops / per-SM rate + a fixed overhead).
+// (t_L1, t_L2 from TileTimeModel: the longer of flops / per-SM rate and the weight
+// slab over the SM's share of HBM, plus a fixed overhead; means over the tiles).
 //
 // Expert-Wave. Each SM's L2 phase is one burst: B = ceil(n2 / G) tiles * 64 KiB
 // issued within the L2 compute, followed by the next wave's L1 phase. We hand the
@@ -26,6 +27,7 @@
 // of wave w would be waiting on L1 tiles still in flight, so lag 2.
 // Wave size: occupancy_wave_experts() for both schedules, so they differ in order
 // only (the comparison the Burst-Gap schedules are measured by).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -67,14 +69,40 @@ void print_once(const Problem& p, const ScheduleConfig& c) {
 
 }  // namespace
 
-double l1_tile_ns(const Problem& p, const TileTimeModel& m) {
-  const double flops = 2.0 * kTileM * (2.0 * kL1TileN) * p.hidden;
-  return flops / (m.sm_tflops * 1e3) + m.tile_overhead_ns;  // TFLOP/s = 1e3 flop/ns
+namespace {
+// Tile time from its flops and the bytes of its weight slab, which an expert with
+// `m_blocks` m blocks reads from HBM once per raster group of them.
+double tile_ns(double flops, double slab_bytes, int m_blocks, const TileTimeModel& m) {
+  const double compute_ns = flops / (m.sm_tflops * 1e3);  // TFLOP/s = 1e3 flop/ns
+  const double hbm_bytes = slab_bytes / std::clamp(m_blocks, 1, kMoeRasterGroup);
+  const double stream_ns = hbm_bytes / (m.hbm_gbps / m.gpu_sms);  // GB/s = bytes/ns
+  return std::max(compute_ns, stream_ns) + m.tile_overhead_ns;
+}
+}  // namespace
+
+double l1_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks) {
+  return tile_ns(2.0 * kTileM * (2.0 * kL1TileN) * p.hidden, 2.0 * kL1TileN * p.hidden * 2, m_blocks, m);
 }
 
-double l2_tile_ns(const Problem& p, const TileTimeModel& m) {
-  const double flops = 2.0 * kTileM * kL2TileN * p.intermediate;
-  return flops / (m.sm_tflops * 1e3) + m.tile_overhead_ns;
+double l2_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks) {
+  return tile_ns(2.0 * kTileM * kL2TileN * p.intermediate, double(kL2TileN) * p.intermediate * 2, m_blocks, m);
+}
+
+TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& m) {
+  double l1 = 0, l2 = 0;
+  long long n1 = 0, n2 = 0;
+  for (int e = 0; e < t.experts; ++e) {
+    const long long mb = t.m_blocks[std::size_t(e)];
+    n1 += mb * t.l1_n_blocks;
+    n2 += mb * t.l2_n_blocks;
+    l1 += double(mb * t.l1_n_blocks) * l1_tile_ns(p, m, int(mb));
+    l2 += double(mb * t.l2_n_blocks) * l2_tile_ns(p, m, int(mb));
+  }
+  TilesTime out;
+  out.l1_mean_ns = n1 ? l1 / double(n1) : l1_tile_ns(p, m);
+  out.l2_mean_ns = n2 ? l2 / double(n2) : l2_tile_ns(p, m);
+  out.total_ns = l1 + l2;
+  return out;
 }
 
 burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, const TileLists& t,
@@ -85,9 +113,10 @@ burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, 
   const double l1_per_sm = s.l1_per_wave / c.sms;
   burstgap::BurstProfile prof;
   prof.sms = std::max(1, std::min(c.sms, static_cast<int>(std::ceil(s.l2_per_wave))));
+  const TilesTime tt = tiles_time(p, t, time);
   prof.bytes_per_burst =
       static_cast<std::size_t>(std::ceil(std::max(1.0, l2_per_sm / split))) * kL2TileStoreBytes;
-  prof.compute_ns_between_bursts = (l1_per_sm * l1_tile_ns(p, time) + l2_per_sm * l2_tile_ns(p, time)) / split;
+  prof.compute_ns_between_bursts = (l1_per_sm * tt.l1_mean_ns + l2_per_sm * tt.l2_mean_ns) / split;
   prof.bursts = std::max(1, s.waves * split);
   prof.pattern = "peer";
   prof.store = "st16";  // the epilogue stores 16 B per thread

@@ -2,6 +2,7 @@
 // is fitted, predicted from, plotted and demoed; bad input gets one line on stderr
 // and a non-zero exit.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,5 +296,11 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   EXPECT_EQ(j.find("not_kept"), std::string::npos) << j;
   // Median of |predicted / measured - 1| over both sweeps' rows: 0.1 and 0.111...
   EXPECT_NE(j.find("\"speedup_prediction_median_abs_rel_error\": 0.10555"), std::string::npos) << j;
+  // The time-model check: 110 / (90 + 20) with the row's own predictions; this build's
+  // model re-predicts the same configuration.
+  const auto check = nlohmann::json::parse(j)["moe"]["time_model_check"];
+  EXPECT_DOUBLE_EQ(check["at_measurement"]["median"].get<double>(), 1.0) << check;
+  EXPECT_EQ(check["current_model"]["rows"].get<int>(), 1) << check;
+  EXPECT_GT(check["current_model"]["median"].get<double>(), 0.0) << check;
   expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
 }

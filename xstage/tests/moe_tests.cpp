@@ -212,6 +212,32 @@ int longest_l2_run(const std::vector<moe::WorkItem>& o) {
 }
 }  // namespace
 
+// The tile time is the longer of the wgmma time and the weight slab's stream from HBM:
+// an expert with one m block streams its whole slab per tile (weight-bound at these
+// shapes), one with a full raster group of m blocks reads it once per 16 tiles
+// (compute-bound).
+TEST(MoeSchedule, TileTimeIsBoundByFlopsOrByTheWeightSlab) {
+  const moe::Problem p{2, 512, 256, 6, 3072, 8192};
+  const moe::TileTimeModel m;
+  const double flop_ns = 2.0 * moe::kTileM * 2 * moe::kL1TileN * p.hidden / (m.sm_tflops * 1e3);
+  const double slab_ns = 2.0 * moe::kL1TileN * p.hidden * 2 / (m.hbm_gbps / m.gpu_sms);
+  ASSERT_GT(slab_ns, flop_ns);
+  EXPECT_NEAR(moe::l1_tile_ns(p, m, 1), slab_ns + m.tile_overhead_ns, 1e-6);
+  EXPECT_NEAR(moe::l1_tile_ns(p, m, moe::kMoeRasterGroup), flop_ns + m.tile_overhead_ns, 1e-6);
+  EXPECT_NEAR(moe::l1_tile_ns(p, m, 100), moe::l1_tile_ns(p, m, moe::kMoeRasterGroup), 1e-9);  // one read per group
+  // tiles_time: the sum over tiles, each at its expert's m blocks.
+  moe::TileLists t;
+  t.experts = 2;
+  t.m_blocks = {1, 16};
+  t.l1_n_blocks = p.intermediate / moe::kL1TileN;
+  t.l2_n_blocks = p.hidden / moe::kL2TileN;
+  const auto tt = moe::tiles_time(p, t, m);
+  const double want = t.l1_n_blocks * (moe::l1_tile_ns(p, m, 1) + 16 * moe::l1_tile_ns(p, m, 16)) +
+                      t.l2_n_blocks * (moe::l2_tile_ns(p, m, 1) + 16 * moe::l2_tile_ns(p, m, 16));
+  EXPECT_NEAR(tt.total_ns, want, 1e-6 * want);
+  EXPECT_NEAR(tt.l1_mean_ns, (moe::l1_tile_ns(p, m, 1) + 16 * moe::l1_tile_ns(p, m, 16)) / 17, 1e-6);
+}
+
 TEST(MoeSchedule, TileListsCoverRows) {
   const auto c = tiles_case(0.0, 5);
   int l1 = 0;
@@ -700,4 +726,30 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
   }
   // The host link drains ~55 GB/s: most of these layers' combine stores back it up.
   EXPECT_GT(stalled, 0);
+}
+
+// The model check: measured Expert-Wave time over the row's own predictions and over
+// predict_host_link_row's for its configuration; rows not correct are left out.
+TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
+  std::vector<moe::HostLinkRow> rows(3);
+  for (int i = 0; i < 3; ++i) {
+    rows[i].config = {.tokens_per_rank = 512, .experts = 64, .topk = 2, .hidden = 4096, .intermediate = 2048, .ep = 2};
+    rows[i].predicted_compute_us = 100;
+    rows[i].predicted_stall_expert_wave_us = 0;
+    rows[i].expert_wave_us = 100.0 * (i + 1);
+    rows[i].correct = i < 2;
+  }
+  const moe::ModelCheck c = moe::check_expert_wave_predictions(rows, host, 132);
+  EXPECT_EQ(c.at_measurement.n, 2u);
+  EXPECT_DOUBLE_EQ(c.at_measurement.min, 1.0);
+  EXPECT_DOUBLE_EQ(c.at_measurement.max, 2.0);
+  moe::HostLinkRow r;
+  r.config = rows[0].config;
+  moe::predict_host_link_row(r, host, 132);
+  const double predicted = r.predicted_compute_us + r.predicted_stall_expert_wave_us;
+  EXPECT_NEAR(c.current.min, 100.0 / predicted, 1e-12);
+  EXPECT_NEAR(c.current.max, 200.0 / predicted, 1e-12);
 }

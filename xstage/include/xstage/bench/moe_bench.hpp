@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "xstage/burstgap/burstgap.hpp"
 #include "xstage/moe/moe.hpp"
 
@@ -99,6 +100,16 @@ struct HostLinkRow {
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 // The predicted side of a row, on the host (CPU-tested): stalls, compute and speedup.
 void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params, int sms);
+// The model against measured rows: each row's Expert-Wave time over (compute + stall)
+// as predicted when it was measured (the row's own predictions) and as this build's
+// model predicts it now (predict_host_link_row again). Expert-Wave's order does not
+// depend on the advisor, so the ratio tests the tile time and the stall alone. Rows
+// that are not correct are left out.
+struct ModelCheck {
+  common::Summary at_measurement, current;  // of measured / predicted, over the same rows
+};
+ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
+                                         int sms);
 
 // The whole `xstage bench moe`: the selected rows, one table line each, the JSON
 // (docs/results/moe.json format) rewritten after every row, and a PNG of the

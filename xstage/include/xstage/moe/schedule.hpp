@@ -43,16 +43,33 @@ constexpr int kMoeRasterGroup = 16;
 // column by column, m fastest); raster_group 1 is the m-major order.
 TileLists build_tiles(const Problem& p, const RankLayout& rank, int raster_group = kMoeRasterGroup);
 
-// Explicit tile-time estimate (assumed, not measured: the GPU runs' rates would
-// replace it). 4.5 TFLOP/s per SM is ~600 TFLOP/s over 132 SMs, about
-// what a TMA + wgmma mainloop with 128 x 256 tiles sustains on H200.
+// Explicit tile-time estimate. A tile takes the longer of its wgmma time and the time
+// to stream its weight slab (B operand over all of K) from HBM at its SM's share of the
+// bandwidth, plus a fixed overhead. An expert's slab comes from HBM once per raster
+// group of its m blocks (the others read it from L2), so with few rows per expert
+// (small token counts, many experts) every tile streams its whole slab and the layer is
+// bound by its weight bytes, not its FLOPs. 4.5 TFLOP/s per SM is ~600 TFLOP/s over 132
+// SMs, about what a TMA + wgmma mainloop with 128 x 256 tiles sustains on H200; 3.5 TB/s
+// is what a read-only stream sustains of the H200's 4.8 TB/s HBM3e.
 struct TileTimeModel {
   double sm_tflops = 4.5;        // sustained bf16 per SM of the wgmma mainloop
   double tile_overhead_ns = 800; // dependency wait, pipeline fill, epilogue per tile
+  double hbm_gbps = 3500;        // weights streamed by all SMs together, GB/s
+  int gpu_sms = 132;             // SMs sharing that bandwidth
 };
-double l1_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*(2N1)*hidden flops
-double l2_tile_ns(const Problem& p, const TileTimeModel& m);  // 2*M*N2*I flops
-// Bytes one L2 tile's epilogue stores to remote owners (bf16).
+// One tile of an expert with `m_blocks` m blocks (L1: 2*M*(2N1)*hidden flops over a
+// 2N1 x hidden slab; L2: 2*M*N2*I flops over an N2 x I slab).
+double l1_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks = kMoeRasterGroup);
+double l2_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks = kMoeRasterGroup);
+// Every tile of the lists: mean L1 and L2 tile time and the sum over all tiles.
+struct TilesTime {
+  double l1_mean_ns = 0, l2_mean_ns = 0, total_ns = 0;
+};
+TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& m);
+// Bytes one L2 tile's epilogue stores to remote owners (bf16), counted as a full tile:
+// counting only its valid rows owned by other ranks (far fewer at small token counts)
+// predicted almost no stall on the host link where the measured rows show one, as that
+// link drains the combine's scattered row stores slower than the probe's fit.
 inline constexpr std::size_t kL2TileStoreBytes = std::size_t(kTileM) * kL2TileN * 2;
 
 
