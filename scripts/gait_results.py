@@ -132,6 +132,17 @@ def mean_over_runs(current, previous, version):
             "rows": rows, "issue_checks": issue_checks(rows)}
 
 
+def attach_spread(rows, mean):
+    """Each GPU row gains the mean over runs of its variant and the spread between seeds
+    (max - min per condition), where mean_over_runs has that variant."""
+    by = {r["variant"]: r for r in mean["rows"]}
+    for row in rows:
+        m = by.get(row.get("variant"))
+        if m:
+            row["mean_over_runs"] = {c: m[c] for c in CONDITIONS} | {"runs": m["runs"]}
+            row["seed_spread"] = {c: m[f"{c}_spread"] for c in CONDITIONS}
+
+
 CPU_VARIANT = "two_branch_tiny_cpu"
 
 
@@ -218,6 +229,7 @@ def build(args):
     mean = mean_over_runs(current, previous_runs, args.data_version)
     if mean:
         out["mean_over_runs"] = mean
+        attach_spread(out["rows"], mean)
     if previous_runs:
         out["previous_runs"] = previous_runs[:4]
     for k in ("cpu_infer_ms_per_seq", "cpu_infer_note") + SPEED_KEYS:

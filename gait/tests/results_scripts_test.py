@@ -63,6 +63,17 @@ class Calibration(unittest.TestCase):
             self.assertEqual(read(src), {"subjects": 124})  # the source is not touched
 
 
+class SeedSpread(unittest.TestCase):
+    def test_rows_gain_the_mean_and_spread_of_their_variant(self):
+        rows = [row("silhouette_only", 92.0, 90.0, 77.0), row("two_branch_tiny_cpu", 50, 50, 45)]
+        mean = {"rows": [{"variant": "silhouette_only", "runs": 2, "NM": 92.5, "BG": 90.5, "CL": 77.5,
+                          "NM_spread": 1.0, "BG_spread": 0.5, "CL_spread": 0.25}]}
+        gait_results.attach_spread(rows, mean)
+        self.assertEqual(rows[0]["seed_spread"], {"NM": 1.0, "BG": 0.5, "CL": 0.25})
+        self.assertEqual(rows[0]["mean_over_runs"], {"NM": 92.5, "BG": 90.5, "CL": 77.5, "runs": 2})
+        self.assertNotIn("seed_spread", rows[1])
+
+
 class SpeedResults(unittest.TestCase):
     def test_rows_ratio_and_phases(self):
         with tempfile.TemporaryDirectory() as d:
