@@ -60,16 +60,6 @@ WaveStats wave_stats(const TileLists& t, int wave_experts) {
   return s;
 }
 
-void print_once(const Problem& p, const ScheduleConfig& c) {
-  common::print_config_once(fmt::format("{}/{}/{}", describe(p), to_string(c.kind), c.sms), [&] {
-    return fmt::format("xstage: moe schedule [{}] {}: sms {}, wave {} experts, lag {}, burst split {}: {}", describe(p),
-                       to_string(c.kind), c.sms, c.wave_experts, c.lag, c.burst_split, c.reason);
-  });
-}
-
-}  // namespace
-
-namespace {
 // Tile time from its flops and the bytes of its weight slab, which an expert with
 // `m_blocks` m blocks reads from HBM once per raster group of them.
 double tile_ns(double flops, double slab_bytes, int m_blocks, const TileTimeModel& m) {
@@ -78,6 +68,14 @@ double tile_ns(double flops, double slab_bytes, int m_blocks, const TileTimeMode
   const double stream_ns = hbm_bytes / (m.hbm_gbps / m.gpu_sms);  // GB/s = bytes/ns
   return std::max(compute_ns, stream_ns) + m.tile_overhead_ns;
 }
+
+void print_once(const Problem& p, const ScheduleConfig& c) {
+  common::print_config_once(fmt::format("{}/{}/{}", describe(p), to_string(c.kind), c.sms), [&] {
+    return fmt::format("xstage: moe schedule [{}] {}: sms {}, wave {} experts, lag {}, burst split {}: {}", describe(p),
+                       to_string(c.kind), c.sms, c.wave_experts, c.lag, c.burst_split, c.reason);
+  });
+}
+
 }  // namespace
 
 double l1_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks) {
@@ -93,10 +91,11 @@ TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& 
   long long n1 = 0, n2 = 0;
   for (int e = 0; e < t.experts; ++e) {
     const long long mb = t.m_blocks[std::size_t(e)];
+    const int sharing = static_cast<int>(std::min<long long>(mb, t.raster_group));  // m blocks per slab read
     n1 += mb * t.l1_n_blocks;
     n2 += mb * t.l2_n_blocks;
-    l1 += double(mb * t.l1_n_blocks) * l1_tile_ns(p, m, int(mb));
-    l2 += double(mb * t.l2_n_blocks) * l2_tile_ns(p, m, int(mb));
+    l1 += double(mb * t.l1_n_blocks) * l1_tile_ns(p, m, sharing);
+    l2 += double(mb * t.l2_n_blocks) * l2_tile_ns(p, m, sharing);
   }
   TilesTime out;
   out.l1_mean_ns = n1 ? l1 / double(n1) : l1_tile_ns(p, m);

@@ -229,6 +229,7 @@ TEST(MoeSchedule, TileTimeIsBoundByFlopsOrByTheWeightSlab) {
   moe::TileLists t;
   t.experts = 2;
   t.m_blocks = {1, 16};
+  t.raster_group = moe::kMoeRasterGroup;
   t.l1_n_blocks = p.intermediate / moe::kL1TileN;
   t.l2_n_blocks = p.hidden / moe::kL2TileN;
   const auto tt = moe::tiles_time(p, t, m);

@@ -61,7 +61,8 @@ struct TileTimeModel {
 // 2N1 x hidden slab; L2: 2*M*N2*I flops over an N2 x I slab).
 double l1_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks = kMoeRasterGroup);
 double l2_tile_ns(const Problem& p, const TileTimeModel& m, int m_blocks = kMoeRasterGroup);
-// Every tile of the lists: mean L1 and L2 tile time and the sum over all tiles.
+// Every tile of the lists (each expert's m blocks sharing a slab read within the lists'
+// raster group): mean L1 and L2 tile time and the sum over all tiles.
 struct TilesTime {
   double l1_mean_ns = 0, l2_mean_ns = 0, total_ns = 0;
 };
