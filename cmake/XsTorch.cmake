@@ -31,6 +31,11 @@ if(NOT GAIT_TORCH STREQUAL "OFF")
     set(GAIT_HAVE_TORCH ON)
     add_library(gait_torch INTERFACE)
     target_link_libraries(gait_torch INTERFACE ${TORCH_LIBRARIES})
+    # A LibTorch with CUDA (its torch_cuda target): the trainer can capture CUDA graphs
+    # (gait/train/graph_step.cpp); Debian's CPU-only build ships the headers but not the library.
+    if(TARGET torch_cuda)
+      target_compile_definitions(gait_torch INTERFACE GAIT_TORCH_CUDA=1)
+    endif()
     # PyTorch wheels ship their own {fmt} headers (v12 in 2.11) among Torch's
     # include directories, which come before the system's: code that sees both
     # compiles against the wheel's fmt but would link the system libfmt (9.x on

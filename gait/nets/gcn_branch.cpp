@@ -12,7 +12,15 @@ namespace gait::nets {
 
 namespace F = torch::nn::functional;
 
-torch::Tensor skeleton_inputs(const torch::Tensor& pose) {
+torch::Tensor parent_index(torch::Device device) {
+  const auto& g = coco_graph();
+  std::vector<int64_t> parent(g.parent.begin(), g.parent.end());
+  return torch::tensor(parent, torch::kLong).to(device);
+}
+
+torch::Tensor skeleton_inputs(const torch::Tensor& pose) { return skeleton_inputs(pose, parent_index(pose.device())); }
+
+torch::Tensor skeleton_inputs(const torch::Tensor& pose, const torch::Tensor& pidx) {
   XS_ASSERT(pose.dim() == 4 && pose.size(2) == kJoints && pose.size(3) == 3,
             "GCN branch: expected poses [n, s, 17, 3], got {}", fmt::join(pose.sizes(), "x"));
   const torch::Tensor p = pose.to(torch::kFloat);
@@ -39,9 +47,6 @@ torch::Tensor skeleton_inputs(const torch::Tensor& pose) {
   } else {
     vel = torch::cat({torch::zeros_like(joints.narrow(1, 0, 2)), c.unsqueeze(1)}, 1);
   }
-  const auto& g = coco_graph();
-  std::vector<int64_t> parent(g.parent.begin(), g.parent.end());
-  const torch::Tensor pidx = torch::tensor(parent, torch::kLong).to(p.device());
   const torch::Tensor xy = joints.narrow(1, 0, 2);
   const torch::Tensor bones = torch::cat({xy - xy.index_select(3, pidx), c.unsqueeze(1)}, 1);
   return torch::cat({joints, vel, bones}, 1);  // [n, 9, s, 17]
@@ -134,7 +139,8 @@ GcnBranchImpl::GcnBranchImpl(const train::GcnConfig& cfg) : channels_(cfg.channe
 }
 
 torch::Tensor GcnBranchImpl::forward(const torch::Tensor& pose) {
-  torch::Tensor x = skeleton_inputs(pose);  // [n, 9, s, 17]
+  if (!parent_index_.defined() || parent_index_.device() != pose.device()) parent_index_ = parent_index(pose.device());
+  torch::Tensor x = skeleton_inputs(pose, parent_index_);  // [n, 9, s, 17]
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2), v = x.size(3);
   x = data_bn_->forward(x.permute({0, 1, 3, 2}).reshape({n, c * v, s}));  // BN over the 9 x 17 inputs
   x = x.view({n, c, v, s}).permute({0, 1, 3, 2}).contiguous();            // [n, 9, s, 17]

@@ -47,11 +47,14 @@ torch::Tensor part_cross_entropy(const torch::Tensor& logits, const torch::Tenso
   return F::cross_entropy(l, target, F::CrossEntropyFuncOptions().label_smoothing(smoothing));
 }
 
-std::vector<double> LossTerms::read() const {
-  const torch::Tensor packed =
-      torch::stack({total.detach().to(torch::kFloat), triplet, ce, accuracy, active, branches}).to(torch::kCPU);
-  const float* v = packed.data_ptr<float>();
-  return {v, v + packed.numel()};
+torch::Tensor LossTerms::packed() const {
+  return torch::stack({total.detach().to(torch::kFloat), triplet, ce, accuracy, active, branches});
+}
+
+std::vector<double> LossTerms::unpack(const torch::Tensor& packed) {
+  const torch::Tensor host = packed.to(torch::kCPU).contiguous();
+  const float* v = host.data_ptr<float>();
+  return {v, v + host.numel()};
 }
 
 LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg,

@@ -117,7 +117,7 @@ void visit_fields(V& v, TrainerConfig& c) {
     v("device", c.device), v("amp", c.amp), v("threads", c.threads), v("save_every", c.save_every),
     v("log_every", c.log_every), v("out_dir", c.out_dir), v("max_minutes", c.max_minutes),
     v("fit_schedule_to_time", c.fit_schedule_to_time), v("prefetch", c.prefetch),
-    v("profile_phases", c.profile_phases), v("augment", c.augment);
+    v("profile_phases", c.profile_phases), v("cuda_graph", c.cuda_graph), v("augment", c.augment);
 }
 template <class V>
 void visit_fields(V& v, EvaluatorConfig& c) {

@@ -17,6 +17,7 @@
 #include "gait/train/amp.hpp"
 #include "gait/train/augment.hpp"
 #include "gait/train/checkpoint.hpp"
+#include "gait/train/graph_step.hpp"
 #include "gait/train/schedule.hpp"
 
 namespace gait::train {
@@ -88,8 +89,14 @@ Trainer::Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device de
   model_ = nets::GaitNet(cfg_.model, static_cast<int>(classes_.size()));
   model_->to(device_);
   optimizer_ = make_optimizer(cfg_.optimizer, model_);
+  graph_allowed_ = cfg_.trainer.cuda_graph && device_.is_cuda() && !cfg_.trainer.profile_phases &&
+                   cfg_.optimizer.type == OptimizerType::Adam && GraphStep::available();
   reset_sampler();
 }
+
+Trainer::~Trainer() = default;
+
+int Trainer::cuda_graphs() const { return graph_ ? graph_->graphs() : 0; }
 
 Trainer::Prepared Trainer::prepare(int iteration) {
   // Identities from the sampler (in iteration order), clips and augmentation from this
@@ -139,6 +146,43 @@ void Trainer::reset_sampler() {
                                           derive_seed({cfg_.trainer.seed, kSamplerStream}));
 }
 
+torch::Tensor Trainer::device_step(const torch::Tensor& sil, const torch::Tensor& pose, const torch::Tensor& y,
+                                  nets::FusionDrop drop, bool captured, const std::function<void(int)>& end_phase) {
+  model_->train();
+  if (captured) {
+    // A graph keeps its gradients: zeroed in place, then accumulated into by backward.
+    for (auto& p : model_->parameters())
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  } else {
+    optimizer_->zero_grad();
+  }
+  nets::GaitNetImpl::Output out;
+  {
+    AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
+    out = model_->forward(sil, pose, drop);
+  }
+  end_phase(2);
+  const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss, cfg_.model.fusion.branch_loss_weight);
+  end_phase(3);
+  lt.total.backward();
+  end_phase(4);
+  if (captured) static_cast<MultiTensorAdam&>(*optimizer_).update();
+  else optimizer_->step();
+  end_phase(5);
+  return lt.packed();
+}
+
+bool Trainer::graph_ready() {
+  if (graph_) return true;
+  if (!graph_allowed_ || eager_steps_ < kEagerStepsBeforeGraphs) return false;
+  graph_ = std::make_unique<GraphStep>(
+      [this](const torch::Tensor& sil, const torch::Tensor& pose, const torch::Tensor& y, nets::FusionDrop drop) {
+        return device_step(sil, pose, y, drop, /*captured=*/true, [](int) {});
+      },
+      device_);
+  return true;
+}
+
 StepStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   // trainer.profile_phases: close phase i (device synchronised first).
@@ -164,30 +208,23 @@ StepStats Trainer::step() {
   }
   if (cfg_.trainer.prefetch) next_ = std::async(std::launch::async, [this, it] { return prepare(it + 1); });
   end_phase(0);
-  // Pinned sources: the copies are queued on the stream and the host goes on; the caching
-  // host allocator keeps each buffer until its copy has run.
-  const auto in = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_, /*non_blocking=*/true) : t; };
-  const torch::Tensor sil = in(prep.sil), pose = in(prep.pose), y = in(prep.labels);
-  end_phase(1);
-
-  model_->train();
-  optimizer_->zero_grad();
-  nets::GaitNetImpl::Output out;
-  {
-    AutocastGuard amp(cfg_.trainer.amp && device_.is_cuda());
-    out = model_->forward(sil, pose, fusion_drop(it));
+  torch::Tensor packed;
+  if (graph_ready()) {
+    static_cast<MultiTensorAdam&>(*optimizer_).advance();
+    packed = graph_->run(prep.sil, prep.pose, prep.labels, fusion_drop(it));
+  } else {
+    // Pinned sources: the copies are queued on the stream and the host goes on; the caching
+    // host allocator keeps each buffer until its copy has run.
+    const auto in = [&](const torch::Tensor& t) { return t.defined() ? t.to(device_, /*non_blocking=*/true) : t; };
+    const torch::Tensor sil = in(prep.sil), pose = in(prep.pose), y = in(prep.labels);
+    end_phase(1);
+    packed = device_step(sil, pose, y, fusion_drop(it), /*captured=*/false, end_phase);
+    ++eager_steps_;
   }
-  end_phase(2);
-  const nets::LossTerms lt = nets::gait_loss(out, y, cfg_.loss, cfg_.model.fusion.branch_loss_weight);
-  end_phase(3);
-  lt.total.backward();
-  end_phase(4);
-  optimizer_->step();
-  end_phase(5);
   ++iteration_;
 
   // The step's one host sync: all its figures in one copy, which also ends the step.
-  const std::vector<double> v = lt.read();
+  const std::vector<double> v = nets::LossTerms::unpack(packed);
   end_phase(6);
   StepStats st;
   st.iteration = iteration_;
@@ -240,6 +277,9 @@ void Trainer::resume(const fs::path& checkpoint) {
   XS_ASSERT(m.classes == classes_, "{}: cannot resume: it was trained on {} identities, this data has {} (or others)",
             checkpoint.string(), m.classes.size(), classes_.size());
   load_checkpoint(checkpoint, *model_, optimizer_.get(), device_);
+  // Loading may replace the tensors a captured step reads and writes: capture again.
+  graph_.reset();
+  eager_steps_ = 0;
   drop_prefetch();
   iteration_ = m.iteration;
   train_seconds_ = m.train_seconds;
@@ -330,6 +370,7 @@ RunSummary Trainer::run(bool progress, const fs::path& dir) {
                             {"run_seconds", std::round(sum.run_seconds * 10) / 10},
                             {"train_seconds", std::round(sum.train_seconds * 10) / 10},
                             {"mode", to_string(cfg_.model.mode)},
+                            {"cuda_graphs", cuda_graphs()},
                             {"device", device_.str()}};
   if (phases_.steps() > 0) {
     const std::vector<double> med = phases_.median_ms();

@@ -27,6 +27,9 @@
 #   GAIT_CORES          cores the stage may use (default nproc; e.g. 12 when another job
 #                       shares the machine): synth/preprocess threads, build jobs
 #   GAIT_JOBS           build jobs (default GAIT_CORES)
+#   GAIT_CUDA_GRAPH=0   train with trainer.cuda_graph false (eager steps), to replicate
+#                       runs trained that way: a time-limited run's iterations depend on
+#                       its step time
 #   GAIT_SEED           trainer.seed of every variant (default: the configs', 1): a
 #                       replicate run; the results file keeps earlier runs (previous_runs)
 #                       and averages the runs made on the same generator (mean_over_runs)
@@ -145,8 +148,14 @@ fi
 # ---------------------------------------------------------------- train + evaluate
 gait_config() { # variant -> config path (smoke: tiny widths over the budget config)
   local v=$1
-  if [ "$GAIT_SMOKE" != 1 ]; then echo "$ROOT/gait/configs/gpu-budget/$v.json"; return; fi
   mkdir -p "$GD/configs"
+  if [ "$GAIT_SMOKE" != 1 ] && [ "${GAIT_CUDA_GRAPH:-1}" != 0 ]; then echo "$ROOT/gait/configs/gpu-budget/$v.json"; return; fi
+  if [ "$GAIT_SMOKE" != 1 ]; then
+    echo "{ \"base\": \"$ROOT/gait/configs/gpu-budget/$v.json\", \"trainer\": { \"cuda_graph\": false } }" \
+      >"$GD/configs/$v.json"
+    echo "$GD/configs/$v.json"
+    return
+  fi
   cat >"$GD/configs/$v.json" <<EOF
 {
   "base": "$ROOT/gait/configs/gpu-budget/$v.json",
@@ -269,7 +278,7 @@ fi
 
 # ---------------------------------------------------------------- results file
 # The command as run (the reused datasets say whether a GAIT_STAGE_PREP=1 call came first).
-GAIT_COMMAND="${GAIT_SEED:+GAIT_SEED=$GAIT_SEED }GAIT_STAGE_SECONDS=$GAIT_BUDGET GAIT_EVAL_RESERVE=$GAIT_RESERVE RUN_NAME=${RUN_NAME:-} ./run device gait"
+GAIT_COMMAND="${GAIT_CUDA_GRAPH:+GAIT_CUDA_GRAPH=$GAIT_CUDA_GRAPH }${GAIT_SEED:+GAIT_SEED=$GAIT_SEED }GAIT_STAGE_SECONDS=$GAIT_BUDGET GAIT_EVAL_RESERVE=$GAIT_RESERVE RUN_NAME=${RUN_NAME:-} ./run device gait"
 grep -q reusing "$OUT/gait_data_full.log" 2>/dev/null &&
   GAIT_COMMAND="$GAIT_COMMAND (build and datasets from a GAIT_STAGE_PREP=1 call just before, same machine)"
 if [ "$GAIT_OK" != prep ]; then

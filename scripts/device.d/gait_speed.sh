@@ -4,12 +4,15 @@
 #
 # In one call on one GPU, one process at a time, at the same batch (P x K = 8 x 8
 # sequences), clip length (30 frames of 64x44) and precision (bf16 autocast):
+#   0. the gait CUDA tests (gait_net_tests --gtest_filter=CudaGraph.*: graph-captured
+#      steps train like eager ones);
 #   1. `gait train` of gait/configs/gpu-budget/silhouette_only.json and two_branch.json
 #      for GAIT_SPEED_ITERS iterations, logging every step (train_log.csv's seq_per_s is
 #      one step's batch / wall time, the step ending with the loss read back, so the
-#      device has finished it; data loading and copies are inside the step), then a
+#      device has finished it; data loading and copies are inside the step), the same
+#      with trainer.cuda_graph false (eager_<variant>: what the graphs win), then a
 #      trainer.profile_phases run of GAIT_SPEED_PROFILE_ITERS (default 100) steps of each
-#      (median ms per phase: where the time goes);
+#      (median ms per phase of the eager operations: where the time goes);
 #   2. the PyTorch eager GaitGL baseline (gait/baselines/gaitgl_train_timing.py), its
 #      usual per-strip local convolution, then the folded form (the same arithmetic);
 #   3. scripts/gait_speed_results.py: $OUT/gait_speed.json and a table (sequences/s =
@@ -48,6 +51,11 @@ if [ ! -x "$GS_BIN" ]; then
   step gait_speed_configure timeout 150 cmake -S "$ROOT" -B "$GS_B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DXSTAGE_BUILD_GAIT=ON "${GS_CMAKE[@]}"
   step gait_speed_build timeout 400 cmake --build "$GS_B" -j "$(nproc)" --target gait
+fi
+if [ "$GS_SMOKE" != 1 ]; then
+  step gait_speed_test_build timeout 300 cmake --build "$GS_B" -j "$(nproc)" --target gait_net_tests
+  step gait_speed_cuda_tests timeout 300 env XSTAGE_SOURCE_DIR="$ROOT" "$GS_B/gait/tests/gait_net_tests" \
+    --gtest_filter='CudaGraph.*'
 fi
 
 # ---------------------------------------------------------------- data (any set with >= 8 training identities)
@@ -97,6 +105,7 @@ for v in silhouette_only two_branch; do
   # Timed as configured, then a trainer.profile_phases run of GS_PROFILE_ITERS steps
   # (where a step's time goes).
   gs_train "run_$v" "$v"
+  gs_train "eager_$v" "$v" '"cuda_graph": false'
   gs_iters=$GS_ITERS GS_ITERS=$GS_PROFILE_ITERS
   gs_train "prof_$v" "$v" '"profile_phases": true'
   GS_ITERS=$gs_iters

@@ -35,6 +35,11 @@ namespace gait::nets {
 inline constexpr int kSkeletonChannels = 9;
 
 torch::Tensor skeleton_inputs(const torch::Tensor& pose);  // [n, s, 17, 3] -> [n, 9, s, 17]
+// The same with the natural tree's parent of each joint given as a long tensor [17] on the
+// pose's device (the branch keeps one, so its forward pass copies nothing from the host
+// and can be captured in a CUDA graph).
+torch::Tensor skeleton_inputs(const torch::Tensor& pose, const torch::Tensor& parent_index);
+torch::Tensor parent_index(torch::Device device);
 
 // The merged k-hop operator of the natural graph as a tensor [K, 17, 17].
 torch::Tensor natural_operator(int scales);
@@ -94,6 +99,7 @@ class GcnBranchImpl : public torch::nn::Module {
 
  private:
   int channels_;
+  torch::Tensor parent_index_;  // parent_index() on the device of the last forward pass
   torch::nn::BatchNorm1d data_bn_{nullptr};
   torch::nn::ModuleList blocks_;
 };

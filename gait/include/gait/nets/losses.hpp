@@ -38,8 +38,12 @@ struct LossTerms {
   // 0-dim float tensors, like TripletStats; 0 where a term's weight is 0.
   torch::Tensor triplet, ce, accuracy, active;  // the model's (fused) head
   torch::Tensor branches;  // the branch heads' triplet + CE, summed and unweighted (0 without them)
-  // [total, triplet, ce, accuracy, active, branches] in one float tensor on the CPU: one sync.
-  std::vector<double> read() const;
+  // [total, triplet, ce, accuracy, active, branches] in one float tensor on the loss's
+  // device (what a captured training step leaves for the host to read after each replay).
+  torch::Tensor packed() const;
+  // packed() on the CPU: one sync.
+  std::vector<double> read() const { return unpack(packed()); }
+  static std::vector<double> unpack(const torch::Tensor& packed);
 };
 LossTerms gait_loss(const GaitNetImpl::Output& out, const torch::Tensor& labels, const train::LossConfig& cfg,
                     double branch_weight = 0);

@@ -155,6 +155,11 @@ struct TrainerConfig {
   // Synchronise after each phase of a step and report the phases' times (RunSummary,
   // train_summary.json): where the time goes, at the cost of all overlap.
   bool profile_phases = false;
+  // On CUDA, capture the step's device work as CUDA graphs after the first steps and
+  // replay them (graph_step.hpp): the same computation without its thousands of launches.
+  // Needs optimizer.type adam; profile_phases steps stay eager (their phases are the
+  // eager operations').
+  bool cuda_graph = true;
   AugmentConfig augment;
   bool operator==(const TrainerConfig&) const = default;
 };

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "gait/train/config.hpp"
 
 namespace gait::train {
+
+class GraphStep;
 
 struct StepStats {
   int iteration = 0;  // after the step
@@ -60,6 +63,7 @@ class Trainer {
   // `train`: the training sequences (the protocol's training identities). Throws when the
   // model needs pose and the data has none, or when there are fewer than P identities.
   Trainer(Config cfg, std::vector<CachedSequence> train, torch::Device device);
+  ~Trainer();
 
   // Restores the model, the optimizer, the CPU RNG and the iteration count, and replays
   // the sampler. The checkpoint's model, loss, optimizer, scheduler and sampling settings
@@ -80,6 +84,7 @@ class Trainer {
   RunSummary run(bool progress, const std::filesystem::path& dir = {});
 
   int iteration() const { return iteration_; }
+  int cuda_graphs() const;  // CUDA graphs captured (trainer.cuda_graph), 0 while eager
   double train_seconds() const { return train_seconds_; }
   nets::GaitNet& model() { return model_; }
   const std::vector<int>& classes() const { return classes_; }
@@ -96,6 +101,15 @@ class Trainer {
   };
   Prepared prepare(int iteration);
   void drop_prefetch();  // waits for a batch being prepared and discards it (sampler untouched since)
+  // The step's device work on device tensors: gradients zeroed, forward (bf16 autocast on
+  // CUDA), loss, backward, optimizer. `captured`: the form a CUDA graph records (gradients
+  // zeroed in place, the optimizer's device half). Returns LossTerms::packed().
+  torch::Tensor device_step(const torch::Tensor& sil, const torch::Tensor& pose, const torch::Tensor& y,
+                            nets::FusionDrop drop, bool captured, const std::function<void(int)>& end_phase);
+  // With trainer.cuda_graph on CUDA, after kEagerStepsBeforeGraphs eager steps (cuDNN's
+  // autotuning and the gradients' allocation happen there): creates graph_; true once it exists.
+  bool graph_ready();
+  static constexpr int kEagerStepsBeforeGraphs = 3;
   void reset_sampler();
   Config cfg_;
   std::vector<CachedSequence> train_;
@@ -108,6 +122,9 @@ class Trainer {
   double train_seconds_ = 0;
   double time_progress_ = 0;  // elapsed / trainer.max_minutes in run() with fit_schedule_to_time, else 0
   PhaseTimes phases_;          // trainer.profile_phases: accumulated by step()
+  bool graph_allowed_ = false; // trainer.cuda_graph, on CUDA, Adam, not profiling phases
+  int eager_steps_ = 0;        // eager steps since construction or resume
+  std::unique_ptr<GraphStep> graph_;
   // Which branch the fused head misses at `iteration` (model.fusion.modality_dropout),
   // from the iteration's own stream: the same on a resumed run.
   nets::FusionDrop fusion_drop(int iteration) const;
