@@ -200,39 +200,77 @@ TEST(MultiTensorAdam, SplitStepMatchesStep) {
             std::string::npos);
 }
 
+// The CUDA tests' config: the tiny two-branch model in fp32 (eager and replayed kernels
+// compared closely) with modality dropout, so all three drop graphs are captured.
+Config cuda_config(const fs::path& out, bool graphs) {
+  Config c = tiny_config(out);
+  c.trainer.device = "cuda";
+  c.trainer.amp = false;
+  c.trainer.iterations = 24;
+  c.trainer.cuda_graph = graphs;
+  return c;
+}
+
+bool near_loss(double a, double b) { return std::abs(a - b) <= 1e-3 * std::max(1.0, std::abs(a)); }
+
 // On CUDA the trainer captures its step as CUDA graphs after the first eager steps, one
-// per modality drop: the same training as eager steps, within the rounding of cuDNN's
-// algorithm choices and of the split Adam step.
+// per modality drop: the same training as eager steps. Losses agree step by step; the
+// parameters moved the same way, up to a small fraction of how far they moved (Adam
+// turns the rounding of near-zero gradients into whole steps of size lr, so elementwise
+// closeness is not the test).
 TEST(CudaGraph, GraphStepsTrainLikeEagerSteps) {
   if (!GraphStep::available()) GTEST_SKIP() << "LibTorch without CUDA, or no CUDA device";
   const fs::path d = temp_dir("cuda_graph");
-  Config eager = tiny_config(d / "eager"), graph = tiny_config(d / "graph");
-  for (Config* c : {&eager, &graph}) {
-    c->trainer.device = "cuda";
-    c->trainer.amp = false;  // fp32, so eager and replayed kernels can be compared closely
-    c->trainer.iterations = 24;
-  }
-  eager.trainer.cuda_graph = false;
-  graph.trainer.cuda_graph = true;
+  const Config eager = cuda_config(d / "eager", false), graph = cuda_config(d / "graph", true);
   Trainer a(eager, toy_train_set(), torch::kCUDA), b(graph, toy_train_set(), torch::kCUDA);
+  std::vector<torch::Tensor> init;
+  for (const auto& p : a.model()->parameters()) init.push_back(p.detach().clone());
   for (int i = 0; i < eager.trainer.iterations; ++i) {
     const StepStats sa = a.step(), sb = b.step();
-    EXPECT_NEAR(sb.loss, sa.loss, 1e-3 * std::max(1.0, std::abs(sa.loss))) << "step " << i;
+    EXPECT_TRUE(near_loss(sa.loss, sb.loss)) << "step " << i << ": eager " << sa.loss << ", graph " << sb.loss;
     EXPECT_NEAR(sb.accuracy, sa.accuracy, 1e-6) << "step " << i;
   }
   EXPECT_EQ(a.cuda_graphs(), 0);
   EXPECT_EQ(b.cuda_graphs(), 3) << "one graph per modality drop (none, silhouette, skeleton)";
   const auto pa = a.model()->parameters(), pb = b.model()->parameters();
   ASSERT_EQ(pa.size(), pb.size());
-  for (std::size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(torch::allclose(pb[i], pa[i], /*rtol=*/1e-3, /*atol=*/1e-4)) << "parameter " << i;
-  // A resumed run captures again (loading replaced the tensors a graph would read).
-  b.save(d / "graph.gckpt");
-  const StepStats before = b.step();
-  b.resume(d / "graph.gckpt");
+  double apart = 0, moved = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    apart += (pb[i] - pa[i]).pow(2).sum().item<double>();
+    moved += (pa[i] - init[i]).pow(2).sum().item<double>();
+  }
+  EXPECT_GT(moved, 0.0);
+  EXPECT_LT(std::sqrt(apart), 0.02 * std::sqrt(moved)) << "graph and eager parameters apart by "
+                                                         << std::sqrt(apart) << ", moved by " << std::sqrt(moved);
+  fs::remove_all(d);
+}
+
+// Checkpoints between replays, and a resume on a trainer that had captured graphs: a
+// checkpoint saved between replays resumes (in a new trainer) to the steps the graphs
+// took after it, and the resumed trainer captures again.
+TEST(CudaGraph, CheckpointsBetweenReplaysResume) {
+  if (!GraphStep::available()) GTEST_SKIP() << "LibTorch without CUDA, or no CUDA device";
+  const fs::path d = temp_dir("cuda_graph_ckpt");
+  const Config cfg = cuda_config(d, true);
+  Trainer b(cfg, toy_train_set(), torch::kCUDA);
+  for (int i = 0; i < 12; ++i) b.step();
+  ASSERT_GT(b.cuda_graphs(), 0);
+  b.save(d / "mid.gckpt");
+  std::vector<StepStats> after;
+  for (int i = 0; i < 6; ++i) after.push_back(b.step());  // replays after the save
+  Trainer c(cfg, toy_train_set(), torch::kCUDA);
+  c.resume(d / "mid.gckpt");
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const StepStats s = c.step();
+    EXPECT_TRUE(near_loss(after[i].loss, s.loss)) << "step " << i << ": " << after[i].loss << " vs " << s.loss;
+  }
+  b.resume(d / "mid.gckpt");
   EXPECT_EQ(b.cuda_graphs(), 0);
-  const StepStats again = b.step();
-  EXPECT_NEAR(again.loss, before.loss, 1e-3 * std::max(1.0, std::abs(before.loss)));
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const StepStats s = b.step();
+    EXPECT_TRUE(near_loss(after[i].loss, s.loss)) << "step " << i << " after resume: " << after[i].loss << " vs " << s.loss;
+  }
+  EXPECT_GT(b.cuda_graphs(), 0);
   fs::remove_all(d);
 }
 
