@@ -9,8 +9,7 @@
 #   1. `gait train` of gait/configs/gpu-budget/silhouette_only.json and two_branch.json
 #      for GAIT_SPEED_ITERS iterations, logging every step (train_log.csv's seq_per_s is
 #      one step's batch / wall time, the step ending with the loss read back, so the
-#      device has finished it; data loading and copies are inside the step), the same
-#      with trainer.cuda_graph false (eager_<variant>: what the graphs win), then a
+#      device has finished it; data loading and copies are inside the step), then a
 #      trainer.profile_phases run of GAIT_SPEED_PROFILE_ITERS (default 100) steps of each
 #      (median ms per phase of the eager operations: where the time goes);
 #   2. the PyTorch eager GaitGL baseline (gait/baselines/gaitgl_train_timing.py), its
@@ -105,7 +104,6 @@ for v in silhouette_only two_branch; do
   # Timed as configured, then a trainer.profile_phases run of GS_PROFILE_ITERS steps
   # (where a step's time goes).
   gs_train "run_$v" "$v"
-  gs_train "eager_$v" "$v" '"cuda_graph": false'
   gs_iters=$GS_ITERS GS_ITERS=$GS_PROFILE_ITERS
   gs_train "prof_$v" "$v" '"profile_phases": true'
   GS_ITERS=$gs_iters
