@@ -260,21 +260,6 @@ TEST(CudaGraph, GraphStepsTrainLikeEagerSteps) {
   remove_tree(d);
 }
 
-// A CUDA trainer resumes to the next step's loss (eager steps).
-TEST(CudaGraph, EagerResumeOnCuda) {
-  if (!GraphStep::available()) GTEST_SKIP() << "LibTorch without CUDA, or no CUDA device";
-  const fs::path d = temp_dir("cuda_eager_resume");
-  const Config cfg = cuda_config(d, false);
-  Trainer b(cfg, toy_train_set(), torch::kCUDA);
-  for (int i = 0; i < 4; ++i) b.step();
-  b.save(d / "mid.gckpt");
-  const StepStats next = b.step();
-  Trainer c(cfg, toy_train_set(), torch::kCUDA);
-  c.resume(d / "mid.gckpt");
-  EXPECT_TRUE(near_loss(next.loss, c.step().loss));
-  remove_tree(d);
-}
-
 // Checkpoints between replays, and a resume on a trainer that had captured graphs: a
 // checkpoint saved between replays resumes (in a new trainer) to the steps the graphs
 // took after it, and the resumed trainer captures again.
