@@ -50,6 +50,11 @@ void add_moe_commands(CLI::App& app) {
                   "pinned host memory (dispatch and combine over the host link), Expert-Wave against the "
                   "advisor's Interleaved with the host-link fit's predictions (no unfused baseline)")
       ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
+  cmd->add_flag("--predict-only", o->predict_only,
+                "With --link host: the model's predictions for every selected row (compute, both schedules' "
+                "stalls, Interleaved over Expert-Wave, the advisor's Interleaved), on the host without a GPU");
+  cmd->add_option("--sms", o->sms, "With --predict-only: the GPU's SM count")->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   add_output_options(cmd, o->json, &o->png, "Speedup plot (empty: none)");
   auto* json = cmd->get_option("--json");
   cmd->callback([o, json] {
@@ -61,6 +66,11 @@ void add_moe_commands(CLI::App& app) {
     unique_items(o->filter.tokens, "--tokens");
     unique_items(o->filter.routing, "--routing");
     o->command = command_line();
+    if (o->predict_only) {
+      if (o->link != "host") throw common::Error("bench moe: --predict-only needs --link host");
+      moe::predict_host_link_sweep(*o);
+      return;
+    }
     needs_gpu("bench moe");
     if constexpr (kHaveCuda) o->link == "host" ? moe::run_host_link_sweep(*o) : moe::run_sweep(*o);
   });

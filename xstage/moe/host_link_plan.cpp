@@ -2,9 +2,14 @@
 // schedules of rank 0 with the one GPU's SMs split over the P emulated ranks, each
 // schedule's burst profile widened to the P ranks that burst into the one X-Stage
 // together, the advisor's stall, and the tile-time estimate of the compute.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/files.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::moe {
@@ -48,6 +53,53 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     c.current = common::summarize(now);
   }
   return c;
+}
+
+void predict_host_link_sweep(const SweepOptions& o) {
+  const auto params = burstgap::read_params_or_default(o.params);
+  const burstgap::ModelParams& host = params.find("host", "st16");
+  const std::vector<BenchConfig> configs = select_rows(o.sweep, o.filter);
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> where_stall;
+  double best = 0;
+  fmt::print("| tokens | E | k | hidden | I | P | routing | compute us | stall EW us | stall IL us | IL over EW | "
+             "IL wave / lag / split |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const BenchConfig& c : configs) {
+    HostLinkRow r;
+    r.config = c;
+    predict_host_link_row(r, host, o.sms);
+    const bool stall = r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us;
+    if (stall) where_stall.push_back(r.predicted_speedup);
+    best = std::max(best, r.predicted_speedup);
+    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.3f} | {} / {} / {} |\n",
+               c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing, r.predicted_compute_us,
+               r.predicted_stall_expert_wave_us, r.predicted_stall_interleaved_us, r.predicted_speedup,
+               r.interleaved.wave_experts, r.interleaved.lag, r.interleaved.burst_split);
+    rows.push_back({{"tokens_per_rank", c.tokens_per_rank}, {"experts", c.experts}, {"topk", c.topk},
+                    {"hidden", c.hidden}, {"intermediate", c.intermediate}, {"ep", c.ep}, {"routing", c.routing},
+                    {"predicted_compute_us", r.predicted_compute_us},
+                    {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
+                    {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},
+                    {"predicted_speedup", r.predicted_speedup},
+                    {"interleaved_config",
+                     {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
+                      {"burst_split", r.interleaved.burst_split}}}});
+  }
+  double log_sum = 0;
+  for (double x : where_stall) log_sum += std::log(x);
+  const double geomean = where_stall.empty() ? 0 : std::exp(log_sum / where_stall.size());
+  fmt::print("predicted Interleaved over Expert-Wave: {} of {} rows with an Expert-Wave stall, geomean {:.3f} there; "
+             "maximum {:.3f} ({} SMs, fit {}/{})\n",
+             where_stall.size(), configs.size(), geomean, best, o.sms, host.pattern, host.store);
+  if (o.json.empty()) return;
+  const nlohmann::json out = {{"what", "the model's side of `xstage bench moe --link host`: predictions, nothing measured"},
+                              {"command", o.command},
+                              {"sms", o.sms},
+                              {"rows_where_stall_predicted", where_stall.size()},
+                              {"predicted_geomean_where_stall", geomean},
+                              {"predicted_max_speedup", best},
+                              {"rows", rows}};
+  common::write_file_atomic(o.json, out.dump(1) + "\n");
 }
 
 }  // namespace xstage::moe

@@ -192,6 +192,30 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
       << slurp(path("o.txt"));
 }
 
+// The model's side of the host-link MoE sweep runs without a GPU: one table row per
+// selected configuration, and JSON rows whose speedup is (compute + Expert-Wave stall)
+// over (compute + Interleaved stall), the shipped host-link fit's.
+TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
+  const CliResult r = xstage("bench moe --link host --predict-only --tokens 2048 --ep 4 --routing skewed --json " +
+                             path("moe_predict.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2 + 12 + 1) << r.out;  // header, 12 shapes, summary
+  EXPECT_NE(r.out.find("predicted Interleaved over Expert-Wave: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fit host/st16"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(path("moe_predict.json")));
+  ASSERT_EQ(j["rows"].size(), 12u);
+  int stalls = 0;
+  for (const auto& row : j["rows"]) {
+    const double c = row["predicted_compute_us"], ew = row["predicted_stall_expert_wave_us"],
+                 il = row["predicted_stall_interleaved_us"];
+    EXPECT_GT(c, 0.0);
+    EXPECT_NEAR(row["predicted_speedup"].get<double>(), (c + ew) / (c + il), 1e-9);
+    stalls += ew > 0.01 * c;
+  }
+  EXPECT_EQ(j["rows_where_stall_predicted"].get<int>(), stalls);
+  expect_one_line_error(xstage("bench moe --predict-only"), "--predict-only needs --link host");
+}
+
 TEST_F(BurstGapCli, DemoFitsValidatesPlotsAndPredicts) {
   const CliResult r = xstage("demo --data " + path("") + " --sweep " + path("sweep.csv") + " --out " + path("demo"));
   ASSERT_EQ(r.code, 0) << r.err;

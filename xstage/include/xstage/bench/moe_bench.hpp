@@ -123,8 +123,15 @@ struct SweepOptions {
   std::string json = "docs/results/moe.json", png;  // empty: none (a chart only when asked for)
   std::string command;  // the command line, for the results file
   std::string link = "nvlink";  // nvlink | host (one GPU: run_host_link_sweep)
+  bool predict_only = false;    // link host: the model's side of every row, no GPU (predict_host_link_sweep)
+  int sms = 132;                // predict_only: the GPU's SMs (H200: 132)
 };
 void run_sweep(const SweepOptions& o);
+// `xstage bench moe --link host --predict-only`: predict_host_link_row for every selected
+// row on the host (no GPU): a table, and the rows as JSON when o.json is set. What to
+// measure next: where the model predicts Interleaved to win.
+void predict_host_link_sweep(const SweepOptions& o);
+
 // link host: run_host_link_bench per selected row on GPU 0 with the host-link fit; the
 // summary (geomean and extremes of Interleaved over Expert-Wave where the model predicts
 // an Expert-Wave stall, and the predicted speedup's median error) in the JSON's head.
