@@ -1,5 +1,6 @@
 #include "common/files.hpp"
 
+#include <ftw.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -15,6 +16,8 @@
 namespace common {
 
 namespace {
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path) == 0 ? 0 : errno; }
 
 std::filesystem::path temp_path_of(const std::filesystem::path& path) {
   return path.string() + ".tmp." + std::to_string(::getpid());
@@ -133,6 +136,18 @@ void move_into(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
+void remove_tree(const fs::path& path, std::error_code& ec) {
+  ec.clear();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return;
+  }
+  const int rc = ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (rc > 0) ec.assign(rc, std::generic_category());  // the failing remove's errno
+  else if (rc < 0) ec.assign(errno, std::generic_category());
+}
+
 OutputStage::OutputStage(fs::path target, Mode mode) : target_(normal_target(std::move(target))), mode_(mode) {
   if (target_.empty() || target_ == ".") throw Error("output folder: empty path");
   const fs::path parent = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
@@ -142,14 +157,14 @@ OutputStage::OutputStage(fs::path target, Mode mode) : target_(normal_target(std
     if (p == p.parent_path()) break;
   }
   stage_ = parent / fmt::format(".{}.stage-{}", target_.filename().string(), ::getpid());
-  fs::remove_all(stage_, ec);
+  remove_tree(stage_, ec);
   fs::create_directories(stage_, ec);
   if (ec) throw Error(fmt::format("{}: cannot create the output's staging folder ({})", stage_.string(), ec.message()));
 }
 
 OutputStage::~OutputStage() {
   std::error_code ec;
-  fs::remove_all(stage_, ec);
+  remove_tree(stage_, ec);
   if (committed_) return;
   for (const auto& p : created_) fs::remove(p, ec);  // only if still empty
 }
@@ -166,7 +181,7 @@ void OutputStage::commit() {
   if (mode_ == Mode::replace) {
     for (const auto& e : fs::directory_iterator(stage_)) {
       const fs::path to = target_ / e.path().filename();
-      fs::remove_all(to, ec);
+      remove_tree(to, ec);
       move_into(e.path(), to);
     }
   } else {

@@ -291,6 +291,28 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 
 }  // namespace
 
+// remove_tree removes a nested tree, removes a symbolic link without following it, and
+// takes a path that does not exist as done.
+TEST(RemoveTree, RemovesTheTreeNotWhatLinksPointTo) {
+  const fs::path root = fs::temp_directory_path() / "xs_common_remove_tree";
+  fs::remove_all(root);
+  common::write_file_atomic(root / "tree" / "a" / "b" / "file.txt", "x");
+  common::write_file_atomic(root / "tree" / "top.txt", "y");
+  common::write_file_atomic(root / "outside" / "kept.txt", "z");
+  fs::create_directory_symlink(root / "outside", root / "tree" / "a" / "link");
+  std::error_code ec;
+  common::remove_tree(root / "tree", ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(root / "tree"));
+  EXPECT_EQ(common::read_file(root / "outside" / "kept.txt"), "z");
+  common::remove_tree(root / "tree", ec);  // gone already
+  EXPECT_FALSE(ec) << ec.message();
+  common::remove_tree(root / "outside" / "kept.txt", ec);  // a plain file
+  EXPECT_FALSE(ec);
+  EXPECT_FALSE(fs::exists(root / "outside" / "kept.txt"));
+  fs::remove_all(root);
+}
+
 TEST(OutputStage, AFailedCommandLeavesTheTargetByteForByte) {
   const fs::path root = fs::temp_directory_path() / "xs_common_stage";
   fs::remove_all(root);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -201,13 +200,10 @@ TEST(MultiTensorAdam, SplitStepMatchesStep) {
             std::string::npos);
 }
 
-// Removes a test folder. Not std::filesystem::remove_all: a PyTorch wheel's libtorch.so
-// exports its own copy of that function, which the dynamic linker binds this binary's
-// calls to, and that copy crashed (a call through a null pointer) on the accelerator
-// machine's LibTorch 2.11.
+// common::remove_tree, not std::filesystem::remove_all (files.hpp says why).
 void remove_tree(const fs::path& d) {
-  ::nftw(d.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+  std::error_code ec;
+  common::remove_tree(d, ec);
 }
 
 // The CUDA tests' config: the tiny two-branch model in fp32 (eager and replayed kernels

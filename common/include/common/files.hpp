@@ -27,6 +27,12 @@ void check_output_dir(const std::filesystem::path& path, std::string_view what);
 // Throws one line naming the file: no such file, a folder where a file is expected,
 // unreadable.
 std::string read_file(const std::filesystem::path& path);
+// std::filesystem::remove_all(path, ec) without std::filesystem: PyTorch wheels export
+// the std::filesystem functions of their statically linked libstdc++ (pytorch#133437),
+// a program linked against such a libtorch has its calls bound to those copies, and
+// LibTorch 2.11's remove_all crashed there (a call through a null pointer). A path that
+// does not exist is no error; symbolic links are removed, not followed.
+void remove_tree(const std::filesystem::path& path, std::error_code& ec);
 
 // The outputs of one command (a dataset, a cache, a run or report folder, a pair of
 // files) staged in a hidden folder beside `target` (".<name>.stage-<pid>", so on the
