@@ -12,6 +12,7 @@
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/progress.hpp"
+#include "common/stats.hpp"
 #include "gait/nets/losses.hpp"
 #include "gait/train/adam.hpp"
 #include "gait/train/amp.hpp"
@@ -54,15 +55,7 @@ torch::Tensor host_tensor(const std::vector<T>& v, std::vector<int64_t> shape, t
 
 std::vector<double> PhaseTimes::median_ms() const {
   std::vector<double> out;
-  for (const auto& v : seconds) {
-    std::vector<double> s = v;
-    if (s.empty()) {
-      out.push_back(0);
-      continue;
-    }
-    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-    out.push_back(s[s.size() / 2] * 1e3);
-  }
+  for (const auto& v : seconds) out.push_back(v.empty() ? 0.0 : common::median(v) * 1e3);
   return out;
 }
 
