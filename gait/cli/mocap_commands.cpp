@@ -45,6 +45,14 @@ void run_info(const fs::path& dir) {
              lib.clips, lib.cycles, lib.cycles_per_person.size(), kHarmonics, lib.fourier_rms);
   fmt::print("PCA: {} components keep {:.1f}% of the person-weighted variance\n", lib.model.basis.size(),
              100 * lib.model.explained);
+  double between = 0, within = 0;
+  for (std::size_t c = 0; c < lib.model.sd.size(); ++c) {
+    between += lib.model.sd[c] * lib.model.sd[c];
+    within += lib.model.sd_within[c] * lib.model.sd_within[c];
+  }
+  fmt::print("walk-to-walk spread within a person: {:.1f}% of that variance, measured on the natural-pace cycles "
+             "({} cycles of clips labelled with another pace left out)\n",
+             between > 0 ? 100 * within / between : 0.0, lib.cycles_instructed);
   for (const auto& p : problems) fmt::print(stderr, "warning: {}\n", p);
 }
 
@@ -113,7 +121,12 @@ void run_pack(const fs::path& from, const fs::path& out_dir, int step) {
   const std::vector<std::string> amc_bones = {"root", "lowerback", "upperback", "thorax", "lowerneck", "upperneck",
                                               "head", "lclavicle", "lhumerus", "lradius", "rclavicle", "rhumerus",
                                               "rradius", "lfemur", "ltibia", "lfoot", "rfemur", "rtibia", "rfoot"};
-  std::string manifest = "subject\ttrial\tfile\tformat\tframes\tfps\tsource_frames\tsource_fps\n";
+  // The source's own labels ("walk", "slow walk") travel with the clips: the gait model
+  // measures a person's walk-to-walk spread on their natural-pace clips only.
+  std::vector<std::string> manifest_problems;
+  const auto source_manifest = read_mocap_manifest(from / "MANIFEST.tsv", manifest_problems);
+  for (const auto& p : manifest_problems) fmt::print(stderr, "warning: {}\n", p);
+  std::string manifest = "subject\ttrial\tfile\tformat\tframes\tfps\tsource_frames\tsource_fps\tdescription\n";
   std::vector<fs::path> persons;
   for (const auto& e : fs::directory_iterator(from))
     if (e.is_directory()) persons.push_back(e.path());
@@ -158,9 +171,12 @@ void run_pack(const fs::path& from, const fs::path& out_dir, int step) {
       }
       common::write_file_atomic(out / person / f.filename(), text);
       bytes += text.size();
-      if (!format.empty())
-        manifest += fmt::format("{}\t{}\t{}/{}\t{}\t{}\t{:g}\t{}\t{:g}\n", person, trial, person, f.filename().string(),
-                                format, frames, fps, src_frames, src_fps);
+      if (!format.empty()) {
+        const auto src = source_manifest.find(person + "/" + f.filename().string());
+        const std::string description = src == source_manifest.end() ? "" : src->second.description;
+        manifest += fmt::format("{}\t{}\t{}/{}\t{}\t{}\t{:g}\t{}\t{:g}\t{}\n", person, trial, person,
+                                f.filename().string(), format, frames, fps, src_frames, src_fps, description);
+      }
     }
   }
   common::write_file_atomic(out / "MANIFEST.tsv", manifest);

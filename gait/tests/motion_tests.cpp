@@ -199,5 +199,50 @@ TEST_F(EmbeddedMocap, ModelSamplingIsDeterministic) {
   for (const auto& d : p.dirs) EXPECT_NEAR(norm(d), 1.0, 1e-12);
 }
 
+TEST_F(EmbeddedMocap, TheSpreadLeavesOutClipsWalkedAtAnInstructedPace) {
+  // 07_04, 07_05, 08_04 (slow walk), 08_05 (walk/stride), 08_11 (slow walk/stride).
+  EXPECT_GT(lib().cycles_instructed, 0u);
+  std::size_t natural = 0;
+  for (const auto& [p, c] : lib().model.person_cycles) natural += c.size();
+  EXPECT_EQ(natural, lib().cycles - lib().cycles_instructed);
+}
+
+TEST(GaitModel, InstructedPaceLabels) {
+  for (const char* d : {"slow walk", "walk/stride", "slow walk/stride", "Fast Walk", "brisk walk"})
+    EXPECT_TRUE(instructed_pace(d)) << d;
+  for (const char* d : {"walk", "NormalWalk", "WalkStraight", "WalkForward", ""}) EXPECT_FALSE(instructed_pace(d)) << d;
+}
+
+// Two people whose natural walks lie +-1 from their own mean along one direction (the
+// people 5 apart along another), and one slow walk of person a far out along the first:
+// the walk-to-walk spread is that of the natural walks alone (total variance 1 over the
+// plane), the slow walk still moves the mean, and only natural walks are kept per person.
+TEST(GaitModel, WalkToWalkSpreadComesFromNaturalPaceCycles) {
+  auto code = [](double a, double b) {
+    CycleCode c;
+    c.v[0] = a;
+    c.v[1] = b;
+    return c;
+  };
+  const std::vector<CycleCode> codes = {code(1, 0), code(-1, 0), code(1, 5), code(-1, 5), code(9, 0)};
+  const std::vector<std::string> persons = {"a", "a", "b", "b", "a"};
+  auto within = [](const GaitModel& m) {
+    double v = 0;
+    for (double s : m.sd_within) v += s * s;
+    return v;
+  };
+  const GaitModel m = GaitModel::learn(codes, persons, 2, {true, true, true, true, false});
+  ASSERT_EQ(m.basis.size(), 2u);
+  EXPECT_NEAR(within(m), 1.0, 1e-5);  // the power iteration's basis is orthonormal to ~1e-7
+  EXPECT_NEAR(m.mean.v[0], 1.5, 1e-12);  // person a's mean 3 (slow walk included), b's 0
+  EXPECT_EQ(m.person_cycles.at("a").size(), 2u);
+  EXPECT_EQ(m.person_cycles.at("b").size(), 2u);
+  // Without the labels the slow walk counts as walk-to-walk variation.
+  EXPECT_GT(within(GaitModel::learn(codes, persons, 2)), 5.0);
+  // A person with only instructed-pace walks keeps them (so every person still counts).
+  const GaitModel only = GaitModel::learn(codes, persons, 2, {true, true, false, false, false});
+  EXPECT_EQ(only.person_cycles.at("b").size(), 2u);
+}
+
 }  // namespace
 }  // namespace gait

@@ -7,6 +7,7 @@
 
 #include "gait/motion/mocap_folder.hpp"
 #include "gait/synth/camera.hpp"
+#include "gait/synth/generator.hpp"
 #include "gait/synth/keypoints.hpp"
 #include "gait/synth/raster.hpp"
 #include "gait/synth/scene.hpp"
@@ -209,6 +210,33 @@ TEST(SynthCalibration, SequencesOfAPersonVaryAsMuchAsACapturedPerson) {
     const double sd = std::sqrt(s2 / kDraws);
     EXPECT_NEAR(sd / (m.sd_within[c] * std::sqrt(clipped_var)), 1.0, 0.06) << "component " << c;
   }
+}
+
+// Carrying a bag, the trunk leans against the load: away from a bag in the right hand
+// (the neck base moves left, -z, by about spine x sin(lean)), forward under a backpack;
+// the legs do not change.
+TEST(SynthCalibration, TheTrunkLeansAgainstTheBag) {
+  const Frame f = mid_stride();
+  WalkStyle nm;
+  nm.code = model().mean;
+  const double lean = 5.0, shift = f.body.spine * std::sin(lean * 3.14159265358979 / 180);
+  BodyShape hand = f.body;
+  hand.bag = BagStyle::Hand, hand.bag_side = 1, hand.bag_lean_deg = lean;
+  WalkStyle bg = nm;
+  carry_bag(hand, bg);
+  EXPECT_TRUE(bg.straight_arm[1]);
+  const CanonPose a = Walker(hand, nm).relative_pose(0.3), b = Walker(hand, bg).relative_pose(0.3);
+  EXPECT_NEAR(b[cNeck].z - a[cNeck].z, -shift, 0.1 * shift);
+  EXPECT_NEAR(b[cNeck].x, a[cNeck].x, 0.05 * shift);
+  for (int j : {cLHip, cRHip, cLKnee, cRKnee, cLAnkle, cRAnkle}) EXPECT_NEAR(norm(b[j] - a[j]), 0.0, 1e-12) << j;
+
+  BodyShape pack = f.body;
+  pack.bag = BagStyle::Backpack, pack.bag_lean_deg = lean;
+  WalkStyle bp = nm;
+  carry_bag(pack, bp);
+  const CanonPose c = Walker(pack, bp).relative_pose(0.3);
+  EXPECT_NEAR(c[cNeck].x - a[cNeck].x, shift, 0.1 * shift);
+  EXPECT_NEAR(c[cNeck].z, a[cNeck].z, 0.05 * shift);
 }
 
 }  // namespace

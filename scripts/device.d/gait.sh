@@ -110,11 +110,12 @@ else
   # Development set: other procedural identities, for two_branch's `gait tune-fusion`.
   GAIT_DEV_ARGS=(--subjects 30 --seed 3 --motion procedural)
 fi
-# The generator's version: a hash of its sources without // comments and whitespace, so
+# The generator's version: a hash of its sources (and of the captures' MANIFEST, whose
+# labels the gait model reads) without // comments and whitespace, so
 # that a dataset left by an earlier call is reused only when the same code made it, and
 # the results file can tell which runs saw the same data (an edit of a comment keeps it).
 GAIT_DATA_VERSION=$(export LC_ALL=C; cat "$ROOT"/gait/data/synth/*.cpp "$ROOT"/gait/include/gait/synth/*.hpp \
-  "$ROOT"/gait/data/motion/*.cpp 2>/dev/null | sed -e 's://.*$::' | tr -d '[:space:]' | sha1sum | cut -c1-12)
+  "$ROOT"/gait/data/motion/*.cpp "$ROOT"/gait/data/mocap/MANIFEST.tsv 2>/dev/null | sed -e 's://.*$::' | tr -d '[:space:]' | sha1sum | cut -c1-12)
 export GAIT_DATA_VERSION
 gait_make_data() { # name, threads, synth args...: synth + preprocess, reused when complete
   # (exported and run through `bash -c '...'`, so that `timeout` can bound it)

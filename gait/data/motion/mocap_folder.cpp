@@ -25,16 +25,9 @@ fs::path default_mocap_dir() {
   return GAIT_SOURCE_MOCAP_DIR;
 }
 
-namespace {
-
-struct ManifestRow {
-  std::string format;
-  double fps = 0;
-};
-
-// file (relative to DIR) -> row. Tab-separated with a header naming the columns.
-std::map<std::string, ManifestRow> read_manifest(const fs::path& path, std::vector<std::string>& problems) {
-  std::map<std::string, ManifestRow> rows;
+// Tab-separated with a header naming the columns.
+std::map<std::string, MocapManifestRow> read_mocap_manifest(const fs::path& path, std::vector<std::string>& problems) {
+  std::map<std::string, MocapManifestRow> rows;
   std::error_code ec;
   if (!fs::exists(path, ec)) return rows;
   std::istringstream in(common::read_file(path));
@@ -68,16 +61,19 @@ std::map<std::string, ManifestRow> read_manifest(const fs::path& path, std::vect
       continue;
     }
     std::string file;
-    ManifestRow r;
+    MocapManifestRow r;
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (header[i] == "file") file = f[i];
       if (header[i] == "format") r.format = f[i];
+      if (header[i] == "description") r.description = f[i];
       if (header[i] == "fps") r.fps = std::atof(f[i].c_str());
     }
     if (!file.empty()) rows[file] = r;
   }
   return rows;
 }
+
+namespace {
 
 std::vector<fs::path> files_with(const fs::path& dir, const std::string& ext) {
   std::vector<fs::path> out;
@@ -93,7 +89,7 @@ std::vector<fs::path> files_with(const fs::path& dir, const std::string& ext) {
 std::vector<MotionClip> load_mocap_folder(const fs::path& dir, std::vector<std::string>& problems) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw common::Error(fmt::format("{}: no such motion-capture folder", dir.string()));
-  const auto manifest = read_manifest(dir / "MANIFEST.tsv", problems);
+  const auto manifest = read_mocap_manifest(dir / "MANIFEST.tsv", problems);
   std::vector<fs::path> persons;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.is_directory(ec)) persons.push_back(e.path());
@@ -101,7 +97,7 @@ std::vector<MotionClip> load_mocap_folder(const fs::path& dir, std::vector<std::
   std::vector<MotionClip> clips;
   for (const auto& pdir : persons) {
     const std::string person = pdir.filename().string();
-    auto entry = [&](const fs::path& f) -> const ManifestRow* {
+    auto entry = [&](const fs::path& f) -> const MocapManifestRow* {
       auto it = manifest.find(person + "/" + f.filename().string());
       return it == manifest.end() ? nullptr : &it->second;
     };
@@ -118,9 +114,10 @@ std::vector<MotionClip> load_mocap_folder(const fs::path& dir, std::vector<std::
           const AsfSkeleton asf = read_asf_file(asf_path);
           for (const auto& f : amcs) {
             try {
-              const ManifestRow* m = entry(f);
+              const MocapManifestRow* m = entry(f);
               const double fps = m && m->fps > 0 ? m->fps : kCmuCaptureFps;
               clips.push_back(amc_to_clip(asf, read_amc_file(f), fps, f.stem().string(), person));
+              if (m) clips.back().description = m->description;
             } catch (const common::Error& e) {
               problems.push_back(fmt::format("{} (skipped)", e.what()));
             }
@@ -133,8 +130,9 @@ std::vector<MotionClip> load_mocap_folder(const fs::path& dir, std::vector<std::
     for (const auto& f : files_with(pdir, ".bvh")) {
       try {
         MotionClip c = bvh_to_clip(read_bvh_file(f), f.stem().string(), person);
-        const ManifestRow* m = entry(f);
+        const MocapManifestRow* m = entry(f);
         if (m && m->format == "bvh-cgspeed-daz") c.first_frame_is_rest_pose = true;
+        if (m) c.description = m->description;
         clips.push_back(std::move(c));
       } catch (const common::Error& e) {
         problems.push_back(fmt::format("{} (skipped)", e.what()));

@@ -39,6 +39,13 @@ BodyShape sample_body(Rng& rng) {
   // the knee (silhouette methods lose 14-27 points on CL against NM there).
   b.coat_bulk = rng.uniform(0.04, 0.09);
   b.coat_length = rng.uniform(0.6, 1.5);
+  // Load-carriage posture (drawn last, so the draws above keep their values): the trunk
+  // shifts the body's centre of mass back over the feet, forward under a backpack and
+  // away from a bag carried on one side, more for a bag in the hand than for one at
+  // the hip on a cross-body strap (docs/gait-data.md, Calibration).
+  const double lean_lo = b.bag == BagStyle::Backpack ? 2.0 : b.bag == BagStyle::Hand ? 3.0 : 1.0;
+  const double lean_hi = b.bag == BagStyle::Backpack ? 6.0 : b.bag == BagStyle::Hand ? 7.0 : 4.0;
+  b.bag_lean_deg = rng.uniform(lean_lo, lean_hi);
   return b;
 }
 

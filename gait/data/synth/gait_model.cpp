@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -72,16 +73,52 @@ PhasePose evaluate_code(const CycleCode& c, double phase) {
   return p;
 }
 
-GaitModel GaitModel::learn(const std::vector<CycleCode>& codes, const std::vector<std::string>& persons, int components) {
+bool instructed_pace(const std::string& description) {
+  std::string d = description;
+  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* word : {"slow", "fast", "brisk", "stride", "jog", "run"})
+    if (d.find(word) != std::string::npos) return true;
+  return false;
+}
+
+namespace {
+
+// Per code: is it in the set that measures a person's walk-to-walk spread? The natural
+// ones, except for a person with none (then all of theirs, so every person counts).
+std::vector<bool> spread_set(const std::vector<std::string>& persons, const std::vector<bool>& natural) {
+  std::vector<bool> in(persons.size(), true);
+  if (natural.empty()) return in;
+  std::map<std::string, bool> has_natural;
+  for (std::size_t i = 0; i < persons.size(); ++i) has_natural[persons[i]] = has_natural[persons[i]] || natural[i];
+  for (std::size_t i = 0; i < persons.size(); ++i) in[i] = natural[i] || !has_natural[persons[i]];
+  return in;
+}
+
+// Weights that give every person the same total over the codes with `in` set.
+std::vector<double> person_weights(const std::vector<std::string>& persons, const std::vector<bool>& in) {
+  std::map<std::string, std::size_t> count;
+  for (std::size_t i = 0; i < persons.size(); ++i)
+    if (in[i]) ++count[persons[i]];
+  std::vector<double> w(persons.size(), 0.0);
+  for (std::size_t i = 0; i < persons.size(); ++i)
+    if (in[i]) w[i] = 1.0 / (static_cast<double>(count[persons[i]]) * static_cast<double>(count.size()));
+  return w;
+}
+
+}  // namespace
+
+GaitModel GaitModel::learn(const std::vector<CycleCode>& codes, const std::vector<std::string>& persons, int components,
+                           const std::vector<bool>& natural) {
   XS_ASSERT(codes.size() == persons.size() && codes.size() >= 2, "need at least two gait cycles to learn a model (got {})",
             codes.size());
+  XS_ASSERT(natural.empty() || natural.size() == codes.size(), "{} natural-pace flags for {} gait cycles", natural.size(),
+            codes.size());
   GaitModel m;
-  std::map<std::string, std::size_t> count;
-  for (const auto& p : persons) ++count[p];
-  std::vector<double> w(codes.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) w[i] = 1.0 / (static_cast<double>(count[persons[i]]) * count.size());
+  const std::vector<double> w = person_weights(persons, std::vector<bool>(codes.size(), true));
+  const std::vector<bool> spread = spread_set(persons, natural);
+  const std::vector<double> ws = person_weights(persons, spread);
   for (std::size_t i = 0; i < codes.size(); ++i) {
-    m.person_cycles[persons[i]].push_back(codes[i]);
+    if (spread[i]) m.person_cycles[persons[i]].push_back(codes[i]);
     for (int k = 0; k < kCodeSize; ++k) m.mean.v[k] += w[i] * codes[i].v[k];
   }
   std::vector<CycleCode> x(codes.size());
@@ -90,10 +127,12 @@ GaitModel GaitModel::learn(const std::vector<CycleCode>& codes, const std::vecto
     for (int k = 0; k < kCodeSize; ++k) x[i].v[k] = (codes[i].v[k] - m.mean.v[k]) * std::sqrt(w[i]);
     total += dotc(x[i], x[i]);
   }
-  // Within-person residuals (around each person's weighted mean), for sequence variation.
+  // Within-person residuals (around each person's mean over the spread set), for
+  // sequence variation.
   std::map<std::string, CycleCode> pmean;
-  for (std::size_t i = 0; i < codes.size(); ++i)
-    for (int k = 0; k < kCodeSize; ++k) pmean[persons[i]].v[k] += codes[i].v[k] / static_cast<double>(count[persons[i]]);
+  for (const auto& [p, cycles] : m.person_cycles)
+    for (const auto& c : cycles)
+      for (int k = 0; k < kCodeSize; ++k) pmean[p].v[k] += c.v[k] / static_cast<double>(cycles.size());
   // Power iteration with deflation on the implicit covariance X^T X.
   const int comps = std::min<int>(components, static_cast<int>(codes.size()) - 1);
   double kept = 0;
@@ -125,9 +164,10 @@ GaitModel GaitModel::learn(const std::vector<CycleCode>& codes, const std::vecto
     kept += lambda;
     double within = 0;
     for (std::size_t i = 0; i < codes.size(); ++i) {
+      if (!spread[i]) continue;
       double d = 0;
       for (int k = 0; k < kCodeSize; ++k) d += (codes[i].v[k] - pmean[persons[i]].v[k]) * v.v[k];
-      within += w[i] * d * d;
+      within += ws[i] * d * d;
     }
     m.sd_within.push_back(std::sqrt(within));
   }
@@ -164,6 +204,7 @@ MotionLibrary build_motion_library(const std::filesystem::path& dir, int compone
   const auto clips = load_mocap_folder(dir, lib.problems);
   std::vector<CycleCode> codes;
   std::vector<std::string> persons;
+  std::vector<bool> natural;
   double rms = 0;
   std::size_t rms_n = 0;
   for (const auto& clip : clips) {
@@ -180,6 +221,8 @@ MotionLibrary build_motion_library(const std::filesystem::path& dir, int compone
         }
         codes.push_back(code);
         persons.push_back(clip.person);
+        natural.push_back(!instructed_pace(clip.description));
+        lib.cycles_instructed += natural.back() ? 0 : 1;
         ++lib.cycles_per_person[clip.person];
       }
     } catch (const common::Error& e) {
@@ -198,7 +241,7 @@ MotionLibrary build_motion_library(const std::filesystem::path& dir, int compone
                                     dir.string(), codes.size(), clips.size(), why));
   }
   lib.fourier_rms = rms_n ? std::sqrt(rms / static_cast<double>(rms_n)) : 0;
-  lib.model = GaitModel::learn(codes, persons, components);
+  lib.model = GaitModel::learn(codes, persons, components, natural);
   return lib;
 }
 

@@ -28,6 +28,20 @@ constexpr int kMaxFrames = 1000;  // a walk never takes 40 s; guards against a s
 constexpr double kBodyMarginM = 0.15;  // m around the joints for the quick visibility test
 }  // namespace
 
+void carry_bag(const BodyShape& body, WalkStyle& style) {
+  const int side = body.bag_side > 0 ? 1 : 0;
+  switch (body.bag) {
+    case BagStyle::Hand:  // the carrying arm hangs straight and hardly swings
+      style.arm_swing[side] = 0.25;
+      style.straight_arm[side] = true;
+      break;
+    case BagStyle::Shoulder: style.arm_swing[side] = 0.6; break;  // the hand steadies the strap
+    case BagStyle::Backpack: style.arm_swing = {0.85, 0.85}; break;
+  }
+  if (body.bag == BagStyle::Backpack) style.extra_lean_deg = body.bag_lean_deg;
+  else style.side_lean_deg = -body.bag_side * body.bag_lean_deg;  // away from the load
+}
+
 Generator::Generator(const GeneratorOptions& opts, const GaitModel& model) : opts_(opts), model_(model) {
   XS_ASSERT(opts.subjects >= 1 && opts.subjects <= 999, "--subjects must be in 1..999 (got {})", opts.subjects);
   const auto persons = model.persons();
@@ -69,17 +83,7 @@ void Generator::render(int subject, Condition cond, int seq, const std::function
   }
   style.speed_factor = std::exp(rng.normal(0, kSpeedSpread));
   style.start_phase = rng.uniform();
-  if (cond == Condition::BG) {
-    const int side = body.bag_side > 0 ? 1 : 0;
-    switch (body.bag) {
-      case BagStyle::Hand:  // the carrying arm hangs straight and hardly swings
-        style.arm_swing[side] = 0.25;
-        style.straight_arm[side] = true;
-        break;
-      case BagStyle::Shoulder: style.arm_swing[side] = 0.6; break;  // the hand steadies the strap
-      case BagStyle::Backpack: style.arm_swing = {0.85, 0.85}; break;
-    }
-  }
+  if (cond == Condition::BG) carry_bag(body, style);
   const Walker walker(body, style);
   const int lead = 3 + rng.below(13);  // video frames before the first one we keep
   // The walk, shared by every camera.

@@ -56,7 +56,8 @@ nlohmann::json subject_plans_json(const Generator& gen) {
   for (const auto& p : gen.plans())
     subjects.push_back({{"id", p.subject}, {"motion", p.motion}, {"height_m", p.body.height},
                         {"girth", p.body.girth}, {"bag", p.body.bag == BagStyle::Shoulder ? "shoulder"
-                                                          : p.body.bag == BagStyle::Hand ? "hand" : "backpack"}});
+                                                          : p.body.bag == BagStyle::Hand ? "hand" : "backpack"},
+                        {"bag_side", p.body.bag_side > 0 ? "right" : "left"}, {"bag_lean_deg", p.body.bag_lean_deg}});
   return subjects;
 }
 
@@ -150,7 +151,8 @@ SynthReport synthesize(const SynthOptions& opts) {
   j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
                  {"width", g.rig.width}, {"height", g.rig.height_px}};
   const EstimatorParams& e = g.estimator;
-  j["calibration"] = {{"sequence_spread", kSequenceSpread}, {"cover_pull", e.cover_pull},
+  j["calibration"] = {{"sequence_spread", kSequenceSpread}, {"spread_excludes_instructed_pace_cycles", lib.cycles_instructed},
+                      {"cover_pull", e.cover_pull},
                       {"cover_leg_swap", e.cover_leg_swap}, {"swap_prob", e.swap_prob}, {"camo_prob", g.camo_prob}};
   j["subject_plans"] = subject_plans_json(gen);
   nlohmann::json seqs = nlohmann::json::object();

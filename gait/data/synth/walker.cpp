@@ -66,8 +66,10 @@ CanonPose Walker::relative_pose(double phase) const {
     d[fore[s]] = style_.straight_arm[s] ? d[upper[s]]
                                         : normalized(mean_dir_[fore[s]] + (d[fore[s]] - mean_dir_[fore[s]]) * k);
   }
-  // Posture: trunk lean and head pitch rotate about the lateral (z) axis, forward = +x.
-  const Mat3 lean = axis_rotation(2, -body_.lean_deg), pitch = axis_rotation(2, -body_.head_pitch_deg);
+  // Posture: trunk lean and head pitch rotate about the lateral (z) axis, forward = +x;
+  // a sideways lean about the walking (x) axis, positive towards +z.
+  const Mat3 lean = axis_rotation(0, style_.side_lean_deg) * axis_rotation(2, -(body_.lean_deg + style_.extra_lean_deg));
+  const Mat3 pitch = axis_rotation(2, -body_.head_pitch_deg);
   for (int b : {bSpine, bNeck, bLClav, bRClav}) d[b] = lean * d[b];
   d[bNeck] = pitch * d[bNeck];
   CanonPose p;

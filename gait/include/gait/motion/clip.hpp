@@ -14,6 +14,7 @@ struct MotionClip {
   std::string name;    // file stem, e.g. "07_01"
   std::string person;  // the captured person (the subject folder), e.g. "07"
   std::string format;  // "bvh" or "asf-amc"
+  std::string description;  // the capture's label from the folder's MANIFEST ("walk", "slow walk"), or empty
   double fps = 0;
   double metres_per_unit = 0;  // 0.01 for centimetre BVH, 0.0254 / length for ASF
   bool first_frame_is_rest_pose = false;  // cgspeed BVH files start with an added T-pose

@@ -33,9 +33,14 @@ inline constexpr int kCodeSize = kCycleFeatures * kCoefs + 1;
 inline constexpr int kPhaseSamples = 64;  // samples per cycle for the Fourier fit
 inline constexpr double kMaxZ = 2.0;
 // Between two walks a person varies as much as the captured people vary between their
-// own clips (sd_within is measured on them): a smaller factor would make procedural
-// walkers more repeatable than any real person, and motion the easiest cue.
+// own natural-pace clips (sd_within is measured on them): a smaller factor would make
+// procedural walkers more repeatable than any real person, and motion the easiest cue.
 inline constexpr double kSequenceSpread = 1.0;
+
+// A capture whose label asks for another pace or step ("slow walk", "walk/stride",
+// "fast walk"): CASIA-B's walks are all at the subject's own pace, so such clips count
+// as ways people walk (the identity space) but not as a person's walk-to-walk spread.
+bool instructed_pace(const std::string& description);
 
 struct CycleCode {
   std::array<double, kCodeSize> v{};
@@ -55,11 +60,15 @@ struct GaitModel {
   CycleCode mean;
   std::vector<CycleCode> basis;               // orthonormal principal directions
   std::vector<double> sd, sd_within;          // per component
-  std::map<std::string, std::vector<CycleCode>> person_cycles;  // the real cycles, per person
+  // The real natural-pace cycles, per person (all of a person's cycles when none is).
+  std::map<std::string, std::vector<CycleCode>> person_cycles;
   double explained = 0;                       // variance fraction the basis keeps
 
-  // components: how many principal directions to keep (at most cycles - 1).
-  static GaitModel learn(const std::vector<CycleCode>& codes, const std::vector<std::string>& persons, int components);
+  // components: how many principal directions to keep (at most cycles - 1). natural:
+  // per code, whether it was walked at the person's own pace (empty: all were); the
+  // mean and the basis use every code, sd_within and person_cycles the natural ones.
+  static GaitModel learn(const std::vector<CycleCode>& codes, const std::vector<std::string>& persons, int components,
+                         const std::vector<bool>& natural = {});
   CycleCode sample_identity(Rng& rng) const;
   CycleCode vary_sequence(const CycleCode& identity, Rng& rng) const;
   std::vector<std::string> persons() const;
@@ -69,6 +78,7 @@ struct GaitModel {
 struct MotionLibrary {
   GaitModel model;
   std::size_t clips = 0, clips_failed = 0, cycles = 0;
+  std::size_t cycles_instructed = 0;  // cycles of clips labelled with another pace (instructed_pace)
   std::map<std::string, std::size_t> cycles_per_person;
   std::vector<std::string> problems;
   double fourier_rms = 0;  // mean residual of the 6-harmonic fit, in direction units

@@ -27,6 +27,7 @@
 #include "gait/synth/gait_model.hpp"
 #include "gait/synth/keypoints.hpp"
 #include "gait/synth/seg_noise.hpp"
+#include "gait/synth/walker.hpp"
 
 namespace gait {
 
@@ -64,6 +65,10 @@ struct ViewRender {
   PoseSequence pose;                       // rows only where the estimator saw the person
   std::size_t joints_checked = 0, joints_inside = 0;  // visible joints falling on the silhouette
 };
+
+// How carrying the subject's bag changes a walk (BG): the carrying arm's swing, a
+// straight arm for a bag in the hand, and the trunk's lean against the load.
+void carry_bag(const BodyShape& body, WalkStyle& style);
 
 class Generator {
  public:

@@ -23,6 +23,8 @@ struct WalkStyle {
   double start_phase = 0;
   std::array<double, 2> arm_swing{1.0, 1.0};    // left, right: scales swing about the mean
   std::array<bool, 2> straight_arm{false, false};  // a hand-carried bag keeps the elbow straight
+  double extra_lean_deg = 0;  // trunk lean added to the body's own (forward, degrees)
+  double side_lean_deg = 0;   // trunk lean towards +z (the walker's right), degrees
 };
 
 class Walker {
