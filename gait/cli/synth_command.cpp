@@ -43,6 +43,18 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// The results file is shared: scripts/gait_results.py keeps the calibration table in it,
+// so a new generation replaces only its own keys. A file that is there but is not a
+// JSON object is refused (before the generation), not replaced.
+nlohmann::json existing_results(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(common::read_file(path), nullptr, false);
+  if (!j.is_object())
+    throw common::Error(fmt::format("synth: --results {}: exists and is not a JSON object; not replacing it", path.string()));
+  return j;
+}
+
 void write_results(const SynthArgs& a, const SynthReport& r, const std::string& load_at_start) {
   char date[32];
   const std::time_t now = std::time(nullptr);
@@ -68,7 +80,9 @@ void write_results(const SynthArgs& a, const SynthReport& r, const std::string& 
                       {"threads", threads},
                       {"machine", {{"cpus", std::thread::hardware_concurrency()}, {"cpu_model", cpu_model()},
                                    {"loadavg_at_start", load_at_start}, {"loadavg_at_end", first_line("/proc/loadavg")}}}};
-  common::write_file_atomic(a.results, j.dump(2) + "\n");
+  nlohmann::json out = existing_results(a.results);
+  out.update(j);
+  common::write_file_atomic(a.results, out.dump(2) + "\n");
 }
 
 void run_synth(SynthArgs& a) {
@@ -84,7 +98,10 @@ void run_synth(SynthArgs& a) {
   }
   a.opts.progress = !a.no_progress;
   // Before the generation: the results file must be writable then.
-  if (!a.results.empty()) common::check_output_path(a.results, "synth: --results");
+  if (!a.results.empty()) {
+    common::check_output_path(a.results, "synth: --results");
+    existing_results(a.results);
+  }
   const std::string load = first_line("/proc/loadavg");
   const SynthReport r = synthesize(a.opts);
   if (!a.results.empty()) write_results(a, r, load);

@@ -82,6 +82,8 @@ check K3 files "" "root: d/synth.json: is a file, not a folder" "$GAIT" index d/
 check K4 files "" "root: missing: no such folder" "$GAIT" preprocess missing --cache c9
 check K5 files "d" "--results: $T/empty: is a directory" "$GAIT" synth --out s1 --subjects 1 --views 90 --results "$T/empty"
 check K6 files "" "--mocap: nowhere: no such folder" "$GAIT" mocap --mocap nowhere
+echo "not json" >notjson.json
+check K8 files "notjson.json" "--results notjson.json: exists and is not a JSON object; not replacing it" "$GAIT" synth --out s1 --subjects 1 --views 90 --results notjson.json
 
 # ---- files left or overwritten by a failed command
 check W1 outputs "idx.json" "empty: no usable sequence" "$GAIT" index empty --json idx.json

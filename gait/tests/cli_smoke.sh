@@ -9,6 +9,12 @@ fail() { echo "cli_smoke: $*" >&2; exit 1; }
 
 "$GAIT" synth --out "$DIR/ds" --subjects 2 --views 0,90 --no-progress --results "$DIR/r.json"
 grep -q '"sequences": 40' "$DIR/r.json" || fail "expected 40 sequences in the results file"
+# A rerun into the same results file keeps the keys other scripts wrote there.
+sed -i '1s/^{$/{ "calibration": [1],/' "$DIR/r.json"
+"$GAIT" synth --out "$DIR/ds2" --subjects 1 --views 90 --no-progress --results "$DIR/r.json" >/dev/null
+grep -q '"calibration"' "$DIR/r.json" || fail "a rerun dropped the results file's other keys"
+grep -q '"sequences": 10' "$DIR/r.json" || fail "a rerun did not update the results file"
+rm -rf "$DIR/ds2"
 if "$GAIT" synth --out "$DIR/ds" --subjects 1 --views 90 --no-progress 2>"$DIR/err"; then fail "overwrote a non-empty folder"; fi
 grep -q -- "--force" "$DIR/err" || fail "refusal does not mention --force"
 "$GAIT" index "$DIR/ds" --json "$DIR/index.json" >"$DIR/index.txt"
