@@ -24,9 +24,9 @@ struct BodyShape {
   BagStyle bag = BagStyle::Shoulder;
   int bag_side = 1;            // +1 right, -1 left
   double bag_w = 0.3, bag_h = 0.25, bag_d = 0.1;  // m: along the walk, vertical, across
-  // The carrier's posture under the bag, added to lean_deg while it is carried: a
-  // backpack tips the trunk forward, a one-sided bag tips it away from the load.
-  double bag_lean_deg = 0;       // forward (backpack) or sideways away from bag_side
+  // The carrier's trunk lean while the bag is carried (carry_bag): forward, on top of
+  // lean_deg, under a backpack; sideways, away from bag_side, for a one-sided bag.
+  double bag_lean_deg = 0;
   // CL: the subject's coat.
   double coat_bulk = 0.06;     // m added to torso and thigh radii (0.6x to the sleeves)
   double coat_length = 1.0;    // hem: 0 = hip, 1 = knee, beyond 1 that many thigh lengths below the knee
