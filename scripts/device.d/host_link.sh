@@ -11,8 +11,9 @@
 # 4. the host-link GPU test of Ulysses (bitwise against HBM);
 # 5. HOST_ULYSSES=0 skips: `xstage bench ulysses --link host` (P = HOST_RANKS, default 2,4,8; S = 4K .. HOST_MAX_SEQ,
 #    default 65536) -> $OUT/ulysses_host.json;
-# 5b. `xstage bench moe --link host` (HOST_MOE_SWEEP, default standard; HOST_MOE_TOKENS, default
-#    128,512,2048; HOST_MOE_BUDGET_S, default 150) -> $OUT/moe_host.json;
+# 5b. `xstage bench moe --link host` per sweep of HOST_MOE_SWEEP (comma-separated, default
+#    standard; e.g. standard,eight for P = 2, 4 and 8; HOST_MOE_TOKENS, default 128,512,2048;
+#    HOST_MOE_BUDGET_S per sweep, default 150) -> $OUT/moe_host_SWEEP.json, joined into one section;
 # 6. `xstage host-link-results` -> $OUT/host_link.json: a copy of docs/results/host_link.json with
 #    the parts this call measured replaced,
 #    copied over docs/results/host_link.json by the developer from the archive (the plots
@@ -39,19 +40,22 @@ host_step host_moe_tests 180 "$HT/xstage_moe_gpu_tests" \
   --gtest_filter='MoeFusedGpu.HostLinkWindows*:MoeFusedGpu.AbsentPeer*'
 [ "${HOST_ULYSSES:-1}" = 1 ] && host_step host_ulysses 240 "$XS" bench ulysses --link host \
   --ranks "${HOST_RANKS:-2,4,8}" --max-seq "${HOST_MAX_SEQ:-65536}" --json "$OUT/ulysses_host.json"
-host_step host_moe $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "${HOST_MOE_SWEEP:-standard}" \
-  --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \
-  --json "$OUT/moe_host.json"
+IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
+for sw in "${HOST_MOE_SWEEPS[@]}"; do
+  host_step "host_moe_$sw" $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "$sw" \
+    --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \
+    --json "$OUT/moe_host_$sw.json"
+done
 # What this call measured replaces its part of docs/results/host_link.json; the rest is kept.
 U_ARG=(); [ -f "$OUT/ulysses_host.json" ] && U_ARG=(--ulysses "$OUT/ulysses_host.json")
-[ -f "$OUT/moe_host.json" ] && U_ARG+=(--moe "$OUT/moe_host.json")
+for sw in "${HOST_MOE_SWEEPS[@]}"; do [ -f "$OUT/moe_host_$sw.json" ] && U_ARG+=(--moe "$OUT/moe_host_$sw.json"); done
 [ -f "$HP/report.json" ] && U_ARG+=(--probe "$HP")
 cp "$ROOT/docs/results/host_link.json" "$OUT/host_link.json" 2>/dev/null
 if [ ${#U_ARG[@]} -gt 0 ]; then
   host_step host_results 30 "$XS" host-link-results "${U_ARG[@]}" -o "$OUT/host_link.json"
   tail -3 "$OUT/host_fit.log"
   tail -4 "$OUT/host_ulysses.log"
-  tail -3 "$OUT/host_moe.log"
+  for sw in "${HOST_MOE_SWEEPS[@]}"; do tail -3 "$OUT/host_moe_$sw.log"; done
   cat "$OUT/host_results.log"
 fi
 if [ "${HOST_SANITIZE:-1}" = 1 ]; then

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "common/check.hpp"
@@ -145,6 +148,32 @@ nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::pat
   return out;
 }
 
+// The MoE section from one or more `bench moe --link host` files (e.g. the standard sweep
+// and `--sweep eight`, run one after the other): their rows together, a configuration
+// measured twice taken from the later file, and the summary recomputed over all rows.
+nlohmann::json moe_section(const std::vector<std::string>& files) {
+  nlohmann::json out, rows = nlohmann::json::array(), commands = nlohmann::json::array();
+  std::map<std::string, std::size_t> where;  // configuration -> index in rows
+  for (const auto& f : files) {
+    const nlohmann::json one = sweep_section(kMoeSection, f);
+    commands.push_back(one.at("command"));
+    out["date"] = one.at("date");
+    for (const auto& r : one.at("rows")) {
+      const std::string key = r.at("routing").get<std::string>() + fmt::format(
+          "|{}|{}|{}|{}|{}|{}", r.at("tokens_per_rank").get<int>(), r.at("experts").get<int>(),
+          r.at("topk").get<int>(), r.at("hidden").get<int>(), r.at("intermediate").get<int>(), r.at("ep").get<int>());
+      if (auto it = where.find(key); it != where.end()) rows[it->second] = r;
+      else where[key] = rows.size(), rows.push_back(r);
+    }
+  }
+  std::vector<moe::HostLinkRow> parsed;
+  for (const auto& r : rows) parsed.push_back(moe::host_link_row_from_json(r));
+  out.update(moe::host_link_summary(parsed));
+  out["command"] = commands.size() == 1 ? commands[0] : nlohmann::json(commands);
+  out["rows"] = rows;
+  return out;
+}
+
 // One dot per configuration: predicted against measured speedup (keys `predicted` and
 // `measured` of each row), and the diagonal.
 void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicted, const char* measured,
@@ -172,19 +201,7 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicte
 // (the shipped host-link fit, H200's 132 SMs as on the machine that measured them).
 nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
   std::vector<moe::HostLinkRow> measured;
-  for (const auto& r : rows) {
-    moe::HostLinkRow m;
-    auto i = [&](const char* k) { return r.at(k).get<int>(); };
-    auto d = [&](const char* k) { return r.at(k).get<double>(); };
-    m.config = {.tokens_per_rank = i("tokens_per_rank"), .experts = i("experts"), .topk = i("topk"),
-                .hidden = i("hidden"), .intermediate = i("intermediate"), .ep = i("ep"),
-                .routing = r.at("routing").get<std::string>()};
-    m.expert_wave_us = d("expert_wave_us");
-    m.predicted_compute_us = d("predicted_compute_us");
-    m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
-    m.correct = r.at("correct").get<bool>();
-    measured.push_back(m);
-  }
+  for (const auto& r : rows) measured.push_back(moe::host_link_row_from_json(r));
   const auto host = burstgap::read_params_or_default("").find("host", "st16");
   const moe::ModelCheck c = moe::check_expert_wave_predictions(measured, host, 132);
   auto summary = [](const common::Summary& s) {
@@ -199,7 +216,8 @@ nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
 // host_link.json from what was given; a part not given (the probe, a sweep) is kept from
 // the file being rewritten, so one sweep can be re-measured alone.
 struct HostLinkInputs {
-  std::string probe_dir, ulysses, moe, png_dir, out;
+  std::string probe_dir, ulysses, png_dir, out;
+  std::vector<std::string> moe;
 };
 
 void write_host_link_results(const HostLinkInputs& in) {
@@ -211,8 +229,9 @@ void write_host_link_results(const HostLinkInputs& in) {
   j["probe"] = in.probe_dir.empty() ? old.at("probe") : one_run(in.probe_dir, "host", 50000);
   for (const char* k : {"card", "gpus", "date", "command"}) j[k] = j["probe"].at(k);
   std::vector<double> errors;
-  for (const auto& [sec, file] : {std::pair{&kUlyssesSection, &in.ulysses}, std::pair{&kMoeSection, &in.moe}}) {
-    if (!file->empty()) j[sec->name] = sweep_section(*sec, *file);
+  for (const SweepSection* sec : {&kUlyssesSection, &kMoeSection}) {
+    const bool given = sec == &kMoeSection ? !in.moe.empty() : !in.ulysses.empty();
+    if (given) j[sec->name] = sec == &kMoeSection ? moe_section(in.moe) : sweep_section(*sec, in.ulysses);
     else if (old.contains(sec->name)) j[sec->name] = old.at(sec->name);
     else continue;
     for (const auto& r : j[sec->name]["rows"])
@@ -255,8 +274,9 @@ void add_host_link_results(CLI::App& app) {
       ->check(common::validate::existing_folder());
   cmd->add_option("--ulysses", in->ulysses, "results file of `xstage bench ulysses --link host --json` "
                   "(default: keep the --out file's section)")->check(CLI::ExistingFile);
-  cmd->add_option("--moe", in->moe, "results file of `xstage bench moe --link host --json` (default: keep the "
-                  "--out file's section)")->check(CLI::ExistingFile);
+  cmd->add_option("--moe", in->moe, "results file(s) of `xstage bench moe --link host --json`, repeatable: their rows "
+                  "together, a configuration in two files from the later (default: keep the --out file's section)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--png-dir", in->png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
       ->check(common::validate::existing_folder());
   cmd->add_option("-o,--out", in->out, "JSON to (re)write")->check(common::validate::output_file())

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/files.hpp"
+#include "common/stats.hpp"
+#include "xstage/bench/report.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::moe {
@@ -53,6 +55,41 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     c.current = common::summarize(now);
   }
   return c;
+}
+
+nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
+  std::vector<double> where_stall, all, errors;
+  for (const auto& r : rows) {
+    if (!r.correct) continue;
+    all.push_back(r.speedup);
+    errors.push_back(std::abs(r.predicted_speedup - r.speedup) / r.speedup);
+    if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
+  }
+  auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const bool any = !all.empty();
+  return {{"rows_where_stall_predicted", where_stall.size()},
+          {"geomean_where_stall_predicted", or_null(!where_stall.empty(), bench::geomean(where_stall))},
+          {"max_speedup", or_null(any, any ? *std::max_element(all.begin(), all.end()) : 0)},
+          {"min_speedup", or_null(any, any ? *std::min_element(all.begin(), all.end()) : 0)},
+          {"speedup_prediction_median_abs_rel_error", or_null(any, any ? common::median(errors) : 0)}};
+}
+
+HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
+  auto i = [&](const char* k) { return r.at(k).get<int>(); };
+  auto d = [&](const char* k) { return r.at(k).get<double>(); };
+  HostLinkRow m;
+  m.config = {.tokens_per_rank = i("tokens_per_rank"), .experts = i("experts"), .topk = i("topk"),
+              .hidden = i("hidden"), .intermediate = i("intermediate"), .ep = i("ep"),
+              .routing = r.at("routing").get<std::string>()};
+  m.expert_wave_us = d("expert_wave_us");
+  m.interleaved_us = d("interleaved_us");
+  m.speedup = d("speedup");
+  m.predicted_compute_us = d("predicted_compute_us");
+  m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
+  m.predicted_stall_interleaved_us = d("predicted_stall_interleaved_us");
+  m.predicted_speedup = d("predicted_speedup");
+  m.correct = r.at("correct").get<bool>();
+  return m;
 }
 
 void predict_host_link_sweep(const SweepOptions& o) {

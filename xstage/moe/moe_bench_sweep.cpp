@@ -145,25 +145,6 @@ bench::Row host_link_row(const HostLinkRow& r) {
   return row;
 }
 
-// Over the checked rows: Interleaved / Expert-Wave where the model predicts an
-// Expert-Wave stall (> 1 % of the compute), the extremes over all, the prediction error.
-nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
-  std::vector<double> where_stall, all, errors;
-  for (const auto& r : rows) {
-    if (!r.correct) continue;
-    all.push_back(r.speedup);
-    errors.push_back(std::abs(r.predicted_speedup - r.speedup) / r.speedup);
-    if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
-  }
-  auto opt = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  std::sort(errors.begin(), errors.end());
-  return {{"rows_where_stall_predicted", where_stall.size()},
-          {"geomean_where_stall_predicted", opt(!where_stall.empty(), bench::geomean(where_stall))},
-          {"max_speedup", opt(!all.empty(), all.empty() ? 0 : *std::max_element(all.begin(), all.end()))},
-          {"min_speedup", opt(!all.empty(), all.empty() ? 0 : *std::min_element(all.begin(), all.end()))},
-          {"speedup_prediction_median_abs_rel_error", opt(!errors.empty(), errors.empty() ? 0 : median_of_sorted(errors))}};
-}
-
 // The results file of a sweep. `--sweep one` (EP = 1) adds its rows to the file's other
 // rows (the multi-GPU runs'), whose head stays: its own keys are one_gpu_*.
 bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, int gpus) {

@@ -1,6 +1,7 @@
 // The Burst-Gap commands end to end through the `xstage` binary: a synthetic sweep
 // is fitted, predicted from, plotted and demoed; bad input gets one line on stderr
 // and a non-zero exit.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -327,4 +328,37 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   EXPECT_EQ(check["current_model"]["rows"].get<int>(), 1) << check;
   EXPECT_GT(check["current_model"]["median"].get<double>(), 0.0) << check;
   expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
+}
+
+// Several MoE sweeps (the standard one and `--sweep eight`) make one section: rows of
+// both, a configuration measured in both taken from the later file, and the summary
+// recomputed over the joined rows rather than copied from either file.
+TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
+  const std::string out = path("host_link.json"), a = path("moe_a.json"), b = path("moe_b.json");
+  std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
+    "backpressure_ratio": 61.0, "backpressure_ratio_mean": 60.0, "backpressure_ratio_by_store": {},
+    "holdout_median_rel_error": 0.06, "min_gap_rel_error": 0.19, "sustained_drain_GBps": 52.7}})";
+  auto row = [](int ep, double ew, double il, double stall_ew) {
+    return fmt::format(R"({{"tokens_per_rank": 512, "experts": 64, "topk": 2, "hidden": 4096, "intermediate": 2048,
+      "ep": {}, "routing": "uniform", "expert_wave_us": {}, "interleaved_us": {}, "speedup": {},
+      "predicted_speedup": 1.0, "predicted_compute_us": 100.0, "predicted_stall_expert_wave_us": {},
+      "predicted_stall_interleaved_us": 0.0, "correct": true}})",
+                       ep, ew, il, ew / il, stall_ew);
+  };
+  const std::string summary = R"("summary": {"rows_where_stall_predicted": 99, "geomean_where_stall_predicted": 9.0})";
+  std::ofstream(a) << R"({"command": "bench moe a", "date": "d1", )" << summary << R"(, "rows": [)" << row(2, 100, 100, 0)
+                   << "," << row(4, 400, 100, 50) << "]}";
+  std::ofstream(b) << R"({"command": "bench moe b", "date": "d2", )" << summary << R"(, "rows": [)" << row(4, 200, 100, 50)
+                   << "," << row(8, 800, 100, 50) << "]}";
+  const CliResult r = xstage("host-link-results --moe " + a + " --moe " + b + " -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto moe = nlohmann::json::parse(slurp(out))["moe"];
+  ASSERT_EQ(moe["rows"].size(), 3u) << moe;
+  EXPECT_DOUBLE_EQ(moe["rows"][1]["speedup"].get<double>(), 2.0) << "P = 4 from the later file";
+  EXPECT_EQ(moe["rows_where_stall_predicted"].get<int>(), 2) << moe;
+  EXPECT_DOUBLE_EQ(moe["geomean_where_stall_predicted"].get<double>(), 4.0) << moe;  // sqrt(2 * 8)
+  EXPECT_DOUBLE_EQ(moe["max_speedup"].get<double>(), 8.0) << moe;
+  EXPECT_DOUBLE_EQ(moe["min_speedup"].get<double>(), 1.0) << moe;
+  EXPECT_EQ(moe["command"], nlohmann::json({"bench moe a", "bench moe b"})) << moe;
+  EXPECT_EQ(moe["date"], "d2") << moe;
 }

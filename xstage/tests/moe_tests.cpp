@@ -754,3 +754,24 @@ TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   EXPECT_NEAR(c.current.min, 100.0 / predicted, 1e-12);
   EXPECT_NEAR(c.current.max, 200.0 / predicted, 1e-12);
 }
+
+// The sweep's summary: rows not correct are left out; "a stall is predicted" means more
+// than 1 % of the compute; the error is |predicted - measured| / measured, median.
+TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
+  auto row = [](double speedup, double predicted, double stall_ew, bool correct) {
+    moe::HostLinkRow r;
+    r.speedup = speedup, r.predicted_speedup = predicted, r.correct = correct;
+    r.predicted_compute_us = 100, r.predicted_stall_expert_wave_us = stall_ew;
+    return r;
+  };
+  const auto s = moe::host_link_summary({row(2.0, 2.0, 50, true), row(0.5, 1.0, 1.0, true), row(8.0, 1.0, 50, true),
+                                         row(100.0, 1.0, 50, false)});
+  EXPECT_EQ(s["rows_where_stall_predicted"].get<int>(), 2);  // 1 us of 100 is no stall
+  EXPECT_DOUBLE_EQ(s["geomean_where_stall_predicted"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(s["max_speedup"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(s["min_speedup"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(s["speedup_prediction_median_abs_rel_error"].get<double>(), 0.875);  // of 0, 1, 0.875
+  const auto none = moe::host_link_summary({row(1.0, 1.0, 0, false)});
+  EXPECT_TRUE(none["geomean_where_stall_predicted"].is_null());
+  EXPECT_TRUE(none["speedup_prediction_median_abs_rel_error"].is_null());
+}

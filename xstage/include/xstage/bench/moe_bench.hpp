@@ -3,6 +3,7 @@
 // figures in docs/xstage-moe.md.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,13 @@ struct ModelCheck {
 };
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
                                          int sms);
+// Over the checked rows: Interleaved / Expert-Wave where the model predicts an
+// Expert-Wave stall (> 1 % of the compute), the extremes over all, and the predicted
+// speedup's median relative error (the results file's `summary`; null where no row counts).
+nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows);
+// A row of a `--link host` results file (host_link_row's keys) back as a HostLinkRow:
+// configuration, both times, the predictions and the check (not the Interleaved config).
+HostLinkRow host_link_row_from_json(const nlohmann::json& r);
 
 // The whole `xstage bench moe`: the selected rows, one table line each, the JSON
 // (docs/results/moe.json format) rewritten after every row, and a PNG of the
