@@ -57,21 +57,33 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
   return c;
 }
 
+double host_link_combine_bytes(const BenchConfig& c) {
+  return double(c.ep) * c.tokens_per_rank * c.topk * c.hidden * sizeof(bf16_bits);
+}
+
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
-  std::vector<double> where_stall, all, errors;
+  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps;
   for (const auto& r : rows) {
     if (!r.correct) continue;
     all.push_back(r.speedup);
     errors.push_back(std::abs(r.predicted_speedup - r.speedup) / r.speedup);
     if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
+    if (r.predicted_speedup >= 1.1) win_predicted.push_back(r.predicted_speedup), win_measured.push_back(r.speedup);
+    if (r.expert_wave_us > 0) combine_GBps.push_back(host_link_combine_bytes(r.config) / (r.expert_wave_us * 1e3));
   }
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  const bool any = !all.empty();
+  const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty();
   return {{"rows_where_stall_predicted", where_stall.size()},
           {"geomean_where_stall_predicted", or_null(!where_stall.empty(), bench::geomean(where_stall))},
           {"max_speedup", or_null(any, any ? *std::max_element(all.begin(), all.end()) : 0)},
           {"min_speedup", or_null(any, any ? *std::min_element(all.begin(), all.end()) : 0)},
-          {"speedup_prediction_median_abs_rel_error", or_null(any, any ? common::median(errors) : 0)}};
+          {"speedup_prediction_median_abs_rel_error", or_null(any, any ? common::median(errors) : 0)},
+          {"rows_where_win_predicted", win_predicted.size()},
+          {"predicted_geomean_where_win_predicted", or_null(win, bench::geomean(win_predicted))},
+          {"geomean_where_win_predicted", or_null(win, bench::geomean(win_measured))},
+          {"combine_GBps_median", or_null(timed, timed ? common::median(combine_GBps) : 0)},
+          {"combine_GBps_max",
+           or_null(timed, timed ? *std::max_element(combine_GBps.begin(), combine_GBps.end()) : 0)}};
 }
 
 HostLinkRow host_link_row_from_json(const nlohmann::json& r) {

@@ -766,11 +766,20 @@ TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
   };
   const auto s = moe::host_link_summary({row(2.0, 2.0, 50, true), row(0.5, 1.0, 1.0, true), row(8.0, 1.0, 50, true),
                                          row(100.0, 1.0, 50, false)});
+  EXPECT_EQ(s["rows_where_win_predicted"].get<int>(), 1);  // predicted 2.0, measured 2.0
+  EXPECT_DOUBLE_EQ(s["predicted_geomean_where_win_predicted"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s["geomean_where_win_predicted"].get<double>(), 2.0);
   EXPECT_EQ(s["rows_where_stall_predicted"].get<int>(), 2);  // 1 us of 100 is no stall
   EXPECT_DOUBLE_EQ(s["geomean_where_stall_predicted"].get<double>(), 4.0);
   EXPECT_DOUBLE_EQ(s["max_speedup"].get<double>(), 8.0);
   EXPECT_DOUBLE_EQ(s["min_speedup"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(s["speedup_prediction_median_abs_rel_error"].get<double>(), 0.875);  // of 0, 1, 0.875
+  // Combine bytes per second of the Expert-Wave forward: P * T * k * hidden * 2 bytes.
+  moe::HostLinkRow c = row(1.0, 1.0, 0, true);
+  c.config = {.tokens_per_rank = 1000, .experts = 64, .topk = 2, .hidden = 4096, .intermediate = 2048, .ep = 4};
+  c.expert_wave_us = 1000;  // 4 * 1000 * 2 * 4096 * 2 B = 65.536 MB in 1 ms
+  EXPECT_DOUBLE_EQ(moe::host_link_combine_bytes(c.config), 65.536e6);
+  EXPECT_NEAR(moe::host_link_summary({c})["combine_GBps_median"].get<double>(), 65.536, 1e-9);
   const auto none = moe::host_link_summary({row(1.0, 1.0, 0, false)});
   EXPECT_TRUE(none["geomean_where_stall_predicted"].is_null());
   EXPECT_TRUE(none["speedup_prediction_median_abs_rel_error"].is_null());

@@ -111,9 +111,16 @@ struct ModelCheck {
 };
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
                                          int sms);
+// Bytes of combine rows that one forward of all P ranks writes over the host link: every
+// (token, slot) row, bf16, hidden wide (WindowMemory::host keeps every rank's combine rows
+// in host memory; the combine phase reads them back over the same link).
+double host_link_combine_bytes(const BenchConfig& c);
 // Over the checked rows: Interleaved / Expert-Wave where the model predicts an
-// Expert-Wave stall (> 1 % of the compute), the extremes over all, and the predicted
-// speedup's median relative error (the results file's `summary`; null where no row counts).
+// Expert-Wave stall (> 1 % of the compute), the extremes over all, the predicted
+// speedup's median relative error, predicted and measured speedup where the model
+// predicts a win (>= 1.1), and the combine bytes per second of Expert-Wave's forward
+// (host_link_combine_bytes over its time: what the link carried at the least). The
+// results file's `summary`; null where no row counts.
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows);
 // A row of a `--link host` results file (host_link_row's keys) back as a HostLinkRow:
 // configuration, both times, the predictions and the check (not the Interleaved config).
