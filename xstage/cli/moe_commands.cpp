@@ -43,8 +43,9 @@ void add_moe_commands(CLI::App& app) {
                 "Also time the forward from router logits with routing, layout and order on the GPU "
                 "(FusedMoe::route_on_device) and its planner, checked bitwise against host routing");
   cmd->add_flag("--profile", o->bench.profile,
-                "Also record where the kernel's time goes: the Interleaved order in profiled launches after the "
-                "timing (clock64 phase sums per CTA), as shares in each row's JSON");
+                "Also record where the kernel's time goes: the Interleaved order (with --link host: both orders, "
+                "rank 0) in profiled launches after the timing (clock64 phase sums per CTA), as shares in each "
+                "row's JSON");
   cmd->add_option("--link", o->link,
                   "nvlink: EP GPUs over NCCL; host: one GPU, the EP ranks at once with every window in mapped "
                   "pinned host memory (dispatch and combine over the host link), Expert-Wave against the "

@@ -139,6 +139,7 @@ nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::pat
   for (const auto& r : j.at("rows")) {
     nlohmann::json row;
     for (const char* k : sec.keys) row[k] = r.at(k);
+    if (r.contains("profile")) row["profile"] = r.at("profile");  // a profiled run's phase shares
     rows.push_back(row);
   }
   nlohmann::json out = j.at("summary");

@@ -21,6 +21,19 @@ namespace xstage::moe {
 
 namespace {
 
+// The kernel's phase shares (KernelProfile) as a row's JSON.
+nlohmann::json profile_json(const KernelProfile& k) {
+  return {{"launches", k.launches},
+          {"items_per_warpgroup", k.items_per_warpgroup},
+          {"consumer_shares",
+           {{"start", k.start}, {"item_wait", k.item_wait}, {"mainloop", k.mainloop}, {"stage_wait", k.stage_wait},
+            {"epilogue", k.epilogue}, {"combine_wait", k.combine_wait}, {"combine", k.combine}}},
+          {"producer_shares",
+           {{"dispatch_first", k.producer_dispatch_first}, {"dependency", k.producer_dependency},
+            {"ring", k.producer_ring}}},
+          {"total_us_at_peak_clock", k.total_us}};
+}
+
 bench::Table moe_table(bool device_routing) {
   bench::Table t({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
                   {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"unf us", 9, ".1f"},
@@ -54,18 +67,7 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
   row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
                r.expert_wave_us, r.interleaved_us, r.unfused_us, r.speedup, r.tflops, r.cublas_tflops,
                r.fused_over_cublas, r.fused_over_unfused, r.nvlink_GBps, std::string(r.correct ? "yes" : "NO")};
-  if (r.profiled) {
-    const KernelProfile& k = r.profile;
-    row.values["profile"] = {{"launches", k.launches}, {"items_per_warpgroup", k.items_per_warpgroup},
-                             {"consumer_shares",
-                              {{"start", k.start}, {"item_wait", k.item_wait}, {"mainloop", k.mainloop},
-                               {"stage_wait", k.stage_wait}, {"epilogue", k.epilogue},
-                               {"combine_wait", k.combine_wait}, {"combine", k.combine}}},
-                             {"producer_shares",
-                              {{"dispatch_first", k.producer_dispatch_first}, {"dependency", k.producer_dependency},
-                               {"ring", k.producer_ring}}},
-                             {"total_us_at_peak_clock", k.total_us}};
-  }
+  if (r.profiled) row.values["profile"] = profile_json(r.profile);
   if (!o.device_routing) return row;
   const double* ph = r.planner_phase_us;
   row.values["from_logits"] = {
@@ -142,6 +144,9 @@ bench::Row host_link_row(const HostLinkRow& r) {
   row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
                r.expert_wave_us, r.interleaved_us, r.speedup, r.predicted_stall_expert_wave_us,
                r.predicted_stall_interleaved_us, r.predicted_speedup, std::string(r.correct ? "yes" : "NO")};
+  if (r.profiled)
+    row.values["profile"] = {{"expert_wave", profile_json(r.profile_expert_wave)},
+                             {"interleaved", profile_json(r.profile_interleaved)}};
   return row;
 }
 

@@ -3,7 +3,8 @@
 // turns. A sample: every rank's kernel `per` times on its own stream, all streams
 // released by one event; its time is the slowest stream's (the layer ends when the
 // last rank's combine has landed), per launch. The rows of both schedules are checked
-// against each other (the same tiles in another order: within bf16 tolerance).
+// against each other (the same tiles in another order: within bf16 tolerance). With
+// --profile, rank 0's phase shares of both orders in profiled forwards after the timing.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -81,6 +82,16 @@ struct HostLinkGroup {
     }
     return double(worst) * 1e3 / per;
   }
+  // Rank 0's account of `per` forwards of the current orders (its CycleProfile launches;
+  // the other ranks run unprofiled beside it, as they must), after one lead-in forward.
+  KernelProfile profile(int per) {
+    time_us(1);
+    fused[0]->set_profile(true);
+    time_us(per);
+    KernelProfile k = fused[0]->profile();
+    fused[0]->set_profile(false);
+    return k;
+  }
   std::vector<std::vector<std::uint16_t>> outputs() {
     std::vector<std::vector<std::uint16_t>> out;
     for (auto& f : fused) {
@@ -126,6 +137,13 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
       if (kind == ScheduleKind::expert_wave) out_ew = g.outputs();
       else row.max_rel_err = max_rel_diff_over_ranks(g.outputs(), out_ew);
     }
+  if (o.profile) {  // after all the timing, so that the timed launches carry no profiling code
+    g.set_orders(routing, ScheduleKind::expert_wave, params);
+    row.profile_expert_wave = g.profile(per);
+    g.set_orders(routing, ScheduleKind::interleaved, params);
+    row.profile_interleaved = g.profile(per);
+    row.profiled = true;
+  }
   std::sort(ew.begin(), ew.end());
   std::sort(il.begin(), il.end());
   row.expert_wave_us = median_of_sorted(ew);

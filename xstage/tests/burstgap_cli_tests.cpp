@@ -331,8 +331,9 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
 }
 
 // Several MoE sweeps (the standard one and `--sweep eight`) make one section: rows of
-// both, a configuration measured in both taken from the later file, and the summary
-// recomputed over the joined rows rather than copied from either file.
+// both, a configuration measured in both taken from the later file, a profiled row's
+// phase shares kept, and the summary recomputed over the joined rows rather than copied
+// from either file.
 TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   const std::string out = path("host_link.json"), a = path("moe_a.json"), b = path("moe_b.json");
   std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
@@ -348,8 +349,10 @@ TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   const std::string summary = R"("summary": {"rows_where_stall_predicted": 99, "geomean_where_stall_predicted": 9.0})";
   std::ofstream(a) << R"({"command": "bench moe a", "date": "d1", )" << summary << R"(, "rows": [)" << row(2, 100, 100, 0)
                    << "," << row(4, 400, 100, 50) << "]}";
+  std::string profiled = row(8, 800, 100, 50);  // a --profile run's row keeps its phase shares
+  profiled.insert(profiled.rfind('}'), R"(, "profile": {"expert_wave": {"consumer_shares": {"combine": 0.4}}})");
   std::ofstream(b) << R"({"command": "bench moe b", "date": "d2", )" << summary << R"(, "rows": [)" << row(4, 200, 100, 50)
-                   << "," << row(8, 800, 100, 50) << "]}";
+                   << "," << profiled << "]}";
   const CliResult r = xstage("host-link-results --moe " + a + " --moe " + b + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto moe = nlohmann::json::parse(slurp(out))["moe"];
@@ -361,4 +364,6 @@ TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   EXPECT_DOUBLE_EQ(moe["min_speedup"].get<double>(), 1.0) << moe;
   EXPECT_EQ(moe["command"], nlohmann::json({"bench moe a", "bench moe b"})) << moe;
   EXPECT_EQ(moe["date"], "d2") << moe;
+  EXPECT_DOUBLE_EQ(moe["rows"][2]["profile"]["expert_wave"]["consumer_shares"]["combine"].get<double>(), 0.4);
+  EXPECT_FALSE(moe["rows"][0].contains("profile"));
 }

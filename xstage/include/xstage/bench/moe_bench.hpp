@@ -97,6 +97,8 @@ struct HostLinkRow {
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
   bool correct = false;
   ScheduleConfig interleaved;
+  bool profiled = false;  // with BenchOptions::profile: rank 0's account of both orders
+  KernelProfile profile_expert_wave, profile_interleaved;
 };
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 // The predicted side of a row, on the host (CPU-tested): stalls, compute and speedup.
