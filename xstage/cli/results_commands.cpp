@@ -160,9 +160,7 @@ nlohmann::json moe_section(const std::vector<std::string>& files) {
     commands.push_back(one.at("command"));
     out["date"] = one.at("date");
     for (const auto& r : one.at("rows")) {
-      const std::string key = r.at("routing").get<std::string>() + fmt::format(
-          "|{}|{}|{}|{}|{}|{}", r.at("tokens_per_rank").get<int>(), r.at("experts").get<int>(),
-          r.at("topk").get<int>(), r.at("hidden").get<int>(), r.at("intermediate").get<int>(), r.at("ep").get<int>());
+      const std::string key = moe::config_key(r);
       if (auto it = where.find(key); it != where.end()) rows[it->second] = r;
       else where[key] = rows.size(), rows.push_back(r);
     }

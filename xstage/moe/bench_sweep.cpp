@@ -1,4 +1,6 @@
 // The sweep of `xstage bench moe` (host only, so its size is CPU-tested).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -57,6 +59,11 @@ std::vector<BenchConfig> select_rows(const std::string& sweep, const SweepFilter
   });
   XS_ASSERT(!configs.empty(), "bench moe: the filters leave no configuration of sweep '{}'", sweep);
   return configs;
+}
+
+std::string config_key(const nlohmann::json& r) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", r.value("ep", 0), r.value("tokens_per_rank", 0), r.value("experts", 0),
+                     r.value("topk", 0), r.value("hidden", 0), r.value("intermediate", 0), r.value("routing", ""));
 }
 
 }  // namespace xstage::moe

@@ -156,13 +156,7 @@ bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, in
   if (o.sweep != "one") return bench::ResultsFile(o.json, bench::run_head(card, gpus, o.command));
   bench::ResultsFile f(o.json, {{"one_gpu_card", card}, {"one_gpu_date", bench::today_utc()},
                                 {"one_gpu_command", o.command}});
-  f.keep_other_rows(
-      [](const nlohmann::json& r) {
-        return fmt::format("{}|{}|{}|{}|{}|{}|{}", r.value("ep", 0), r.value("tokens_per_rank", 0),
-                           r.value("experts", 0), r.value("topk", 0), r.value("hidden", 0),
-                           r.value("intermediate", 0), r.value("routing", ""));
-      },
-      true);
+  f.keep_other_rows(config_key, true);
   return f;
 }
 

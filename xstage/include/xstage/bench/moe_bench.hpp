@@ -35,6 +35,9 @@ struct SweepFilter {
   std::vector<std::string> routing;
 };
 std::vector<BenchConfig> select_rows(const std::string& sweep, const SweepFilter& f);
+// A results row's configuration (ep, tokens, experts, k, hidden, I, routing) as one
+// string: which rows of two results files measured the same configuration.
+std::string config_key(const nlohmann::json& row);
 
 struct BenchRow {
   BenchConfig config;
