@@ -15,7 +15,6 @@
 #include "common/plot.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "xstage/bench/report.hpp"
-#include "xstage/bench/timing.hpp"
 
 namespace xstage::moe {
 
