@@ -496,7 +496,7 @@ void FusedMoe::synchronize() {
     }
     return;
   }
-  if (m.report.raised()) {  // flag 1, or 2 when the trap came before the final flag store landed
+  if (m.report.raised()) {  // flag 1, or 2 when the fault came before the final flag store landed
     const sync::WaitReport r = m.report.read();
     const std::string line = m.report.take(&kMoeSites);
     XS_FAIL("{}{}; CUDA: {}", line, m.sources_of(static_cast<MoeSite>(r.site), r.index), cudaGetErrorString(err));

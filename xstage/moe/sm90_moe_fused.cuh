@@ -11,7 +11,7 @@
 //              tiles run. Per warp and 32 pairs, lane 0: fence.acq_rel.sys, then
 //              red.relaxed.sys.add dispatch_cnt[expert] on the destination, one per
 //              row (release pattern: fence + relaxed atomics). (sm90_moe_dispatch.cuh)
-//   2. tiles   the producer thread takes items of the schedule's order by ticket and
+//   2. tiles   the producer warp takes items of the schedule's order by ticket and
 //              waits for their dependencies (sm90_moe_fused_mainloop.cuh):
 //              L1 (e, m, n): acquire dispatch_cnt[e] >= dispatch_expect[e].
 //              L2 (e, m, n): acquire l1_done[e, m] >= l1_n_blocks * 2 (two halves
@@ -20,7 +20,8 @@
 //              (local), fence.proxy.async.global, release l1_done[e, m] += 1.
 //              L2 = GEMM over I, REMOTE STORE of each output row to its owner's
 //              comb[token*k+slot] (store_rows_to_owners: 16 B stores through LSA
-//              pointers), then a release of one red.add per owner of its rows' count.
+//              pointers; the producer warp looked up each row's owner and slot), then
+//              a release of one red.add per owner of its rows' count.
 //              Releases go through the release agent, so no consumer waits for its
 //              stores to drain (sm90_moe_fused_epilogue.cuh).
 //   3. combine consumers acquire combine_cnt >= combine_expect; out[t] =
@@ -28,18 +29,19 @@
 //              (sm90_moe_combine.cuh)
 //
 // Inside a CTA (warp specialisation; FusedKernelShape in xstage/moe/kernel_plan.hpp):
-//   warpgroup 0  producer: setmaxnreg 40; thread 0 takes tickets, waits for the
-//                item's dependency, writes it to an item slot, then issues the
-//                item's TMA loads into a kStages-deep ring of 48 KiB stages;
+//   warpgroup 0  producer: setmaxnreg 56; warp 0 takes tickets (lane 0), looks up
+//                an L2 item's row destinations (all lanes), waits for the item's
+//                dependency, writes it to an item slot, then issues the item's TMA
+//                loads into a kStages-deep ring of 48 KiB stages;
 //                warps 1-2 run the dispatch passes after the first, warp 3's lane 0
 //                is the release agent.
-//   warpgroups 1-2  consumers: setmaxnreg 232; each owns 64 rows of the 128-row
+//   warpgroups 1-2  consumers: setmaxnreg 224; each owns 64 rows of the 128-row
 //                tile and two 64x128 fp32 accumulators (L1: gate, up; L2: the two
 //                128-column halves of the 256-wide tile): mainloop, then epilogue.
 // Barriers (sm90_moe_fused_traits.cuh): item_full / item_empty (producer ->
 // consumers), full / empty (the TMA ring), rel_full / rel_empty (consumers -> agent).
 // Timeouts: each wait records site, rank, block, thread, index, expected/seen in the
-// launcher's host-mapped report (FusedArgs::wait), then traps; no printf anywhere (a
+// launcher's host-mapped report (FusedArgs::wait), then faults; no printf anywhere (a
 // call in the kernel would make ptxas serialise the wgmmas). Budgets (sync/wait.cuh):
 // waits on other ranks only one, waits that this rank's CTAs can hold up (the
 // combine's among them) two, the mbarrier waits inside a CTA three, the release agent
@@ -78,35 +80,34 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, Prof&
   auto tp = Prof::now();
 #pragma unroll 1
   while (true) {
-    // Scheduler: the producer's next item.
+    // Scheduler: the producer's next item (the slot stays ours until its epilogue is done).
     sync::wait_phase(a.wait, &bar.item_full[slot.index], slot.phase, MoeSite::item_full, slot.index);
     tp = prof.end(C::item, tp);
-    const WorkItem it = bar.item[slot.index];
-    hopper::mbar_warp_arrive(&bar.item_empty[slot.index], lane);
-    slot.advance<Shape::kItemSlots>();
+    const ItemSlot& s = bar.item[slot.index];
+    const WorkItem it = s.it;
     if (it.expert < 0) {
+      hopper::mbar_arrive(&bar.item_empty[slot.index]);
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseStop, 0, 0});
       break;
     }
-    const TileLoads ld = tile_loads(it, a.expert_offset[it.expert], a.hidden, a.inter);
-    consumer_mainloop(a, bar, stages_addr, stage, ld.k_steps, wg, lane, acc0, acc1, prof);
+    consumer_mainloop(a, bar, stages_addr, stage, s.ld.k_steps, wg, lane, acc0, acc1, prof);
     tp = prof.end(C::mainloop, tp);
 
-    // Epilogue over this warpgroup's rows [row0, row0 + rows), then the tile's release.
-    const int row0 = ld.a_row + wg * 64;
-    const int rows = max(0, min(64, a.expert_offset[it.expert + 1] - row0));
+    // Epilogue over this warpgroup's rows [row0, row0 + rows), then the tile's release
+    // after the warpgroup barrier.
+    const int row0 = s.ld.a_row + wg * 64;
+    const int rows = max(0, min(64, s.rows_end - row0));
     if (it.kind == TileKind::l1) {
-      store_h_rows(a, it, acc0, acc1, staged, epi_bar, row0, rows, tid);
+      store_h_rows(a, it, acc0, acc1, staged, row0, rows, warp, lane);
       hopper::named_sync(epi_bar, 128);
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL1, it.expert * a.max_m_blocks + it.m_block, 0});
     } else {
-      store_rows_to_owners(a, it, acc0, acc1, staged, epi_bar, row0, rows, tid);
+      store_rows_to_owners(a, bar, it, acc0, acc1, bar.dest[slot.index] + wg * 64, staged, warp, lane);
       hopper::named_sync(epi_bar, 128);
-      if (warp == 0 && rows > 0) {
-        const unsigned long long counts = rows_per_owner(a, row0, rows, lane);
-        if (lane == 0) post_release(a, bar, wg, rel, {kReleaseL2, 0, counts});
-      }
+      if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL2, 0, s.counts[wg]});
     }
+    hopper::mbar_arrive(&bar.item_empty[slot.index]);  // every thread: its last read of the slot
+    slot.advance<Shape::kItemSlots>();
     tp = prof.end(C::epilogue, tp);
     prof.add(C::items, 1);
   }
@@ -140,8 +141,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
     }
 #pragma unroll
     for (int s = 0; s < Shape::kItemSlots; ++s) {
-      hopper::mbar_init(&bar.item_full[s], 1);
-      hopper::mbar_init(&bar.item_empty[s], Shape::kConsumerWarps);
+      hopper::mbar_init(&bar.item_full[s], 32);                          // the producer warp's lanes
+      hopper::mbar_init(&bar.item_empty[s], 32 * Shape::kConsumerWarps);  // every consumer thread
     }
 #pragma unroll
     for (int w = 0; w < Shape::kConsumerWGs; ++w)
@@ -150,6 +151,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
         hopper::mbar_init(&bar.rel_full[w][s], 1);   // the warpgroup's thread 0
         hopper::mbar_init(&bar.rel_empty[w][s], 1);  // the agent
       }
+#pragma unroll 1
+    for (int r = 0; r < a.ranks; ++r) bar.comb_base[r] = comb_rows(a, r);
     Prof::clear(bar);
     hopper::mbar_init_fence();
   }
@@ -170,8 +173,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) moe_fused_kernel(const __g
   // 2. tiles (roles), 3. combine (consumers).
   if (wg == 0) {
     hopper::regs_dealloc<Shape::kProducerRegs>();
-    if (threadIdx.x == 0) {  // producer: tickets, dependencies, TMA loads
-      producer(a, smem, bar, prof);
+    if (warp == 0) {  // producer: tickets, dependencies, row destinations, TMA loads
+      producer(a, smem, bar, prof, threadIdx.x % 32);
       prof.end(ProducerPhase::total, 0);
       prof.flush(a, 0);
     } else if (warp == Shape::kReleaseWarp) {  // epilogue: the release agent

@@ -1,7 +1,9 @@
 // Epilogue of the fused MoE kernel: a consumer warpgroup's 64 finished rows, in
-// 64-column chunks staged in shared memory (144-byte rows: conflict-free), then
-// 16-byte row stores: local H (L1: silu(gate) * up) or the REMOTE STORE of each L2
-// output row into its owner's comb[token*k + slot] (store_rows_to_owners). Rows past
+// 64-column chunks staged in shared memory (144-byte rows: conflict-free; each warp
+// stages and stores its own 16 rows, so only __syncwarp orders them), then 16-byte row
+// stores: local H (L1: silu(gate) * up) or the REMOTE STORE of each L2 output row into
+// its owner's comb[token*k + slot] (store_rows_to_owners, at the place the producer
+// warp looked up when it handed the item over: no global load after the mainloop). Rows past
 // the expert's count were loaded (neighbouring rows or TMA zero fill) but are never
 // stored: each output row depends on its own A row only.
 //
@@ -40,7 +42,7 @@ __device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float
     for (int e = 0; e < 4; ++e) {
       if constexpr (kSwiGLU) {
         const float gv = acc0[4 * j + e];
-        v[e] = gv / (1.0f + __expf(-gv)) * acc1[4 * j + e];
+        v[e] = __fdividef(gv, 1.0f + __expf(-gv)) * acc1[4 * j + e];  // no IEEE-division call
       } else {
         v[e] = c < 2 ? acc0[4 * j + e] : acc1[4 * j + e];
       }
@@ -52,68 +54,59 @@ __device__ __forceinline__ void stage_chunk(const float (&acc0)[64], const float
   }
 }
 
+// A lane's rows in the epilogue: warp w of a warpgroup stores its own 16 rows (the ones
+// its wgmma fragments hold), lane l rows 16 w + l / 8 + 4 i (i < 4), 16 bytes at
+// column 8 (l % 8) of each 64-column chunk, so staging and storing need only the warp.
+constexpr int kLaneRows = 4;
+__device__ __forceinline__ int lane_row(int warp, int lane, int i) { return 16 * warp + lane / 8 + 4 * i; }
+
 // L1: this warpgroup's `rows` rows of H from row0 (local), then
 // fence.proxy.async.global: the L2 tiles read H by TMA.
 __device__ __forceinline__ void store_h_rows(const FusedArgs& a, const WorkItem& it, const float (&acc0)[64],
-                                             const float (&acc1)[64], std::uint16_t* staged, int epi_bar, int row0,
-                                             int rows, int tid) {
-  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+                                             const float (&acc1)[64], std::uint16_t* staged, int row0, int rows,
+                                             int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int c = 0; c < kL1TileN / 64; ++c) {
-    hopper::named_sync(epi_bar, 128);  // the previous chunk's reads of `staged` are done
+    __syncwarp();  // the previous chunk's reads of this warp's staged rows are done
     stage_chunk<true>(acc0, acc1, c, staged, warp, g, t);
-    hopper::named_sync(epi_bar, 128);
-    for (int i = tid; i < rows * 8; i += 128) {
-      const int r = i / 8, q = i % 8;
-      *reinterpret_cast<uint4*>(a.h + static_cast<std::size_t>(row0 + r) * a.inter + it.n_block * kL1TileN + c * 64 +
-                                q * 8) = *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + q * 8);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kLaneRows; ++i) {
+      const int r = lane_row(warp, lane, i);
+      if (r < rows)
+        *reinterpret_cast<uint4*>(a.h + static_cast<std::size_t>(row0 + r) * a.inter + it.n_block * kL1TileN +
+                                  c * 64 + (lane % 8) * 8) =
+            *reinterpret_cast<const uint4*>(staged + r * Shape::kStagePitch + (lane % 8) * 8);
     }
   }
   sync::fence_proxy_async_global();  // H is read by TMA (L2 tiles)
 }
 
-// REMOTE STORE (L2): each of this warpgroup's `rows` output rows from row0 into its
-// owner's comb[token*k + slot], columns [n_block * 256, + 256). Thread tid stores rows
-// tid/8 + 16 j (j < 4) at columns 8 (tid % 8) of every 64-column chunk: each row's
-// place in its owner's comb, looked up once per tile (not once per chunk).
-__device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const WorkItem& it, const float (&acc0)[64],
-                                                     const float (&acc1)[64], std::uint16_t* staged, int epi_bar,
-                                                     int row0, int rows, int tid) {
-  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  std::uint16_t* dst[4];
+// REMOTE STORE (L2): each of this warpgroup's output rows into its owner's
+// comb[token*k + slot], columns [n_block * 256, + 256), by the lane that holds it;
+// `dest` is the warpgroup's 64 rows of the item's Barriers::dest.
+__device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const Barriers& bar, const WorkItem& it,
+                                                     const float (&acc0)[64], const float (&acc1)[64],
+                                                     const int* dest, std::uint16_t* staged, int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  int d[kLaneRows];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int r = tid / 8 + 16 * j, row = row0 + r;
-    dst[j] = r < rows ? comb_rows(a, a.recv_src_rank[row]) +
-                            static_cast<std::size_t>(a.recv_src_slot[row]) * a.hidden + it.n_block * kL2TileN +
-                            (tid % 8) * 8
-                      : nullptr;
-  }
+  for (int i = 0; i < kLaneRows; ++i) d[i] = dest[lane_row(warp, lane, i)];
 #pragma unroll
   for (int c = 0; c < kL2TileN / 64; ++c) {
-    hopper::named_sync(epi_bar, 128);
+    __syncwarp();
     stage_chunk<false>(acc0, acc1, c, staged, warp, g, t);
-    hopper::named_sync(epi_bar, 128);
+    __syncwarp();
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (dst[j] != nullptr)
-        *reinterpret_cast<uint4*>(dst[j] + c * 64) =
-            *reinterpret_cast<const uint4*>(staged + (tid / 8 + 16 * j) * Shape::kStagePitch + (tid % 8) * 8);
+    for (int i = 0; i < kLaneRows; ++i) {
+      if (d[i] == kNoDest) continue;
+      std::uint16_t* dst = bar.comb_base[d[i] % kMaxRanks] + static_cast<std::size_t>(d[i] / kMaxRanks) * a.hidden +
+                           it.n_block * kL2TileN + c * 64 + (lane % 8) * 8;
+      *reinterpret_cast<uint4*>(dst) =
+          *reinterpret_cast<const uint4*>(staged + lane_row(warp, lane, i) * Shape::kStagePitch + (lane % 8) * 8);
+    }
   }
-}
-
-// Warp 0 of a consumer warpgroup, for an L2 tile's rows [row0, row0 + rows): byte o of
-// the result = the rows that go to owner o (by ballot; lane l looks at rows l, l + 32).
-__device__ __forceinline__ unsigned long long rows_per_owner(const FusedArgs& a, int row0, int rows, int lane) {
-  const int own0 = lane < rows ? a.recv_src_rank[row0 + lane] : -1;
-  const int own1 = lane + 32 < rows ? a.recv_src_rank[row0 + lane + 32] : -1;
-  unsigned long long counts = 0;
-#pragma unroll
-  for (int o = 0; o < kMaxRanks; ++o) {
-    const unsigned n = __popc(__ballot_sync(0xffffffffu, own0 == o)) + __popc(__ballot_sync(0xffffffffu, own1 == o));
-    counts |= static_cast<unsigned long long>(n) << (8 * o);
-  }
-  return counts;
 }
 
 // An L2 tile's release (after the fence): adds byte o of `counts` (the tile's rows stored
@@ -173,7 +166,7 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
         unsigned waiting = 0;  // bit w: warpgroup w has not stopped
 #pragma unroll
         for (int w = 0; w < Shape::kConsumerWGs; ++w) waiting |= live[w] ? 1u << w : 0u;
-        sync::report_and_trap(a.wait, MoeSite::release_full, static_cast<int>(waiting), 0, 0);
+        sync::report_and_abort(a.wait, MoeSite::release_full, static_cast<int>(waiting), 0, 0);
       }
       continue;
     }

@@ -21,14 +21,30 @@ struct ReleaseReq {
   unsigned long long counts;                 // L2: byte o = rows stored to owner o (<= 64)
 };
 
-// item_full[slot] (producer arrive) / item_empty[slot] (8 consumer warps), full[stage]
+// A work item as the producer warp hands it over, with what its epilogue needs looked
+// up already (the consumers then load nothing from global memory after their mainloop).
+struct ItemSlot {
+  WorkItem it;                                 // expert < 0: no more items
+  TileLoads ld;                                // tile_loads(it, ...): ld.a_row is the first recv row
+  int rows_end;                                // expert_offset[e + 1]: the next expert's rows start there
+  unsigned long long counts[Shape::kConsumerWGs];  // L2: byte o = the warpgroup's rows for owner o
+};
+// An L2 tile row's destination, Barriers::dest: slot * kMaxRanks + owner rank, or -1
+// past the expert's rows.
+constexpr int kNoDest = -1;
+
+// item_full[slot] (the producer warp's 32 lanes) / item_empty[slot] (all 256 consumer
+// threads, after the item's epilogue: it reads the slot's dest; one arrival per thread
+// that wrote or read the slot, so each access is ordered by its own arrive), full[stage]
 // (expect_tx + TMA bytes) / empty[stage] (8 consumer warps), rel_full[wg][slot] (the
 // warpgroup's thread 0) / rel_empty[wg][slot] (the agent).
 struct Barriers {
   uint64_t full[Shape::kStages], empty[Shape::kStages];
   uint64_t item_full[Shape::kItemSlots], item_empty[Shape::kItemSlots];
   uint64_t rel_full[Shape::kConsumerWGs][Shape::kReleaseSlots], rel_empty[Shape::kConsumerWGs][Shape::kReleaseSlots];
-  WorkItem item[Shape::kItemSlots];  // expert < 0: no more items
+  ItemSlot item[Shape::kItemSlots];
+  int dest[Shape::kItemSlots][kTileM];  // the item's L2 row destinations (kNoDest: none)
+  std::uint16_t* comb_base[kMaxRanks];  // comb_rows(a, r), looked up once per launch
   ReleaseReq rel[Shape::kConsumerWGs][Shape::kReleaseSlots];
   unsigned long long prof[kProfileRoles][kProfileFields];  // CycleProfile: this CTA's sums
 };

@@ -57,7 +57,7 @@ __global__ void chain_kernel(const __grid_constant__ ChainMaps maps, float* s_ou
       hw::tma_load_4d(&maps.v, bar, v + p * 128 * 128, p * 64, 0, 0, 0);
     }
   }
-  const xstage::sync::WaitContext wait{10'000'000'000ull};  // no report: a timeout only traps
+  const xstage::sync::WaitContext wait{10'000'000'000ull};  // no report: a timeout only ends the kernel
   xstage::sync::wait_phase(wait, bar, 0, sm90::AttentionSite::q_full, -1);
   for (int i = tid; i < 64 * D * 2; i += 128) q_raw[i] = q[i];
 

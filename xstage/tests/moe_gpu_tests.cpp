@@ -487,7 +487,7 @@ TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
 
 // A rank that never launches (moe::OneGpuGroup, P = 2, rank 1 absent): rank 0's kernel must
 // not hang. Its producer's wait for the dispatch rows of a local expert times out first
-// (the waits inside its CTA, which that wait holds up, have twice the budget), traps, and
+// (the waits inside its CTA, which that wait holds up, have twice the budget), ends the kernel, and
 // synchronize() throws one line naming the rank, the wait, and the ranks the rows come from.
 static int absent_peer_child(moe::WindowMemory memory) {
   const moe::Problem p{2, 200, 8, 2, 512, 256};
@@ -512,7 +512,7 @@ static int absent_peer_child(moe::WindowMemory memory) {
   } catch (const std::exception& e) {
     std::printf("child: %s\n", e.what());
     std::fflush(stdout);
-    std::_Exit(7);  // the context is gone after the trap: no clean-up
+    std::_Exit(7);  // the context is gone after the fault: no clean-up
   }
   std::printf("child: rank 0 finished without rank 1\n");
   return 0;

@@ -3,7 +3,7 @@
 // completion modes, and so does the coarse-overlap baseline; all three are
 // close to the fp64 CPU attention on the gathered sequence; a slow peer only
 // delays the receiver, an absent one makes it time out with a message naming
-// the rank and the flag (in a child process: the trap ends its CUDA context).
+// the rank and the flag (in a child process: the fault ends its CUDA context).
 // The fused QKV projection: one rank's kernel (every owner itself) against the
 // fp64 reference, twice, with poisoned outputs; on 2+ ranks through the layer,
 // every owner's gathered q, k, v; an owner that never starts makes the kernel
@@ -591,7 +591,7 @@ int qkv_unready_child() {
   k.a.epoch = 1;
   launch_qkv_fused(k.a, 4, nullptr);
   const cudaError_t e = cudaDeviceSynchronize();
-  const xstage::sync::WaitReport raw = xstage::sync::process_report().read();  // host-mapped: readable after the trap
+  const xstage::sync::WaitReport raw = xstage::sync::process_report().read();  // host-mapped: readable after the fault
   std::printf("child: report flag %d site %d index %d\n", raw.flag, raw.site, raw.index);
   std::printf("child: sync: %s; %s\n", cudaGetErrorString(e), qkv_explain_failure().c_str());
   std::fflush(stdout);

@@ -17,8 +17,8 @@ struct FusedKernelShape {
   static constexpr int kConsumerWGs = 2;                    // 64 rows each
   static constexpr int kThreads = 128 * (1 + kConsumerWGs); // warpgroup 0 produces
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
-  static constexpr int kProducerRegs = 40;                  // setmaxnreg.dec
-  static constexpr int kConsumerRegs = 232;                 // setmaxnreg.inc: 2 x 128 fp32 accumulators
+  static constexpr int kProducerRegs = 56;                  // setmaxnreg.dec
+  static constexpr int kConsumerRegs = 224;                 // setmaxnreg.inc: 2 x 128 fp32 accumulators
   static constexpr int kBoxBytes = kBoxRows * kTileK * 2;   // 16 KiB: one 128 x 64 bf16 box
   static constexpr int kStageBytes = 3 * kBoxBytes;         // A + B0 + B1
   static constexpr int kStages = 4;                         // K steps in flight
@@ -30,7 +30,7 @@ struct FusedKernelShape {
   static constexpr int kOffStages = 0;
   static constexpr int kOffStaging = kOffStages + kStages * kStageBytes;
   static constexpr int kOffBar = kOffStaging + kConsumerWGs * kStagingBytesPerWG;
-  static constexpr int kBarBytes = 1024;  // barriers, item slots, release queues, profile sums
+  static constexpr int kBarBytes = 2048;  // barriers, item slots and their row destinations, release queues, profile sums
   static constexpr int kSmemBytes = 1024 + kOffBar + kBarBytes;  // + slack to align the base to 1024
   static_assert(kBoxBytes % 1024 == 0, "boxes keep the 1024-byte swizzle alignment");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 per-block limit");

@@ -1,11 +1,11 @@
-// Where a timed-out device wait reports before it traps, and how the host names it.
+// Where a timed-out device wait reports before it ends the kernel, and how the host names it.
 //
 // Every kernel that waits carries a WaitContext by value in its parameters: the
 // budget of one wait (ns of %globaltimer), its rank, which kernel it is, and the
 // host-mapped WaitReport. The first waiter of any CTA to run out of budget claims the
-// report (atomicCAS on flag: 2 while it writes, then 1), fills it and traps
-// (sync/wait.cuh); the host reads it after the failed synchronisation, because
-// host-mapped memory outlives the CUDA context the trap killed. Kernels write it
+// report (atomicCAS on flag: 2 while it writes, then 1), fills it and ends the kernel
+// with a fault (sync/wait.cuh); the host reads it after the failed synchronisation,
+// because host-mapped memory outlives the CUDA context the fault killed. Kernels write it
 // with plain stores, never printf: a call anywhere in a kernel makes ptxas
 // serialise its wgmma instructions (warning C7510).
 //
@@ -24,7 +24,7 @@ namespace xstage::sync {
 enum class Kernel : int { none = 0, comm, probe, attention, ulysses, qkv, moe, test, count };
 
 struct WaitReport {
-  int flag;                 // 0: none; 2: being written (a trap may land first: still a report); 1: written
+  int flag;                 // 0: none; 2: being written (the fault may land first: still a report); 1: written
   int kernel;               // Kernel
   int site;                 // the kernel's XxxSite
   int rank;                 // -1 when the kernel does not know its rank
@@ -39,7 +39,7 @@ struct WaitContext {
   unsigned long long budget_ns = 0;  // one budget; a wait may take several (sync/wait.cuh)
   int rank = -1;
   int kernel = 0;                    // Kernel
-  WaitReport* report = nullptr;      // device pointer of a host-mapped report; null: trap only
+  WaitReport* report = nullptr;      // device pointer of a host-mapped report; null: the fault only
 };
 
 // A kernel's site names: names[site] for site in [0, count).

@@ -4,8 +4,8 @@
 // serialise them.
 //
 // A wait polls; once it has waited `budgets` x WaitContext::budget_ns of %globaltimer,
-// report_and_trap fills the host-mapped WaitReport (the first waiter to time out claims
-// it) and traps, so the host gets an error and one line naming the wait
+// report_and_abort fills the host-mapped WaitReport (the first waiter to time out claims
+// it) and ends the kernel with an error, so the host gets an error and one line naming the wait
 // (sync/report.hpp) instead of a hang.
 //
 // Budgets by what a wait depends on. A stalled rank holds up waits on this rank's
@@ -44,9 +44,20 @@ __device__ __forceinline__ long long cycle_budget(const WaitContext& ctx, uint32
   return static_cast<long long>(budgets * ctx.budget_ns * kCyclesPerNs);
 }
 
-// Fills the report (if it is the first to claim it) and traps.
+// Ends the kernel with an error, without `trap`: a store to the unmapped page at
+// address 0 (an illegal-address fault the host sees at its synchronisation), then sleeps
+// until the fault takes the context down. A `trap` site holds ptxas to the kernel's
+// entry register count in all the code around it, which undoes setmaxnreg: the fused
+// MoE consumers (232 registers after setmaxnreg) were compiled into 168 and spilled.
+[[noreturn]] __device__ __forceinline__ void abort_kernel() {
+  asm volatile("st.global.relaxed.sys.u32 [%0], 1;" ::"l"(0ull) : "memory");
+#pragma unroll 1
+  while (true) asm volatile("nanosleep.u32 100000;");
+}
+
+// Fills the report (if it is the first to claim it) and ends the kernel.
 template <class Site>
-[[noreturn]] __device__ __forceinline__ void report_and_trap(const WaitContext& ctx, Site site, int index,
+[[noreturn]] __device__ __forceinline__ void report_and_abort(const WaitContext& ctx, Site site, int index,
                                                               uint32_t expected, uint32_t seen) {
   WaitReport* r = ctx.report;
   if (r != nullptr && atomicCAS(&r->flag, 0, 2) == 0) {
@@ -63,8 +74,7 @@ template <class Site>
     v->flag = 1;
     __threadfence_system();
   }
-  __trap();
-  __builtin_unreachable();
+  abort_kernel();
 }
 
 // Spins until *counter >= expected (wrap-safe: counters only grow and are compared
@@ -80,7 +90,7 @@ __device__ __forceinline__ uint32_t wait_geq_acquire(const WaitContext& ctx, con
   while (true) {
     seen = ld_acquire_sys(counter);
     if (static_cast<int32_t>(seen - expected) >= 0) return seen;
-    if (global_ns() > deadline) report_and_trap(ctx, site, index, expected, seen);
+    if (global_ns() > deadline) report_and_abort(ctx, site, index, expected, seen);
   }
 }
 
@@ -94,7 +104,7 @@ __device__ __forceinline__ void wait_phase(const WaitContext& ctx, uint64_t* bar
   const long long budget = cycle_budget(ctx, budgets);
 #pragma unroll 1
   do {
-    if (clock64() - start > budget) report_and_trap(ctx, site, index, parity, 0);
+    if (clock64() - start > budget) report_and_abort(ctx, site, index, parity, 0);
   } while (!hopper::mbar_try_wait(bar, parity));
 }
 
@@ -117,7 +127,7 @@ __device__ __forceinline__ uint32_t agent_wait_past(const WaitContext& ctx, cons
 #pragma unroll
     for (int c = 1; c < kN; ++c) done = min(done, smem_load_acquire(&counters[c]));
     if (done != released) return done;
-    if (clock64() > deadline) report_and_trap(ctx, site, -1, released + 1, done);
+    if (clock64() > deadline) report_and_abort(ctx, site, -1, released + 1, done);
     __nanosleep(sleep_ns);
     sleep_ns = min(2 * sleep_ns, kAgentMaxSleepNs);
   }
