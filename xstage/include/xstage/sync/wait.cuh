@@ -5,8 +5,8 @@
 //
 // A wait polls; once it has waited `budgets` x WaitContext::budget_ns of %globaltimer,
 // report_and_abort fills the host-mapped WaitReport (the first waiter to time out claims
-// it) and ends the kernel with an error, so the host gets an error and one line naming the wait
-// (sync/report.hpp) instead of a hang.
+// it) and ends the kernel with a fault, so the host gets an error and one line naming
+// the wait (sync/report.hpp) instead of a hang.
 //
 // Budgets by what a wait depends on. A stalled rank holds up waits on this rank's
 // other CTAs, which hold up the waits inside a CTA, which hold up a release agent;
@@ -48,7 +48,7 @@ __device__ __forceinline__ long long cycle_budget(const WaitContext& ctx, uint32
 // address 0 (an illegal-address fault the host sees at its synchronisation), then sleeps
 // until the fault takes the context down. A `trap` site holds ptxas to the kernel's
 // entry register count in all the code around it, which undoes setmaxnreg: the fused
-// MoE consumers (232 registers after setmaxnreg) were compiled into 168 and spilled.
+// MoE consumers were compiled into the entry's 168 registers and spilled.
 [[noreturn]] __device__ __forceinline__ void abort_kernel() {
   asm volatile("st.global.relaxed.sys.u32 [%0], 1;" ::"l"(0ull) : "memory");
 #pragma unroll 1
