@@ -90,19 +90,20 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, Prof&
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseStop, 0, 0});
       break;
     }
-    consumer_mainloop(a, bar, stages_addr, stage, s.ld.k_steps, wg, lane, acc0, acc1, prof);
-    tp = prof.end(C::mainloop, tp);
-
-    // Epilogue over this warpgroup's rows [row0, row0 + rows), then the tile's release
-    // after the warpgroup barrier.
+    // This warpgroup's rows [row0, row0 + rows) of the tile.
     const int row0 = s.ld.a_row + wg * 64;
     const int rows = max(0, min(64, s.rows_end - row0));
+    consumer_mainloop(a, bar, stages_addr, stage, s.ld.k_steps, wg, lane, rows > 0, acc0, acc1, prof);
+    tp = prof.end(C::mainloop, tp);
+
+    // Epilogue (none without rows), then the tile's release after the warpgroup barrier
+    // (always: l1_done counts both halves of every L1 tile).
     if (it.kind == TileKind::l1) {
-      store_h_rows(a, it, acc0, acc1, staged, row0, rows, warp, lane);
+      if (rows > 0) store_h_rows(a, it, acc0, acc1, staged, row0, rows, warp, lane);
       hopper::named_sync(epi_bar, 128);
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL1, it.expert * a.max_m_blocks + it.m_block, 0});
     } else {
-      store_rows_to_owners(a, bar, it, acc0, acc1, bar.dest[slot.index] + wg * 64, staged, warp, lane);
+      if (rows > 0) store_rows_to_owners(a, bar, it, acc0, acc1, bar.dest[slot.index] + wg * 64, staged, warp, lane);
       hopper::named_sync(epi_bar, 128);
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL2, 0, s.counts[wg]});
     }

@@ -129,11 +129,24 @@ __device__ void producer(const FusedArgs& a, uint8_t* smem, Barriers& bar, Prof&
 }
 
 // One item's GEMM (k_steps stages from `stage` on) for consumer warpgroup wg; every
-// stage it read is released on return.
+// stage it read is released on return. A warpgroup whose 64 rows all lie past the
+// expert's last row (the padding of an expert's last row block) only passes the
+// stages on: its wgmmas would be wasted tensor-core time and power.
 template <class Prof>
 __device__ __forceinline__ void consumer_mainloop(const FusedArgs& a, Barriers& bar, uint32_t stages_addr,
-                                                  sync::RingPos& stage, int k_steps, int wg, int lane,
+                                                  sync::RingPos& stage, int k_steps, int wg, int lane, bool has_rows,
                                                   float (&acc0)[64], float (&acc1)[64], Prof& prof) {
+  if (!has_rows) {
+#pragma unroll 1
+    for (int k = 0; k < k_steps; ++k) {
+      const auto ts = Prof::now();
+      sync::wait_phase(a.wait, &bar.full[stage.index], stage.phase, MoeSite::stage_full, stage.index);
+      prof.end(ConsumerPhase::stage, ts);
+      hopper::mbar_warp_arrive(&bar.empty[stage.index], lane);
+      stage.advance<Shape::kStages>();
+    }
+    return;
+  }
   sync::RingPos prev;
 #pragma unroll 1
   for (int k = 0; k < k_steps; ++k) {
