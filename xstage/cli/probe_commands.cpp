@@ -158,6 +158,9 @@ void add_probe_commands(CLI::App& app) {
   cmd->add_option("--buffer", c->buffer, "payload buffer per GPU")->capture_default_str();
   cmd->add_option("--out", c->out, "output folder (sweep.csv, probe_summary.json)")->check(v::output_folder())
       ->capture_default_str();
+  cmd->add_flag("--fresh-addresses", c->o.fresh_addresses,
+                "each burst to the next place of the SM's share of --buffer, never rewriting the last "
+                "bursts' lines (default: every burst rewrites one place)");
   cmd->add_flag("--no-copy-engine", c->no_copy_engine, "skip the cudaMemcpyPeer reference");
   cmd->add_flag("--quiet", c->quiet, "no progress bar");
   cmd->add_flag("--force", c->force, "overwrite an existing sweep.csv in --out");

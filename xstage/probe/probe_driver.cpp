@@ -54,6 +54,18 @@ double cycles_per_ns(const SmRecord& r) {
   return static_cast<double>(r.clk1 - r.clk0) / dt;
 }
 
+// Where burst b of one SM starts in its region: the place it rotates to (fresh
+// addresses) or the region's start. 128-byte places, so TMA chunks stay aligned.
+struct Places {
+  std::size_t bytes = 0;
+  int count = 1;
+};
+Places places_of(const ProbeConfig& c, const ProbeOptions& o, std::size_t region) {
+  const std::size_t stride = (c.burst_bytes + 127) / 128 * 128;
+  if (!o.fresh_addresses) return {stride, 1};
+  return {stride, static_cast<int>(std::min<std::size_t>(region / stride, 1 << 20))};
+}
+
 // Checks this rank's payload for the last burst of SMs 0 and sms-1 (bitwise).
 long long verify_payload(const ProbeConfig& c, const ProbeOptions& o, int my_rank, void* payload,
                          std::size_t region, uint32_t epoch, std::string& err) {
@@ -65,11 +77,13 @@ long long verify_payload(const ProbeConfig& c, const ProbeOptions& o, int my_ran
   const StoreKind kind = store_kind(c.store);
   const int row_bytes = probe_row_bytes(kind);
   const uint32_t last = static_cast<uint32_t>(o.warmup + o.bursts - 1);
+  const Places pl = places_of(c, o, region);
+  const std::size_t last_off = static_cast<std::size_t>(last % static_cast<uint32_t>(pl.count)) * pl.bytes;
   long long checked = 0;
   std::vector<uint32_t> host(c.burst_bytes / 4);
   for (int sm : {0, c.sms - 1}) {
     // Default: the payload is device memory, or mapped host memory (pattern host).
-    XS_CHECK_CUDA(cudaMemcpy(host.data(), static_cast<char*>(payload) + static_cast<std::size_t>(sm) * region,
+    XS_CHECK_CUDA(cudaMemcpy(host.data(), static_cast<char*>(payload) + static_cast<std::size_t>(sm) * region + last_off,
                              c.burst_bytes, cudaMemcpyDefault));
     for (std::size_t w = 0; w < host.size(); ++w) {
       const int row = static_cast<int>(w * 4 / row_bytes);
@@ -207,6 +221,8 @@ Extent extent_of(const ProbeOptions& o) {
     e.max_sms = std::max(e.max_sms, c.sms);
   }
   e.region = (max_burst + 127) / 128 * 128;
+  // Fresh addresses: each SM's share of the whole buffer, for as many places as fit.
+  if (o.fresh_addresses && e.max_sms > 0) e.region = std::max(e.region, o.buffer_bytes / e.max_sms / 128 * 128);
   XS_ASSERT(e.region * static_cast<std::size_t>(e.max_sms) <= o.buffer_bytes,
             "largest burst ({} B) x most SMs ({}) exceeds the {}-byte buffer (raise --buffer)", max_burst, e.max_sms,
             o.buffer_bytes);
@@ -337,6 +353,9 @@ class RankProbe {
     sa.store = store_kind(c.store);
     sa.burst_bytes = static_cast<int>(c.burst_bytes);
     sa.region_bytes = e_.region;
+    const Places pl = places_of(c, o_, e_.region);
+    sa.place_bytes = pl.bytes;
+    sa.places = pl.count;
     sa.warmup = o_.warmup;
     sa.bursts = o_.bursts;
     sa.gap_ns = static_cast<long long>(c.gap_ns);
@@ -404,6 +423,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   result.card = prop.name;
   result.gpus = o.gpus;
   result.sm_count = prop.multiProcessorCount;
+  result.fresh_addresses = o.fresh_addresses;
   result.clock_offset_ns.assign(o.gpus, 0.0);
   result.ping_rtt_ns.assign(o.gpus, 0.0);
   Shared shared(o.gpus);

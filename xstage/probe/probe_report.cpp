@@ -23,6 +23,7 @@ nlohmann::json summary(const ProbeResult& res, const ProbeOptions& o, const std:
             {"clock_offset_ns", res.clock_offset_ns},
             {"ping_rtt_ns", res.ping_rtt_ns},
             {"verified_words", res.verified_words},
+            {"fresh_addresses", res.fresh_addresses},
             {"configs", res.rows.size()},
             {"warmup_bursts", o.warmup},
             {"measured_bursts", o.bursts}});

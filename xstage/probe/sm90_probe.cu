@@ -148,12 +148,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
     unsigned long long gt_start = 0;
     if (threadIdx.x == 0) gt_start = sync::global_ns();
     const unsigned long long t0 = clk();
+    const std::size_t off = region_off + static_cast<std::size_t>(b % a.places) * a.place_bytes;
     switch (a.store) {
-      case StoreKind::st4: issue_burst_st<4>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
-      case StoreKind::st8: issue_burst_st<8>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
-      case StoreKind::st16: issue_burst_st<16>(dst, a.n_dst, a.burst_bytes, region_off, a.epoch, sm, b); break;
+      case StoreKind::st4: issue_burst_st<4>(dst, a.n_dst, a.burst_bytes, off, a.epoch, sm, b); break;
+      case StoreKind::st8: issue_burst_st<8>(dst, a.n_dst, a.burst_bytes, off, a.epoch, sm, b); break;
+      case StoreKind::st16: issue_burst_st<16>(dst, a.n_dst, a.burst_bytes, off, a.epoch, sm, b); break;
       case StoreKind::tma:
-        if (threadIdx.x == 0) issue_burst_tma(dst, a.n_dst, a.burst_bytes, region_off, sm, smem);
+        if (threadIdx.x == 0) issue_burst_tma(dst, a.n_dst, a.burst_bytes, off, sm, smem);
         break;
     }
     const unsigned long long t1 = clk();

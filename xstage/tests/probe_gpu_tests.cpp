@@ -54,6 +54,23 @@ TEST(ProbeGpu, EveryStoreKindAndPatternRunsAndVerifies) {
   }
 }
 
+// Fresh addresses: every burst to the next place of the SM's region; the last burst's
+// place holds its pattern (verified bitwise inside run_probe) on the host link and locally.
+TEST(ProbeGpu, FreshAddressesRotateAndVerify) {
+  auto o = small(1);
+  o.fresh_addresses = true;
+  o.buffer_bytes = std::size_t{8} << 20;
+  o.bursts = 40;  // 42 bursts in all
+  for (const char* st : {"st16", "tma"}) {
+    o.configs.push_back({"host", st, "issue", 16, 16384, 0});  // 32 places per SM: the rotation wraps
+    o.configs.push_back({"local", st, "issue", 8, 4096 + 16, 1000});
+  }
+  const auto res = xstage::probe::run_probe(o);
+  EXPECT_TRUE(res.fresh_addresses);
+  EXPECT_GT(res.verified_words, 0);
+  for (const auto& r : res.rows) EXPECT_GT(r.issue_ns_med, 0) << r.pattern << " " << r.store;
+}
+
 TEST(ProbeGpu, BadInputIsRefused) {
   const int n = xstage::comm::visible_gpus();
   auto o = small(n + 1);

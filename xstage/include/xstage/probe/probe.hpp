@@ -42,6 +42,10 @@ struct ProbeOptions {
   int bursts = 64;   // measured bursts per SM
   std::size_t buffer_bytes = std::size_t{64} << 20;  // payload bytes per rank window
   bool copy_engine = true;  // time cudaMemcpyPeer 0 -> 1 as a reference
+  // Each burst of an SM goes to the next burst-sized place of the SM's share of the
+  // buffer (round robin), instead of rewriting one place: no store rewrites a line
+  // that may still be in the X-Stage, as in the kernels, whose stores go to fresh rows.
+  bool fresh_addresses = false;
   bool progress = true;
 };
 
@@ -55,6 +59,7 @@ struct ProbeResult {
   std::vector<double> clock_offset_ns;  // receiver r's clock minus rank 0's (index r)
   std::vector<double> ping_rtt_ns;      // fastest flag round trip 0 <-> r
   long long verified_words = 0;         // payload words checked bitwise
+  bool fresh_addresses = false;         // ProbeOptions::fresh_addresses
 };
 
 // Throws common::Error before touching any GPU state for: more GPUs than present,

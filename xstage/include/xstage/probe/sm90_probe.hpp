@@ -52,6 +52,8 @@ struct SenderArgs {
   StoreKind store;
   int burst_bytes;        // per SM per burst; multiple of 16
   std::size_t region_bytes;  // payload bytes reserved per sender SM (>= burst_bytes)
+  std::size_t place_bytes;   // burst b goes to region + (b % places) * place_bytes
+  int places;                // 1: every burst rewrites the same place
   int warmup, bursts;     // bursts run = warmup + bursts; records only for measured ones
   long long gap_ns;       // busy compute between bursts
   int visible;            // 1: fence + release flag after each burst
