@@ -114,6 +114,7 @@ struct SweepSection {
   const char* bench;
   std::vector<const char*> keys;
   const char *predicted, *measured, *png, *title;
+  std::vector<const char*> optional_keys = {};  // copied where a row has them (keys added later)
 };
 const SweepSection kUlyssesSection{
     "ulysses", "xstage bench ulysses --link host",
@@ -128,7 +129,8 @@ const SweepSection kMoeSection{
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",
      "speedup", "predicted_speedup", "predicted_compute_us", "predicted_stall_expert_wave_us",
      "predicted_stall_interleaved_us", "correct"},
-    "predicted_speedup", "speedup", "host_link_moe_speedup.png", "MoE over the host link: Interleaved vs Expert-Wave"};
+    "predicted_speedup", "speedup", "host_link_moe_speedup.png", "MoE over the host link: Interleaved vs Expert-Wave",
+    {"predicted_compute_interleaved_us"}};
 
 // The section's rows (its keys) and the summary the bench wrote, with its command and date.
 nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {
@@ -139,6 +141,8 @@ nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::pat
   for (const auto& r : j.at("rows")) {
     nlohmann::json row;
     for (const char* k : sec.keys) row[k] = r.at(k);
+    for (const char* k : sec.optional_keys)
+      if (r.contains(k)) row[k] = r.at(k);
     if (r.contains("profile")) row["profile"] = r.at("profile");  // a profiled run's phase shares
     rows.push_back(row);
   }
@@ -209,6 +213,10 @@ nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
   return {{"what", "Expert-Wave time measured / predicted (compute + stall), per correct row"},
           {"at_measurement", summary(c.at_measurement)},
           {"current_model", summary(c.current)},
+          {"speedup_error",
+           {{"what", "|predicted / measured speedup - 1|, per correct row"},
+            {"at_measurement", summary(c.speedup_error_at_measurement)},
+            {"current_model", summary(c.speedup_error_current)}}},
           {"current_model_from", "xstage host-link-results: the rows' configurations re-predicted on the CPU"}};
 }
 
@@ -260,6 +268,9 @@ void write_host_link_results(const HostLinkInputs& in) {
                c["at_measurement"]["median"].get<double>(), c["at_measurement"]["min"].get<double>(),
                c["at_measurement"]["max"].get<double>(), c["current_model"]["median"].get<double>(),
                c["current_model"]["min"].get<double>(), c["current_model"]["max"].get<double>());
+    const auto& e = c["speedup_error"];
+    fmt::print("MoE predicted speedup's median error: {:.1f}% with the model of the run, {:.1f}% with this build's\n",
+               100 * e["at_measurement"]["median"].get<double>(), 100 * e["current_model"]["median"].get<double>());
   }
   fmt::print("wrote {}\n", in.out);
 }

@@ -1,7 +1,8 @@
 // The predicted side of `xstage bench moe --link host` (host only, CPU-tested): both
 // schedules of rank 0 with the one GPU's SMs split over the P emulated ranks, each
 // schedule's burst profile widened to the P ranks that burst into the one X-Stage
-// together, the advisor's stall, and the tile-time estimate of the compute.
+// together, the advisor's stall, and each order's compute time by the ticket
+// simulation (order_time_ns: its dependency waits and tail, not only the tiles' sum).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,17 +31,21 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
     prof.sms = std::min(sms, prof.sms * p.ranks);  // every rank's kernel bursts into one stage
     return burstgap::advise(params, prof).predicted_stall_ns * 1e-3;
   };
-  row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, nullptr);
+  ScheduleConfig expert_wave;
+  row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, &expert_wave);
   row.predicted_stall_interleaved_us = stall_us(ScheduleKind::interleaved, &row.interleaved);
-  const double compute_ns = tiles_time(p, tiles, time).total_ns / blocks;
-  row.predicted_compute_us = compute_ns * 1e-3;
+  auto compute_us = [&](const ScheduleConfig& c) {
+    return order_time_ns(p, tiles, make_scheduler(c)->order(tiles), blocks, time) * 1e-3;
+  };
+  row.predicted_compute_us = compute_us(expert_wave);
+  row.predicted_compute_interleaved_us = compute_us(row.interleaved);
   row.predicted_speedup = (row.predicted_compute_us + row.predicted_stall_expert_wave_us) /
-                          (row.predicted_compute_us + row.predicted_stall_interleaved_us);
+                          (row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us);
 }
 
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
                                          int sms) {
-  std::vector<double> then, now;
+  std::vector<double> then, now, then_err, now_err;
   for (const HostLinkRow& m : measured) {
     if (!m.correct) continue;
     then.push_back(m.expert_wave_us / (m.predicted_compute_us + m.predicted_stall_expert_wave_us));
@@ -48,11 +53,15 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     r.config = m.config;
     predict_host_link_row(r, params, sms);
     now.push_back(m.expert_wave_us / (r.predicted_compute_us + r.predicted_stall_expert_wave_us));
+    then_err.push_back(std::abs(m.predicted_speedup / m.speedup - 1));
+    now_err.push_back(std::abs(r.predicted_speedup / m.speedup - 1));
   }
   ModelCheck c;
   if (!now.empty()) {
     c.at_measurement = common::summarize(then);
     c.current = common::summarize(now);
+    c.speedup_error_at_measurement = common::summarize(then_err);
+    c.speedup_error_current = common::summarize(now_err);
   }
   return c;
 }
@@ -97,6 +106,8 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   m.interleaved_us = d("interleaved_us");
   m.speedup = d("speedup");
   m.predicted_compute_us = d("predicted_compute_us");
+  // Files written before the order simulation predicted one compute time for both orders.
+  m.predicted_compute_interleaved_us = r.value("predicted_compute_interleaved_us", m.predicted_compute_us);
   m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
   m.predicted_stall_interleaved_us = d("predicted_stall_interleaved_us");
   m.predicted_speedup = d("predicted_speedup");
@@ -111,8 +122,8 @@ void predict_host_link_sweep(const SweepOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> where_stall;
   double best = 0;
-  fmt::print("| tokens | E | k | hidden | I | P | routing | compute us | stall EW us | stall IL us | IL over EW | "
-             "IL wave / lag / split |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("| tokens | E | k | hidden | I | P | routing | compute EW us | compute IL us | stall EW us | stall IL us | "
+             "IL over EW | IL wave / lag / split |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const BenchConfig& c : configs) {
     HostLinkRow r;
     r.config = c;
@@ -120,13 +131,14 @@ void predict_host_link_sweep(const SweepOptions& o) {
     const bool stall = r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us;
     if (stall) where_stall.push_back(r.predicted_speedup);
     best = std::max(best, r.predicted_speedup);
-    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.3f} | {} / {} / {} |\n",
+    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.3f} | {} / {} / {} |\n",
                c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing, r.predicted_compute_us,
-               r.predicted_stall_expert_wave_us, r.predicted_stall_interleaved_us, r.predicted_speedup,
+               r.predicted_compute_interleaved_us, r.predicted_stall_expert_wave_us, r.predicted_stall_interleaved_us, r.predicted_speedup,
                r.interleaved.wave_experts, r.interleaved.lag, r.interleaved.burst_split);
     rows.push_back({{"tokens_per_rank", c.tokens_per_rank}, {"experts", c.experts}, {"topk", c.topk},
                     {"hidden", c.hidden}, {"intermediate", c.intermediate}, {"ep", c.ep}, {"routing", c.routing},
                     {"predicted_compute_us", r.predicted_compute_us},
+                    {"predicted_compute_interleaved_us", r.predicted_compute_interleaved_us},
                     {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
                     {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},
                     {"predicted_speedup", r.predicted_speedup},

@@ -135,8 +135,9 @@ bench::Row host_link_row(const HostLinkRow& r) {
   row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us}, {"speedup", r.speedup},
                 {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
                 {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},
-                {"predicted_compute_us", r.predicted_compute_us}, {"predicted_speedup", r.predicted_speedup},
-                {"max_rel_err", r.max_rel_err},
+                {"predicted_compute_us", r.predicted_compute_us},
+                {"predicted_compute_interleaved_us", r.predicted_compute_interleaved_us},
+                {"predicted_speedup", r.predicted_speedup}, {"max_rel_err", r.max_rel_err},
                 {"interleaved_config",
                  {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                   {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};

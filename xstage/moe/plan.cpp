@@ -22,16 +22,17 @@
 //   - in any case evaluate s = 1, 2, 4, ... up to the L2 tiles per SM per wave,
 //     and keep the s with the least predicted stall (ties: the smaller s, fewer
 //     switches between L1 and L2 operand sets).
-// lag: 1 keeps the L1 results of wave w hot in L2 cache for its L2 tiles. When
-// a wave's L1 phase is shorter than one round over the SMs (n1 < G), the L2 tiles
-// of wave w would be waiting on L1 tiles still in flight, so lag 2.
+// lag 2: with lag 1 the first piece of L2(w) follows the last L1 tiles of wave w
+// directly, and its tiles wait for their row blocks (order_time_ns simulates it).
 // Wave size: occupancy_wave_experts() for both schedules, so they differ in order
 // only (the comparison the Burst-Gap schedules are measured by).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
+#include <queue>
 #include <set>
 
 #include "common/check.hpp"
@@ -102,6 +103,50 @@ TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& 
   out.l2_mean_ns = n2 ? l2 / double(n2) : l2_tile_ns(p, m);
   out.total_ns = l1 + l2;
   return out;
+}
+
+double order_time_ns(const Problem& p, const TileLists& t, const std::vector<WorkItem>& order, int blocks,
+                     const TileTimeModel& m) {
+  XS_ASSERT(blocks >= 1, "order_time_ns: blocks must be >= 1 (got {})", blocks);
+  TileTimeModel compute_only = m;  // the tiles' own time; the weight stream is bounded below, for all SMs at once
+  compute_only.hbm_gbps = std::numeric_limits<double>::infinity();
+  std::vector<std::size_t> first_block(std::size_t(t.experts) + 1, 0);  // (e, m) -> e's first + m
+  std::vector<double> l1_ns(std::size_t(t.experts)), l2_ns(std::size_t(t.experts));
+  // Every tile's weight slab share over the HBM rate of these blocks' SMs (P ranks on one
+  // GPU share it).
+  const double hbm_gbps = m.hbm_gbps * std::min(1.0, double(blocks) / m.gpu_sms);
+  double stream_ns = 0;
+  for (int e = 0; e < t.experts; ++e) {
+    const int mb = t.m_blocks[std::size_t(e)];
+    first_block[std::size_t(e) + 1] = first_block[std::size_t(e)] + std::size_t(mb);
+    const int sharing = std::max(1, std::min(mb, t.raster_group));
+    l1_ns[std::size_t(e)] = l1_tile_ns(p, compute_only, sharing);
+    l2_ns[std::size_t(e)] = l2_tile_ns(p, compute_only, sharing);
+    const double slabs = double(mb) / sharing * (2.0 * kL1TileN * p.hidden * t.l1_n_blocks +
+                                                 double(kL2TileN) * p.intermediate * t.l2_n_blocks) * 2;
+    stream_ns += slabs / hbm_gbps;
+  }
+  std::vector<double> l1_end(first_block.back(), 0.0), free_at(std::size_t(blocks), 0.0);
+  using Request = std::pair<double, int>;  // (when the CTA asks for a ticket, CTA)
+  std::priority_queue<Request, std::vector<Request>, std::greater<>> asking;
+  for (int b = 0; b < blocks; ++b) asking.push({0.0, b});
+  double last = 0;
+  for (const WorkItem& it : order) {
+    const int b = asking.top().second;
+    asking.pop();
+    const std::size_t e = std::size_t(it.expert), rb = first_block[e] + std::size_t(it.m_block);
+    const bool l1 = it.kind == TileKind::l1;
+    const double start = std::max(free_at[std::size_t(b)], l1 ? 0.0 : l1_end[rb]);
+    const double ns = l1 ? l1_ns[e] : l2_ns[e], end = start + ns;
+    if (l1) l1_end[rb] = std::max(l1_end[rb], end);
+    free_at[std::size_t(b)] = end;
+    last = std::max(last, end);
+    // The producer issues the item's K steps into the ring, so it asks for its next
+    // ticket once the ring holds the item's last kStages steps.
+    const int k_steps = (l1 ? p.hidden : p.intermediate) / kTileK;
+    asking.push({std::max(start, end - ns * std::min(1.0, double(FusedKernelShape::kStages) / k_steps)), b});
+  }
+  return std::max(last, stream_ns);
 }
 
 burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, const TileLists& t,

@@ -207,10 +207,11 @@ TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
   ASSERT_EQ(j["rows"].size(), 12u);
   int stalls = 0;
   for (const auto& row : j["rows"]) {
-    const double c = row["predicted_compute_us"], ew = row["predicted_stall_expert_wave_us"],
-                 il = row["predicted_stall_interleaved_us"];
+    const double c = row["predicted_compute_us"], ci = row["predicted_compute_interleaved_us"],
+                 ew = row["predicted_stall_expert_wave_us"], il = row["predicted_stall_interleaved_us"];
     EXPECT_GT(c, 0.0);
-    EXPECT_NEAR(row["predicted_speedup"].get<double>(), (c + ew) / (c + il), 1e-9);
+    EXPECT_GT(ci, 0.0);
+    EXPECT_NEAR(row["predicted_speedup"].get<double>(), (c + ew) / (ci + il), 1e-9);
     stalls += ew > 0.01 * c;
   }
   EXPECT_EQ(j["rows_where_stall_predicted"].get<int>(), stalls);

@@ -239,6 +239,33 @@ TEST(MoeSchedule, TileTimeIsBoundByFlopsOrByTheWeightSlab) {
   EXPECT_NEAR(tt.l1_mean_ns, (moe::l1_tile_ns(p, m, 1) + 16 * moe::l1_tile_ns(p, m, 16)) / 17, 1e-6);
 }
 
+// The ticket simulation by hand: one expert, one row block, two L1 and two L2 tiles.
+// A CTA asks for its next item when the ring holds its current one's last K steps; an
+// L2 tile starts once both L1 tiles of its row block have ended; the weight stream
+// bounds the whole from below.
+TEST(MoeSchedule, OrderTimeSimulatesTicketsAndDependencies) {
+  const moe::Problem p{1, 512, 8, 2, 3072, 8192};
+  moe::TileTimeModel m;
+  m.hbm_gbps = 1e15;  // no stream bound
+  moe::TileLists t;
+  t.experts = 1, t.m_blocks = {1}, t.raster_group = moe::kMoeRasterGroup, t.l1_n_blocks = 2, t.l2_n_blocks = 2;
+  using K = moe::TileKind;
+  const std::vector<moe::WorkItem> order = {{K::l1, 0, 0, 0}, {K::l1, 0, 0, 1}, {K::l2, 0, 0, 0}, {K::l2, 0, 0, 1}};
+  const double a = moe::l1_tile_ns(p, m, 1), b = moe::l2_tile_ns(p, m, 1);
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, 1, m), 2 * a + 2 * b, 1e-6);
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, 2, m), a + b, 1e-6);
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, 4, m), a + b, 1e-6);  // the L2 tiles wait for the L1 ones
+  // Three CTAs: the third takes an L2 tile at 0 and waits until a; the last L2 tile
+  // goes to the first CTA that asks again (near the end of its L1 tile) and starts at a.
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, 3, m), a + b, 1e-6);
+  // A slow HBM bounds the order from below: the slabs over the blocks' share of it.
+  m.hbm_gbps = 1.0;
+  const double slabs = (2.0 * moe::kL1TileN * p.hidden * 2 + double(moe::kL2TileN) * p.intermediate * 2) * 2;
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, m.gpu_sms, m), slabs, 1e-6 * slabs);
+  EXPECT_NEAR(moe::order_time_ns(p, t, order, m.gpu_sms / 2, m), slabs * m.gpu_sms / (m.gpu_sms / 2), 1e-6 * slabs);
+  EXPECT_THROW(moe::order_time_ns(p, t, order, 0, m), std::exception);
+}
+
 TEST(MoeSchedule, TileListsCoverRows) {
   const auto c = tiles_case(0.0, 5);
   int l1 = 0;
@@ -706,7 +733,7 @@ TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
 // The predicted side of `bench moe --link host`: Interleaved is chosen for the least
 // stall among splits that include Expert-Wave's own profile (split 1), so it never
 // predicts more stall than Expert-Wave; the speedup is (compute + stall) EW over IL;
-// the compute is the tile-time estimate of rank 0 on its SMs / P.
+// each order's compute is its ticket simulation on rank 0's SMs / P.
 TEST(MoeHostLink, PredictionsOnTheHostFit) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
@@ -717,10 +744,11 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     r.config = c;
     moe::predict_host_link_row(r, host, 132);
     EXPECT_GT(r.predicted_compute_us, 0);
+    EXPECT_GT(r.predicted_compute_interleaved_us, 0);
     EXPECT_LE(r.predicted_stall_interleaved_us, r.predicted_stall_expert_wave_us + 1e-9);
     EXPECT_NEAR(r.predicted_speedup,
                 (r.predicted_compute_us + r.predicted_stall_expert_wave_us) /
-                    (r.predicted_compute_us + r.predicted_stall_interleaved_us),
+                    (r.predicted_compute_interleaved_us + r.predicted_stall_interleaved_us),
                 1e-12);
     EXPECT_EQ(r.interleaved.kind, moe::ScheduleKind::interleaved);
     stalled += r.predicted_stall_expert_wave_us > 0;
@@ -784,3 +812,4 @@ TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
   EXPECT_TRUE(none["geomean_where_stall_predicted"].is_null());
   EXPECT_TRUE(none["speedup_prediction_median_abs_rel_error"].is_null());
 }
+

@@ -95,8 +95,9 @@ struct HostLinkRow {
   double speedup = 0;                             // expert_wave / interleaved
   double predicted_stall_expert_wave_us = 0;      // the advisor, for one rank's schedule
   double predicted_stall_interleaved_us = 0;
-  double predicted_compute_us = 0;                // the tile-time estimate of one rank
-  double predicted_speedup = 0;                   // (compute + stall) EW over the same IL
+  double predicted_compute_us = 0;                // Expert-Wave's order on one rank's SMs (order_time_ns)
+  double predicted_compute_interleaved_us = 0;    // the Interleaved order's
+  double predicted_speedup = 0;                   // (compute + stall) EW over (compute + stall) IL
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
   bool correct = false;
   ScheduleConfig interleaved;
@@ -111,8 +112,10 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
 // model predicts it now (predict_host_link_row again). Expert-Wave's order does not
 // depend on the advisor, so the ratio tests the tile time and the stall alone. Rows
 // that are not correct are left out.
+// The same for the predicted speedup: |predicted / measured - 1| per row.
 struct ModelCheck {
   common::Summary at_measurement, current;  // of measured / predicted, over the same rows
+  common::Summary speedup_error_at_measurement, speedup_error_current;
 };
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
                                          int sms);

@@ -67,6 +67,15 @@ struct TilesTime {
   double l1_mean_ns = 0, l2_mean_ns = 0, total_ns = 0;
 };
 TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& m);
+// An order's time on `blocks` persistent CTAs, by a ticket simulation: a CTA takes the
+// order's next item when its producer has issued all but the ring's last kStages K
+// steps of the current one; an item starts once its CTA is free and, for an L2 item,
+// every L1 tile of its row block has ended. Tile times are the tiles' compute (as
+// l1/l2_tile_ns without the weight stream); the weight stream bounds the whole from
+// below: every slab over the blocks' share of the HBM rate. In ns: the later of the
+// two, so the dependency waits and the tail count where the tiles are compute-bound.
+double order_time_ns(const Problem& p, const TileLists& t, const std::vector<WorkItem>& order, int blocks,
+                     const TileTimeModel& m);
 // Bytes one L2 tile's epilogue stores to remote owners (bf16), counted as a full tile:
 // counting only its valid rows owned by other ranks (far fewer at small token counts)
 // predicted almost no stall on the host link where the measured rows show one, as that
