@@ -13,6 +13,7 @@
 
 #include "common/check.hpp"
 #include "common/plot.hpp"
+#include "common/stats.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "xstage/bench/report.hpp"
 
@@ -55,6 +56,7 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
   row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
                 {"unfused_us", r.unfused_us}, {"grouped_gemm_us", r.grouped_gemm_us},
                 {"unfused_gemm", r.unfused_gemm}, {"speedup", r.speedup},
+                {"predicted_order_speedup", r.predicted_order_speedup},
                 {"fused_over_unfused", r.fused_over_unfused}, {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops},
                 {"cublas_us", r.cublas_us}, {"cublas_tflops", r.cublas_tflops}, {"cublas_form", r.cublas_form},
                 {"fused_over_cublas", r.fused_over_cublas}, {"nvlink_GBps", r.nvlink_GBps},
@@ -85,11 +87,13 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
 // The checked rows' figures, for the summary and the chart (x: the row's index).
 struct Curves {
   std::vector<double> x, speedup, from_logits, planner_share, over_unfused_uniform;
+  std::vector<double> order_prediction_error;  // |predicted / measured Interleaved over Expert-Wave - 1|
   std::map<int, std::vector<double>> over_cublas_uniform;  // by tokens per rank
   double max_speedup = 0;
   void add(double i, const BenchRow& r) {
     x.push_back(i);
     speedup.push_back(r.speedup);
+    order_prediction_error.push_back(std::abs(r.predicted_order_speedup / r.speedup - 1));
     if (r.config.routing == "uniform") {
       over_unfused_uniform.push_back(r.fused_over_unfused);
       over_cublas_uniform[r.config.tokens_per_rank].push_back(r.fused_over_cublas);
@@ -163,6 +167,8 @@ bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, in
 // The head's summary after each row: Interleaved / Expert-Wave (multi-GPU sweeps), or
 // fused over cuBLAS by tokens and over the unfused path, uniform routing (`one`).
 void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) {
+  if (!c.order_prediction_error.empty())
+    report.set("order_prediction_median_abs_rel_error", common::median(c.order_prediction_error));
   if (o.sweep != "one") {
     report.set("geomean_speedup", bench::geomean(c.speedup));
     report.set("max_speedup", c.max_speedup);
@@ -229,6 +235,9 @@ void run_sweep(const SweepOptions& o) {
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n",
               bench::geomean(curves.speedup), curves.max_speedup, curves.x.size(),
               report.all_correct() ? "" : " (SOME OUTPUTS WRONG: left out of the means)");
+  if (!curves.order_prediction_error.empty())
+    std::printf("Interleaved / Expert-Wave predicted by the order simulation: median error %.1f%% over %zu rows\n",
+                100 * common::median(curves.order_prediction_error), curves.order_prediction_error.size());
   for (const auto& [tokens, v] : curves.over_cublas_uniform)
     std::printf("fused / cuBLAS expert GEMMs, uniform routing, %d tokens: geomean %.3f over %zu shapes\n", tokens,
                 bench::geomean(v), v.size());

@@ -43,6 +43,7 @@ struct BenchRow {
   BenchConfig config;
   double expert_wave_us = 0, interleaved_us = 0, unfused_us = 0, grouped_gemm_us = 0;
   double speedup = 0;        // expert_wave / interleaved
+  double predicted_order_speedup = 0;  // the same by the order simulation (rank 0; no link stall)
   double tflops = 0;         // per GPU, best fused schedule
   double gemm_tflops = 0;    // per GPU, the unfused path's GEMMs and SwiGLU (its grouped-GEMM rate)
   // The two expert GEMMs alone in cuBLAS's fastest form here (UnfusedMoe::expert_gemms),

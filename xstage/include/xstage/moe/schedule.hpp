@@ -181,6 +181,10 @@ ScheduleConfig choose_schedule(ScheduleKind kind, const Problem& p, const TileLi
 // compute between bursts, from the tile-time estimate.
 burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, const TileLists& tiles,
                                      const TileTimeModel& time);
+// Interleaved over Expert-Wave as order_time_ns predicts it: `interleaved`'s order against
+// Expert-Wave's with the same wave, on interleaved.sms blocks (no link stall).
+double predicted_order_speedup(const Problem& p, const TileLists& t, const ScheduleConfig& interleaved,
+                               const TileTimeModel& m = {});
 
 
 }  // namespace xstage::moe
