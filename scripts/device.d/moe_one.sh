@@ -44,7 +44,7 @@ done
 
 {
   echo "---- bench moe --sweep one (uniform) ----"
-  grep -E "^ *[0-9]+ .* uniform|fused / |geometric" "$OUT/moe_one_bench.log" | tail -44
+  grep -E "^ *[0-9]+ .* uniform|fused / |geometric|order simulation" "$OUT/moe_one_bench.log" | tail -45
   for row in ${MOE_ONE_NCU_ROWS:-38 36}; do
     [ -f "$OUT/ncu_$row.csv" ] || continue
     echo "---- ncu, sweep-one row $row ----"
