@@ -108,7 +108,7 @@ TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& 
 double order_time_ns(const Problem& p, const TileLists& t, const std::vector<WorkItem>& order, int blocks,
                      const TileTimeModel& m) {
   XS_ASSERT(blocks >= 1, "order_time_ns: blocks must be >= 1 (got {})", blocks);
-  TileTimeModel compute_only = m;  // the tiles' own time; the weight stream is bounded below, for all SMs at once
+  TileTimeModel compute_only = m;  // the tiles' own time; the weight stream bounds the whole below
   compute_only.hbm_gbps = std::numeric_limits<double>::infinity();
   std::vector<std::size_t> first_block(std::size_t(t.experts) + 1, 0);  // (e, m) -> e's first + m
   std::vector<double> l1_ns(std::size_t(t.experts)), l2_ns(std::size_t(t.experts));
