@@ -31,14 +31,11 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
     prof.sms = std::min(sms, prof.sms * p.ranks);  // every rank's kernel bursts into one stage
     return burstgap::advise(params, prof).predicted_stall_ns * 1e-3;
   };
-  ScheduleConfig expert_wave;
-  row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, &expert_wave);
+  row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, nullptr);
   row.predicted_stall_interleaved_us = stall_us(ScheduleKind::interleaved, &row.interleaved);
-  auto compute_us = [&](const ScheduleConfig& c) {
-    return order_time_ns(p, tiles, make_scheduler(c)->order(tiles), blocks, time) * 1e-3;
-  };
-  row.predicted_compute_us = compute_us(expert_wave);
-  row.predicted_compute_interleaved_us = compute_us(row.interleaved);
+  const OrderTimes compute = order_times(p, tiles, row.interleaved, time);  // on `blocks` (the config's SMs)
+  row.predicted_compute_us = compute.expert_wave_ns * 1e-3;
+  row.predicted_compute_interleaved_us = compute.interleaved_ns * 1e-3;
   row.predicted_speedup = (row.predicted_compute_us + row.predicted_stall_expert_wave_us) /
                           (row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us);
 }

@@ -312,7 +312,7 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
     }
   });
   summarize(figures, p, o.device_routing, row);
-  row.predicted_order_speedup = predicted_order_speedup(p, build_tiles(p, layout.ranks[0]), row.interleaved);
+  row.predicted_order_speedup = order_times(p, build_tiles(p, layout.ranks[0]), row.interleaved).speedup();
   row.from_logits_config = gathered.config;
   return row;
 }

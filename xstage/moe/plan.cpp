@@ -149,13 +149,13 @@ double order_time_ns(const Problem& p, const TileLists& t, const std::vector<Wor
   return std::max(last, stream_ns);
 }
 
-double predicted_order_speedup(const Problem& p, const TileLists& t, const ScheduleConfig& interleaved,
-                               const TileTimeModel& m) {
+OrderTimes order_times(const Problem& p, const TileLists& t, const ScheduleConfig& interleaved,
+                       const TileTimeModel& m) {
   ScheduleConfig expert_wave = interleaved;
   expert_wave.kind = ScheduleKind::expert_wave;
   const int blocks = interleaved.sms;
-  return order_time_ns(p, t, make_scheduler(expert_wave)->order(t), blocks, m) /
-         order_time_ns(p, t, make_scheduler(interleaved)->order(t), blocks, m);
+  return {order_time_ns(p, t, make_scheduler(expert_wave)->order(t), blocks, m),
+          order_time_ns(p, t, make_scheduler(interleaved)->order(t), blocks, m)};
 }
 
 burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, const TileLists& t,

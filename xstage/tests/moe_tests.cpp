@@ -283,7 +283,7 @@ TEST(MoeSchedule, PredictedOrderSpeedupFromTheSimulation) {
     const moe::TileTimeModel m;
     const double want = moe::order_time_ns(p, t, moe::make_scheduler(ew)->order(t), 132, m) /
                         moe::order_time_ns(p, t, moe::make_scheduler(il)->order(t), 132, m);
-    EXPECT_DOUBLE_EQ(moe::predicted_order_speedup(p, t, il), want);
+    EXPECT_DOUBLE_EQ(moe::order_times(p, t, il).speedup(), want);
     return want;
   };
   EXPECT_GT(predicted(8192), 1.05);

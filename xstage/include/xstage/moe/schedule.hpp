@@ -181,10 +181,14 @@ ScheduleConfig choose_schedule(ScheduleKind kind, const Problem& p, const TileLi
 // compute between bursts, from the tile-time estimate.
 burstgap::BurstProfile burst_profile(const ScheduleConfig& c, const Problem& p, const TileLists& tiles,
                                      const TileTimeModel& time);
-// Interleaved over Expert-Wave as order_time_ns predicts it: `interleaved`'s order against
-// Expert-Wave's with the same wave, on interleaved.sms blocks (no link stall).
-double predicted_order_speedup(const Problem& p, const TileLists& t, const ScheduleConfig& interleaved,
-                               const TileTimeModel& m = {});
+// Both orders' order_time_ns: `interleaved`'s and Expert-Wave's with the same wave, on
+// interleaved.sms blocks (no link stall). Their ratio is Interleaved over Expert-Wave.
+struct OrderTimes {
+  double expert_wave_ns = 0, interleaved_ns = 0;
+  double speedup() const { return expert_wave_ns / interleaved_ns; }
+};
+OrderTimes order_times(const Problem& p, const TileLists& t, const ScheduleConfig& interleaved,
+                       const TileTimeModel& m = {});
 
 
 }  // namespace xstage::moe
