@@ -7,7 +7,8 @@
 #    it and 3: the probe part of docs/results/host_link.json is kept)
 #    (every store kind, visible mode, the copy engine's device-to-host rate);
 # 3. `xstage fit --holdout 0.3` on it: params.json and report.json (held-out error,
-#    smallest backpressure-free gap error);
+#    smallest backpressure-free gap error); the benches below predict with this fit
+#    (ship it as xstage/data/h200_host_params.json with the results);
 # 4. the host-link GPU test of Ulysses (bitwise against HBM);
 # 5. HOST_ULYSSES=0 skips: `xstage bench ulysses --link host` (P = HOST_RANKS, default 2,4,8; S = 4K .. HOST_MAX_SEQ,
 #    default 65536) -> $OUT/ulysses_host.json;
@@ -35,16 +36,17 @@ if [ "${HOST_PROBE:-1}" = 1 ] &&
   host_step host_probe 240 "$XS" probe --gpus 1 --sweep "${SWEEP:-standard}" --pattern host --out "$HP" --quiet; then
   host_step host_fit 120 "$XS" fit "$HP/sweep.csv" -o "$HP/params.json" --holdout 0.3 --report "$HP/report.json"
 fi
+HOST_PARAMS=(); [ -f "$HP/params.json" ] && HOST_PARAMS=(--params "$HP/params.json")
 host_step host_gpu_tests 120 "$HT/xstage_ulysses_gpu_tests" --gtest_filter='UlyssesHostLink.*'
 host_step host_moe_tests 180 "$HT/xstage_moe_gpu_tests" \
   --gtest_filter='MoeFusedGpu.HostLinkWindows*:MoeFusedGpu.AbsentPeer*'
 [ "${HOST_ULYSSES:-1}" = 1 ] && host_step host_ulysses 240 "$XS" bench ulysses --link host \
-  --ranks "${HOST_RANKS:-2,4,8}" --max-seq "${HOST_MAX_SEQ:-65536}" --json "$OUT/ulysses_host.json"
+  --ranks "${HOST_RANKS:-2,4,8}" --max-seq "${HOST_MAX_SEQ:-65536}" "${HOST_PARAMS[@]}" --json "$OUT/ulysses_host.json"
 IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
 for sw in "${HOST_MOE_SWEEPS[@]}"; do
   host_step "host_moe_$sw" $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "$sw" \
     --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \
-    --json "$OUT/moe_host_$sw.json"
+    "${HOST_PARAMS[@]}" --json "$OUT/moe_host_$sw.json"
 done
 # What this call measured replaces its part of docs/results/host_link.json; the rest is kept.
 U_ARG=(); [ -f "$OUT/ulysses_host.json" ] && U_ARG=(--ulysses "$OUT/ulysses_host.json")
