@@ -86,28 +86,38 @@ __device__ __forceinline__ void store_word(char* p, uint32_t w0) {
 struct StBurst {
   int rows, tail;      // whole rows of blockDim.x * width bytes, then bytes left
   int dst0;            // destination index of row 0 (probe_dst_of_row)
-  std::size_t off;     // byte offset of the burst in each destination's payload
-  uint32_t word0;      // probe_word(epoch, sm, burst, 0); word w holds word0 + w
+  char* first;         // this thread's first address: destination dst0 + offset
+  std::size_t off;     // this thread's byte offset in each destination's payload
+  uint32_t word0;      // the value of this thread's first word (probe_word is linear in the word)
 };
 
 template <int kWidth>
-__device__ __forceinline__ StBurst plan_burst_st(int n_dst, int burst_bytes, std::size_t off, uint32_t epoch,
-                                                 uint32_t sm, uint32_t burst) {
+__device__ __forceinline__ StBurst plan_burst_st(char* const* dst, int n_dst, int burst_bytes, std::size_t off,
+                                                 uint32_t epoch, uint32_t sm, uint32_t burst) {
   const int row_bytes = kBlockThreads * kWidth;
   StBurst s;
   s.rows = burst_bytes / row_bytes;
   s.tail = burst_bytes - s.rows * row_bytes;
   s.dst0 = probe_dst_of_row(0, static_cast<int>(sm), n_dst);
   s.off = off + threadIdx.x * kWidth;
+  s.first = dst[s.dst0] + s.off;
   s.word0 = probe_word(epoch, sm, burst, 0) + threadIdx.x * (kWidth / 4);
   return s;
 }
 
 // One burst of plain stores from this block: rows of kBlockThreads*kWidth bytes,
-// row r going to destination probe_dst_of_row(r, sm, n_dst) (round robin).
+// row r going to destination probe_dst_of_row(r, sm, n_dst) (round robin). One
+// destination (local, peer, host): the addresses are the plan's plus a stride, with
+// no shared-memory load between stores.
 template <int kWidth>
 __device__ __forceinline__ void issue_burst_st(char* const* dst, int n_dst, const StBurst& s) {
   constexpr int kRow = kBlockThreads * kWidth;
+  if (n_dst == 1) {
+    #pragma unroll 4
+    for (int r = 0; r < s.rows; ++r) store_word<kWidth>(s.first + r * kRow, s.word0 + r * (kRow / 4));
+    if (threadIdx.x * kWidth < s.tail) store_word<kWidth>(s.first + s.rows * kRow, s.word0 + s.rows * (kRow / 4));
+    return;
+  }
   int d = s.dst0;
   #pragma unroll 4
   for (int r = 0; r < s.rows; ++r) {
@@ -127,6 +137,71 @@ __device__ __forceinline__ void issue_burst_tma(char* const* dst, int n_dst, int
                  : "memory");
   }
   asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// What the bursts of one sender block share.
+struct SenderBlock {
+  char* const* dst;        // payload base per destination (shared memory)
+  uint32_t* const* flags;  // burst flags per destination (shared memory)
+  const char* smem;        // the TMA source chunk
+  unsigned long long* warp_start;
+  unsigned long long* warp_end;
+  uint32_t sm;
+  int warp, lane;
+};
+
+// The bursts of one store kind. The kind is a template parameter, so nothing between
+// the stamps branches on it.
+template <StoreKind kKind>
+__device__ float run_bursts(const SenderArgs& a, const SenderBlock& k, float acc) {
+  constexpr int kWidth = kKind == StoreKind::tma ? 16 : static_cast<int>(kKind);
+  const std::size_t region_off = static_cast<std::size_t>(k.sm) * a.region_bytes;
+  const int total = a.warmup + a.bursts;
+  for (int b = 0; b < total; ++b) {
+    const std::size_t off = region_off + static_cast<std::size_t>(b % a.places) * a.place_bytes;
+    const StBurst s = plan_burst_st<kWidth>(k.dst, a.n_dst, a.burst_bytes, off, a.epoch, k.sm, b);
+    // The plan is computed before the stamp (a volatile asm that reads it stays before
+    // the barrier and the clock read), and the barrier starts every warp's stores
+    // together: the span from the first warp's stamp to the last one's is then the
+    // stores, not how far apart the warps finished their plans.
+    asm volatile("" ::"r"(s.rows), "r"(s.tail), "l"(s.first), "l"(s.off), "r"(s.word0));
+    __syncthreads();
+    unsigned long long gt_start = 0;
+    if (threadIdx.x == 0) gt_start = sync::global_ns();
+    const unsigned long long t0 = clk();
+    if constexpr (kKind == StoreKind::tma) {
+      if (threadIdx.x == 0) issue_burst_tma(k.dst, a.n_dst, a.burst_bytes, off, k.sm, k.smem);
+    } else {
+      issue_burst_st<kWidth>(k.dst, a.n_dst, s);
+    }
+    const unsigned long long t1 = clk();
+    if (k.lane == 0) {
+      k.warp_start[k.warp] = t0;
+      k.warp_end[k.warp] = t1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long first = k.warp_start[0], last = k.warp_end[0];
+      if constexpr (kKind != StoreKind::tma) {
+        for (int w = 1; w < kBlockThreads / 32; ++w) {
+          first = min(first, k.warp_start[w]);
+          last = max(last, k.warp_end[w]);
+        }
+      }
+      unsigned long long gt_fenced = 0;
+      if (a.visible) {
+        if constexpr (kKind == StoreKind::tma) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        sync::fence_acq_rel_sys();
+        for (int d = 0; d < a.n_dst; ++d) sync::st_relaxed_sys(k.flags[d] + k.sm, a.flag_base + b + 1);
+        gt_fenced = sync::global_ns();
+      }
+      if (b >= a.warmup) a.bursts_out[static_cast<std::size_t>(k.sm) * a.bursts + (b - a.warmup)] =
+          BurstRecord{first, last, gt_start, gt_fenced};
+    }
+    acc = busy_compute(a.gap_ns, acc);
+    __syncthreads();
+  }
+  return acc;
 }
 
 __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderArgs a) {
@@ -160,58 +235,13 @@ __global__ void __launch_bounds__(kBlockThreads, 1) sender_kernel(const SenderAr
   }
   __syncthreads();
 
-  const std::size_t region_off = static_cast<std::size_t>(sm) * a.region_bytes;
+  const SenderBlock k{dst, flags, smem, warp_start, warp_end, sm, warp, lane};
   float acc = static_cast<float>(threadIdx.x);
-  const int total = a.warmup + a.bursts;
-  for (int b = 0; b < total; ++b) {
-    const std::size_t off = region_off + static_cast<std::size_t>(b % a.places) * a.place_bytes;
-    const int width = a.store == StoreKind::tma ? 16 : static_cast<int>(a.store);
-    const StBurst s = width == 4   ? plan_burst_st<4>(a.n_dst, a.burst_bytes, off, a.epoch, sm, b)
-                      : width == 8 ? plan_burst_st<8>(a.n_dst, a.burst_bytes, off, a.epoch, sm, b)
-                                   : plan_burst_st<16>(a.n_dst, a.burst_bytes, off, a.epoch, sm, b);
-    // The plan is computed before the stamp (a volatile asm that reads it stays before
-    // the barrier and the clock read), and the barrier starts every warp's stores
-    // together: the span from the first warp's stamp to the last one's is then the
-    // stores, not how far apart the warps finished their plans.
-    asm volatile("" ::"r"(s.rows), "r"(s.tail), "r"(s.dst0), "l"(s.off), "r"(s.word0));
-    __syncthreads();
-    unsigned long long gt_start = 0;
-    if (threadIdx.x == 0) gt_start = sync::global_ns();
-    const unsigned long long t0 = clk();
-    switch (a.store) {
-      case StoreKind::st4: issue_burst_st<4>(dst, a.n_dst, s); break;
-      case StoreKind::st8: issue_burst_st<8>(dst, a.n_dst, s); break;
-      case StoreKind::st16: issue_burst_st<16>(dst, a.n_dst, s); break;
-      case StoreKind::tma:
-        if (threadIdx.x == 0) issue_burst_tma(dst, a.n_dst, a.burst_bytes, off, sm, smem);
-        break;
-    }
-    const unsigned long long t1 = clk();
-    if (lane == 0) {
-      warp_start[warp] = t0;
-      warp_end[warp] = t1;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned long long s = warp_start[0], e = warp_end[0];
-      if (a.store != StoreKind::tma) {
-        for (int w = 1; w < kBlockThreads / 32; ++w) {
-          s = min(s, warp_start[w]);
-          e = max(e, warp_end[w]);
-        }
-      }
-      unsigned long long gt_fenced = 0;
-      if (a.visible) {
-        if (a.store == StoreKind::tma) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-        sync::fence_acq_rel_sys();
-        for (int d = 0; d < a.n_dst; ++d) sync::st_relaxed_sys(flags[d] + sm, a.flag_base + b + 1);
-        gt_fenced = sync::global_ns();
-      }
-      if (b >= a.warmup) a.bursts_out[static_cast<std::size_t>(sm) * a.bursts + (b - a.warmup)] =
-          BurstRecord{s, e, gt_start, gt_fenced};
-    }
-    acc = busy_compute(a.gap_ns, acc);
-    __syncthreads();
+  switch (a.store) {
+    case StoreKind::st4: acc = run_bursts<StoreKind::st4>(a, k, acc); break;
+    case StoreKind::st8: acc = run_bursts<StoreKind::st8>(a, k, acc); break;
+    case StoreKind::st16: acc = run_bursts<StoreKind::st16>(a, k, acc); break;
+    case StoreKind::tma: acc = run_bursts<StoreKind::tma>(a, k, acc); break;
   }
   if (a.store == StoreKind::tma && threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   __threadfence_system();  // payload performed before the kernel ends (for verification)
