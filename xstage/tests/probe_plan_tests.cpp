@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 
 #include "common/testing.hpp"
@@ -104,4 +105,24 @@ TEST(ProbePlan, HostSweepCoversEveryStoreKindOnOneGpu) {
   EXPECT_EQ(kinds["host"].size(), 4u);
   EXPECT_NE(error_of([] { standard_sweep(1, 132, false, {"host", "peer"}); }).find("at least 2 GPUs"),
             std::string::npos);
+}
+
+// The sender stores word 0's value plus the word index (its plan is made before the
+// stamp), and the payload check compares with probe_word: the two agree only while
+// probe_word is linear in the word. The check catches a stale burst only if the bursts
+// of one SM start from different values, far enough apart that no burst's words
+// (up to 1 MiB of them) overlap another's.
+TEST(ProbePlan, PayloadWordIsLinearAndBurstsDoNotOverlap) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t e = rng(), sm = rng() % 1024, b = rng() % 65536, w = rng();
+    EXPECT_EQ(probe_word(e, sm, b, w), static_cast<uint32_t>(probe_word(e, sm, b, 0) + w));
+  }
+  constexpr uint32_t kWords = (1u << 20) / 4;  // the largest burst's words
+  for (uint32_t sm : {0u, 1u, 131u}) {
+    std::vector<uint32_t> starts;
+    for (uint32_t b = 0; b < 80; ++b) starts.push_back(probe_word(3, sm, b, 0));
+    std::sort(starts.begin(), starts.end());
+    for (std::size_t k = 1; k < starts.size(); ++k) EXPECT_GE(starts[k] - starts[k - 1], kWords) << "SM " << sm;
+  }
 }

@@ -3,6 +3,7 @@
 // ranks receive (and, in visible mode, observe the per-burst release flags).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -25,6 +26,14 @@ std::vector<int> destinations(const std::string& pattern, int gpus);
 // Destination index of row `row` (one row = a block's stores of one width, or one
 // TMA chunk) for SM `sm` over n_dst destinations: round-robin, as in an All-to-All.
 XS_HD int probe_dst_of_row(int row, int sm, int n_dst) { return (row + sm) % n_dst; }
+
+// The value stored at 32-bit word `word` of burst `burst` from SM `sm` (TMA bursts
+// repeat one shared-memory chunk, so they use burst 0 and word modulo the chunk).
+// Linear in `word`: the sender adds the word index to word 0's value, which differs
+// between the bursts of one SM, so a stale burst's payload fails the check.
+XS_HD uint32_t probe_word(uint32_t epoch, uint32_t sm, uint32_t burst, uint32_t word) {
+  return epoch * 0x9E3779B1u + sm * 0x85EBCA77u + burst * 0xC2B2AE3Du + word;
+}
 
 struct ProbeConfig {
   std::string pattern = "peer";  // local | peer | all_peers | host

@@ -83,12 +83,6 @@ struct PingArgs {
   sync::WaitContext wait;     // {budget_ns, rank}; the launcher sets the rest
 };
 
-// The value stored at 32-bit word `word` of burst `burst` from SM `sm` (TMA bursts
-// repeat one shared-memory chunk, so they use burst 0 and word modulo the chunk).
-// Linear in `word`: the sender adds the word index to word 0's value.
-__host__ __device__ inline uint32_t probe_word(uint32_t epoch, uint32_t sm, uint32_t burst, uint32_t word) {
-  return epoch * 0x9E3779B1u + sm * 0x85EBCA77u + burst * 0xC2B2AE3Du + word;
-}
 inline int probe_row_bytes(StoreKind s) { return s == StoreKind::tma ? kTmaChunk : kBlockThreads * static_cast<int>(s); }
 
 void launch_sender(const SenderArgs& args, int sms, cudaStream_t stream);
