@@ -80,11 +80,11 @@ __device__ __forceinline__ void store_word(char* p, uint32_t w0) {
 
 // What a burst of plain stores needs, computed before its first stamp: the timed
 // part is then the stores and a few adds per row, as in a kernel's epilogue whose
-// values and addresses are ready. With the probe's hashing and modulo inside it
-// (about 100 instructions per row) a free 16 KiB burst took 0.6 us, where a bare
-// loop of the same stores takes 0.1 us.
+// values and addresses are ready. Hashing and a modulo per row inside the timed part
+// (about 100 instructions) had made a free 16 KiB burst look six times slower than
+// a bare loop of the same stores (docs/xstage-probe.md).
 struct StBurst {
-  int rows, tail;      // whole rows of blockDim.x * width bytes, then bytes left
+  int rows, tail;      // whole rows of kBlockThreads * width bytes, then bytes left
   int dst0;            // destination index of row 0 (probe_dst_of_row)
   char* first;         // this thread's first address: destination dst0 + offset
   std::size_t off;     // this thread's byte offset in each destination's payload
