@@ -159,7 +159,9 @@ __device__ float run_bursts(const SenderArgs& a, const SenderBlock& k, float acc
   const int total = a.warmup + a.bursts;
   for (int b = 0; b < total; ++b) {
     const std::size_t off = region_off + static_cast<std::size_t>(b % a.places) * a.place_bytes;
-    const StBurst s = plan_burst_st<kWidth>(k.dst, a.n_dst, a.burst_bytes, off, a.epoch, k.sm, b);
+    StBurst s{};  // TMA bursts need no plan: thread 0 issues whole chunks
+    if constexpr (kKind != StoreKind::tma)
+      s = plan_burst_st<kWidth>(k.dst, a.n_dst, a.burst_bytes, off, a.epoch, k.sm, b);
     // The plan is computed before the stamp (a volatile asm that reads it stays before
     // the barrier and the clock read), and the barrier starts every warp's stores
     // together: the span from the first warp's stamp to the last one's is then the
