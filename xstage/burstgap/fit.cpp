@@ -17,8 +17,10 @@
 //  2. Joint refinement: Nelder-Mead on the log parameters minimising the sum of
 //     squared log ratios of steady-state predicted vs measured issue time, for
 //     each structural variant: per-SM drain limit on/off x capacity none / per GPU
-//     / per SM / both. The variant with the lowest BIC wins (n ln(SSE/n) + k ln n),
-//     so a limit the data does not support costs more than it explains.
+//     / per SM / both, and for the shape of the free issue time: a0 + B*t0, with the
+//     floor L, or with the buffer b. The variant with the lowest BIC wins
+//     (n ln(SSE/n) + k ln n), so a limit the data does not support costs more than it
+//     explains.
 //  3. Clean-up: a per-SM limit that binds at no SM count of the data is dropped;
 //     "both" collapses to the one that binds over the data's SM range; a capacity
 //     (or drain) the data is insensitive to is reported as a lower bound: the
@@ -27,6 +29,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "common/check.hpp"
@@ -57,18 +60,21 @@ struct Variant {
   bool drain_per_sm = false;
   bool capacity = true;
   CapacityScope scope = CapacityScope::gpu;
-  bool floor = false;  // the issue-time floor L (tried on the best structural variant)
+  bool floor = false;   // the issue-time floor L
+  bool buffer = false;  // the issue buffer b
   int k() const {
-    return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1) + (floor ? 1 : 0);
+    return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1) + (floor ? 1 : 0) +
+           (buffer ? 1 : 0);
   }
   std::string name() const {
     std::string s = capacity ? fmt::format("capacity {}", to_string(scope)) : "no capacity limit";
-    return s + (drain_per_sm ? " + per-SM drain" : "") + (floor ? " + issue floor" : "");
+    return s + (drain_per_sm ? " + per-SM drain" : "") + (floor ? " + issue floor" : "") +
+           (buffer ? " + issue buffer" : "");
   }
 };
 
 struct Init {
-  double t0, a0, d, dsm, c, csm, floor;
+  double t0, a0, d, dsm, c, csm, floor, buffer;
 };
 
 double ex(double x) { return std::exp(std::clamp(x, -kLogClamp, kLogClamp)); }
@@ -92,6 +98,8 @@ ModelParams apply(const ModelParams& base, const Variant& v, std::span<const dou
   }
   p.issue_floor_ns = std::nullopt;
   if (v.floor) p.issue_floor_ns = ex(x[i++]);
+  p.issue_buffer_bytes = std::nullopt;
+  if (v.buffer) p.issue_buffer_bytes = ex(x[i++]);
   return p;
 }
 
@@ -103,6 +111,7 @@ std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double
     if (v.scope != CapacityScope::gpu) x.push_back(std::log(in.csm * c_mult));
   }
   if (v.floor) x.push_back(std::log(in.floor));
+  if (v.buffer) x.push_back(std::log(in.buffer));
   return x;
 }
 
@@ -199,6 +208,7 @@ Init initial_guess(const std::vector<Obs>& obs) {
     fit_line(pts, in.a0, in.t0);
   }
   in.a0 = std::max(in.a0, 0.5);
+  in.buffer = std::max((in.floor - in.a0) / in.t0, pts.front().first);  // where the floor meets the line
   auto free_ns = [&](const Obs& o) { return in.a0 + in.t0 * o.bytes; };
 
   // D (and d_sm): sustained throughput of clearly drain-limited rows.
@@ -257,6 +267,12 @@ std::vector<double> pack_from(const Variant& v, const ModelParams& p, int n_min)
     if (v.scope != CapacityScope::gpu) x.push_back(std::log(p.capacity_bytes_per_sm.value_or(2 * c_gpu / n_min)));
   }
   if (v.floor) x.push_back(std::log(p.issue_floor_ns.value_or(2 * std::max(p.issue_latency_ns, 1.0))));
+  if (v.buffer) {
+    // From a floor fit: a0 at the floor, the buffer where the floor meets the line.
+    const double a0 = p.issue_floor_ns.value_or(p.issue_latency_ns);
+    if (!v.floor) x[1] = std::log(std::max(a0, 1e-3));
+    x.push_back(std::log(p.issue_buffer_bytes.value_or(std::max(a0 - p.issue_latency_ns, 1.0) / p.t0_ns_per_byte)));
+  }
   return x;
 }
 
@@ -373,7 +389,10 @@ void clean_up(ModelParams& p, const Candidate& best, const Data& data, int n_min
   // A floor that binds at no burst size of the data is not supported by it.
   double smallest = std::numeric_limits<double>::infinity();
   for (const auto& c : data.cells) smallest = std::min(smallest, c.obs.bytes);
-  if (p.issue_floor_ns && *p.issue_floor_ns <= p.issue_latency_ns + smallest * p.t0_ns_per_byte) p.issue_floor_ns.reset();
+  const double below_floor = p.issue_latency_ns + std::max(0.0, smallest - p.issue_buffer_bytes.value_or(0.0)) * p.t0_ns_per_byte;
+  if (p.issue_floor_ns && *p.issue_floor_ns <= below_floor) p.issue_floor_ns.reset();
+  // A buffer worth under a nanosecond of issue is not one.
+  if (p.issue_buffer_bytes && *p.issue_buffer_bytes * p.t0_ns_per_byte < 1.0) p.issue_buffer_bytes.reset();
   // A per-SM drain limit that binds at no SM count of the data is not supported by it.
   if (p.drain_per_sm_GBps && n_min * *p.drain_per_sm_GBps >= p.drain_GBps) p.drain_per_sm_GBps.reset();
   // "both": keep only the limit that binds over the data's SM range.
@@ -433,9 +452,10 @@ void note_capacity_ranges(const ModelParams& p, const Data& data, const std::str
 }  // namespace
 
 // fit_group with a progress bar ticked once per fitted variant (kFitVariants per group:
-// eight structural ones, then the best of them with the issue floor); fit_sweep
-// (validate.cpp, which declares both) shows it on big sweeps.
-extern const std::size_t kFitVariants = 9;
+// eight structural ones, the best of them with the issue floor and with the buffer, the
+// eight with the better of those); fit_sweep (validate.cpp, which declares both) shows it
+// on big sweeps.
+extern const std::size_t kFitVariants = 18;
 ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
                                     std::vector<std::string>* notes, common::ProgressBar* bar) {
   XS_ASSERT(!rows.empty(), "fit_group: no rows");
@@ -447,30 +467,50 @@ ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget
   const std::vector<Obs> obs = observations(rows, target, base, name, notes);
   const Data data = group_cells(obs);
   int n_min = obs.front().sms, n_max = obs.front().sms;
+  std::set<double> sizes;
   for (const auto& o : obs) {
     n_min = std::min(n_min, o.sms);
     n_max = std::max(n_max, o.sms);
+    sizes.insert(o.bytes);
   }
+  const double second_largest = *std::next(sizes.rbegin());  // observations() checked >= 2 sizes
   const Init in = initial_guess(obs);
 
-  std::vector<Candidate> cands;
-  for (bool dsm : {false, true})
-    for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
-                              std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}}) {
-      std::vector<ModelParams> warm;
-      for (const auto& c : cands) warm.push_back(c.params);
-      cands.push_back(fit_variant(base, Variant{dsm, cap, scope}, in, data, warm, n_min));
-      if (bar) bar->tick();
-    }
   auto by_bic = [](const Candidate& a, const Candidate& b) {
     return a.bic < b.bic - 1e-9 || (std::abs(a.bic - b.bic) <= 1e-9 && a.variant.k() < b.variant.k());
   };
-  // The best structure, then the same with the issue floor (warm-started from it).
-  Variant with_floor = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
-  with_floor.floor = true;
-  cands.push_back(fit_variant(base, with_floor, in, data, {std::min_element(cands.begin(), cands.end(), by_bic)->params},
-                              n_min));
-  if (bar) bar->tick();
+  std::vector<Candidate> cands;
+  auto fit = [&](const Variant& v) {  // warm-started from every variant fitted before
+    if (bar) bar->tick();
+    for (const auto& c : cands)
+      if (c.variant.name() == v.name()) return;
+    std::vector<ModelParams> warm;
+    for (const auto& c : cands) warm.push_back(c.params);
+    cands.push_back(fit_variant(base, v, in, data, warm, n_min));
+    // t0 past a buffer needs two burst sizes above it; else only the stall rows set it.
+    if (v.buffer && *cands.back().params.issue_buffer_bytes >= second_largest) cands.back().bic = kUnlimited;
+  };
+  // The structures (per-SM drain x capacity scope) with a0 + B*t0; the best of them with
+  // the issue floor and with the buffer; then every structure with the better of those
+  // shapes, since a structure can stand in for a missing shape (stalls that mimic a knee).
+  // The two shapes are one when a0 >= b*t0 (L = a0 + b*t0): ties go to the floor.
+  auto structures = [&](bool floor, bool buffer) {
+    for (bool dsm : {false, true})
+      for (auto [cap, scope] : {std::pair{false, CapacityScope::gpu}, std::pair{true, CapacityScope::gpu},
+                                std::pair{true, CapacityScope::sm}, std::pair{true, CapacityScope::both}})
+        fit(Variant{dsm, cap, scope, floor, buffer});
+  };
+  structures(false, false);
+  const Variant structure = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
+  for (bool buffer : {false, true}) {  // floor or buffer: both together is a second floor
+    Variant v = structure;
+    v.floor = !buffer;
+    v.buffer = buffer;
+    fit(v);
+  }
+  const Variant shape = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
+  if (shape.floor || shape.buffer) structures(shape.floor, shape.buffer);
+  else if (bar) for (int i = 0; i < 8; ++i) bar->tick();
   const auto best_it = std::min_element(cands.begin(), cands.end(), by_bic);
   const Candidate best = *best_it;
   ModelParams p = best.params;

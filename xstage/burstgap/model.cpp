@@ -50,8 +50,12 @@ Rates rates(const ModelParams& p, int sms) {
 }
 
 double latency_ns(const ModelParams& p, double burst_bytes) {
-  if (!p.issue_floor_ns) return p.issue_latency_ns;
-  return std::max(p.issue_latency_ns, *p.issue_floor_ns - burst_bytes * p.t0_ns_per_byte);
+  // The buffer's bytes leave within a0, so they do not add B*t0: a burst that fits it
+  // takes a0, a larger one a0 + (B - b)*t0, and the latency goes negative past b.
+  const double buffered = std::min(burst_bytes, p.issue_buffer_bytes.value_or(0.0)) * p.t0_ns_per_byte;
+  const double a = p.issue_latency_ns - buffered;
+  if (!p.issue_floor_ns) return a;
+  return std::max(a, *p.issue_floor_ns - burst_bytes * p.t0_ns_per_byte);
 }
 
 double free_issue_ns(const ModelParams& p, double burst_bytes) {

@@ -45,16 +45,17 @@ std::string row_table(const std::vector<RowPrediction>& rows, std::size_t max_ro
 }  // namespace
 
 std::string format_params(const Params& params) {
-  std::string s = fmt::format("{:<9} {:<5} {:>4} {:>9} {:>7} {:>8} {:>10} {:>9} {:>12} {:>11} {:>5} {:>5} {:>7}\n",
-                              "pattern", "store", "gpus", "t0 ns/B", "lat ns", "floor ns", "drain GB/s", "drain/SM",
+  std::string s = fmt::format("{:<9} {:<5} {:>4} {:>9} {:>7} {:>8} {:>9} {:>10} {:>9} {:>12} {:>11} {:>5} {:>5} {:>7}\n",
+                              "pattern", "store", "gpus", "t0 ns/B", "lat ns", "floor ns", "buffer", "drain GB/s", "drain/SM",
                               "capacity/GPU", "capacity/SM", "scope", "rows", "fit err");
   for (const auto& g : params.groups) {
     const std::string drain = fmt::format("{:.1f}{}", g.drain_GBps, g.drain_bound == Bound::lower ? "+" : "");
     std::string cap_gpu = opt_bytes(g.capacity_bytes_gpu), cap_sm = opt_bytes(g.capacity_bytes_per_sm);
     if (g.capacity_bound == Bound::lower) cap_gpu = ">=" + cap_gpu;
     const std::string floor = g.issue_floor_ns ? fmt::format("{:.1f}", *g.issue_floor_ns) : "-";
-    s += fmt::format("{:<9} {:<5} {:>4} {:>9.5f} {:>7.1f} {:>8} {:>10} {:>9} {:>12} {:>11} {:>5} {:>5} {:>6.1f}%\n",
-                     g.pattern, g.store, g.gpus, g.t0_ns_per_byte, g.issue_latency_ns, floor, drain,
+    s += fmt::format("{:<9} {:<5} {:>4} {:>9.5f} {:>7.1f} {:>8} {:>9} {:>10} {:>9} {:>12} {:>11} {:>5} {:>5} {:>6.1f}%\n",
+                     g.pattern, g.store, g.gpus, g.t0_ns_per_byte, g.issue_latency_ns, floor,
+                     opt_bytes(g.issue_buffer_bytes), drain,
                      opt_rate(g.drain_per_sm_GBps), cap_gpu, cap_sm, to_string(g.capacity_scope), g.n_rows,
                      100 * g.fit_rel_error_median);
   }
@@ -174,6 +175,7 @@ std::string format_prediction(const Prediction& pr) {
   s += fmt::format("model {}/{}/{} GPUs: t0 {:.5f} ns/B per SM, latency {:.1f} ns", p.pattern, p.store, p.gpus,
                    p.t0_ns_per_byte, p.issue_latency_ns);
   if (p.issue_floor_ns) s += fmt::format(" (issue floor {:.1f} ns)", *p.issue_floor_ns);
+  if (p.issue_buffer_bytes) s += fmt::format(" (issue buffer {} per SM)", common::format_bytes(*p.issue_buffer_bytes));
   s += fmt::format(", drain {:.1f} GB/s", p.drain_GBps);
   if (p.drain_per_sm_GBps) s += fmt::format(" (per SM {:.1f})", *p.drain_per_sm_GBps);
   s += fmt::format(", capacity {}{} ({})\n", p.capacity_bound == Bound::lower ? ">= " : "",

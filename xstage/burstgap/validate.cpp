@@ -9,8 +9,8 @@
 // Measured smallest backpressure-free gap. The series' backpressure-free time
 // T_free is the median of its cluster of lowest issue times (those within
 // `tolerance` of the minimum: the bare minimum is biased low by noise); when that
-// is far (> 25%) above the lowest issue time of the same burst size anywhere in
-// the group (small SM counts never stall), no gap of the series is free. A gap is
+// is far (> 25%) above the lowest issue time of the same burst size or a larger one
+// anywhere in the group (small SM counts never stall), no gap of the series is free. A gap is
 // free when its issue time is within `tolerance` (10%) of T_free, and so are all
 // longer gaps. The grid value is the first free gap; its error against a model is
 // dominated by the grid spacing, so the comparison uses a refined value inside the
@@ -133,6 +133,22 @@ std::vector<bool> holdout_mask(const std::vector<SweepRow>& rows, double fractio
   return mask;
 }
 
+namespace {
+// The lowest issue time a burst of `bytes` can have in the group: the robust minimum of
+// the rows of that size or of any larger one, since a larger burst takes at least as
+// long free. (Over its own size alone, a size measured at one SM count only, with gaps
+// too short for it to recover, would pass its least stalled row for free.)
+double free_envelope(const std::map<std::tuple<int, int, int, double>, std::vector<double>>& by_size,
+                     const std::tuple<int, int, int, int, double>& series, double bytes, double tolerance) {
+  double env = kInf;
+  for (const auto& [k, ts] : by_size)
+    if (std::get<0>(k) == std::get<0>(series) && std::get<1>(k) == std::get<1>(series) &&
+        std::get<2>(k) == std::get<2>(series) && std::get<3>(k) >= bytes)
+      env = std::min(env, robust_min(ts, tolerance));
+  return env;
+}
+}  // namespace
+
 std::vector<MinGapCheck> check_min_gaps(const Params& params, const std::vector<SweepRow>& rows, double tolerance) {
   auto t = [&](const SweepRow* r) { return measured_issue_ns(*r, params.target); };
   std::map<std::tuple<int, int, int, int, double>, std::vector<const SweepRow*>> series;
@@ -163,8 +179,7 @@ std::vector<MinGapCheck> check_min_gaps(const Params& params, const std::vector<
     std::vector<double> ts;
     for (auto* r : rs) ts.push_back(t(r));
     c.free_ns = robust_min(ts, tolerance);
-    const auto& same_size = by_size[{std::get<0>(key), std::get<1>(key), std::get<2>(key), c.burst_bytes}];
-    const double envelope = robust_min(same_size, tolerance);
+    const double envelope = free_envelope(by_size, key, c.burst_bytes, tolerance);
     const double limit = (1 + tolerance) * c.free_ns;
     // First index from which every longer gap is free.
     std::size_t first_free = rs.size();

@@ -170,6 +170,32 @@ TEST(BurstGapModel, IssueFloorSetsTheFreeTimeOfSmallBursts) {
   EXPECT_NEAR(bg::min_gap_ns(q, 132, 4096) - bg::min_gap_ns(p, 132, 4096), bg::latency_ns(p, 4096) - 100, 1e-9);
 }
 
+// The buffer b: a burst's first b bytes leave within a0, so one that fits takes a0 and a
+// larger one a0 + (B - b)*t0; past b the latency is negative, and the fluid part (the
+// stalls, the smallest free gap) runs on it as on any latency.
+TEST(BurstGapModel, IssueBufferTakesTheFirstBytesWithinTheLatency) {
+  auto p = peer();
+  p.issue_latency_ns = 120;
+  p.issue_buffer_bytes = 8192;
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 4096), 120);
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 8192), 120);
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 65536), 120 + (65536 - 8192) * 0.02);
+  EXPECT_DOUBLE_EQ(bg::latency_ns(p, 65536), 120 - 8192 * 0.02);
+  EXPECT_LT(bg::latency_ns(p, 65536), 0);
+  EXPECT_DOUBLE_EQ(bg::issue_burst(p, 1, 65536, 0).issue_ns, bg::free_issue_ns(p, 65536));
+  EXPECT_DOUBLE_EQ(bg::steady_issue_ns(p, 1, 65536, 0), bg::free_issue_ns(p, 65536));
+  // Drain-limited: the period still carries W at D, whatever the latency.
+  const double w = 132 * 65536.0, g = 1000;
+  EXPECT_NEAR(bg::steady_issue_ns(p, 132, 65536, g) + g, w / p.drain_GBps, 1e-6 * w / p.drain_GBps);
+  auto q = p;
+  q.issue_buffer_bytes.reset();
+  EXPECT_NEAR(bg::min_gap_ns(p, 132, 16384) - bg::min_gap_ns(q, 132, 16384), 8192 * 0.02, 1e-9);
+  // With a floor as well, the larger of the two.
+  p.issue_floor_ns = 200;
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 4096), 200);
+  EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 65536), 120 + (65536 - 8192) * 0.02);
+}
+
 TEST(BurstGapModel, RejectsBadShapes) {
   const auto p = peer();
   EXPECT_THROW(bg::issue_burst(p, 0, 1024, 0), common::Error);
@@ -222,6 +248,7 @@ TEST(BurstGapFit, RecoversKnownParametersFromNoisySyntheticRows) {
     EXPECT_LT(p.fit_rel_error_median, 0.04);
     EXPECT_EQ(p.n_rows, static_cast<int>(issue.size()));
     EXPECT_FALSE(p.issue_floor_ns.has_value()) << "a floor the data do not have: " << *p.issue_floor_ns;
+    EXPECT_FALSE(p.issue_buffer_bytes.has_value()) << "a buffer the data do not have: " << *p.issue_buffer_bytes;
     EXPECT_EQ(p.sms_max, 132);
   }
 }
@@ -238,6 +265,24 @@ TEST(BurstGapFit, FindsTheIssueFloorWhenTheDataShowIt) {
   const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
   ASSERT_TRUE(p.issue_floor_ns.has_value());
   EXPECT_NEAR(*p.issue_floor_ns / *truth.issue_floor_ns, 1, 0.10);
+  EXPECT_NEAR(p.t0_ns_per_byte / truth.t0_ns_per_byte, 1, 0.03);
+  EXPECT_LT(p.fit_rel_error_median, 0.04);
+}
+
+// Small bursts that all take a0 and large ones a0 + (B - b)*t0 (the host link's knee):
+// the fit finds the buffer and keeps the slope of the large bursts.
+TEST(BurstGapFit, FindsTheIssueBufferWhenTheDataShowIt) {
+  auto truth = bg::example_params("peer");
+  truth.issue_latency_ns = 150;
+  truth.issue_buffer_bytes = 12 * 1024;
+  std::vector<xstage::SweepRow> issue;
+  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 5))
+    if (r.mode == "issue") issue.push_back(r);
+  std::vector<std::string> notes;
+  const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
+  ASSERT_TRUE(p.issue_buffer_bytes.has_value()) << notes.front();
+  EXPECT_NEAR(*p.issue_buffer_bytes / *truth.issue_buffer_bytes, 1, 0.15);
+  EXPECT_NEAR(p.issue_latency_ns / truth.issue_latency_ns, 1, 0.10);
   EXPECT_NEAR(p.t0_ns_per_byte / truth.t0_ns_per_byte, 1, 0.03);
   EXPECT_LT(p.fit_rel_error_median, 0.04);
 }
@@ -409,6 +454,7 @@ TEST(BurstGapParams, JsonRoundTrip) {
   ps.seed = 42;
   ps.groups.push_back(peer());
   ps.groups[0].issue_floor_ns = 230;
+  ps.groups[0].issue_buffer_bytes = 10240;
   auto all = bg::example_params("all_peers");
   all.capacity_bound = bg::Bound::lower;
   ps.groups.push_back(all);
@@ -420,10 +466,17 @@ TEST(BurstGapParams, JsonRoundTrip) {
   EXPECT_FALSE(back.groups[0].drain_per_sm_GBps.has_value());
   EXPECT_DOUBLE_EQ(*back.groups[0].issue_floor_ns, 230);
   EXPECT_FALSE(back.groups[1].issue_floor_ns.has_value());
-  // A file fitted before the floor existed has no key for it: no floor.
+  EXPECT_DOUBLE_EQ(*back.groups[0].issue_buffer_bytes, 10240);
+  EXPECT_FALSE(back.groups[1].issue_buffer_bytes.has_value());
+  // A file fitted before the floor and the buffer existed has no keys for them: neither.
   auto j = nlohmann::json::parse(bg::params_to_json(ps));
-  for (auto& g : j["groups"]) g.erase("issue_floor_ns");
-  EXPECT_FALSE(bg::params_from_json(j.dump(), "old.json").groups[0].issue_floor_ns.has_value());
+  for (auto& g : j["groups"]) {
+    g.erase("issue_floor_ns");
+    g.erase("issue_buffer_bytes");
+  }
+  const auto old = bg::params_from_json(j.dump(), "old.json");
+  EXPECT_FALSE(old.groups[0].issue_floor_ns.has_value());
+  EXPECT_FALSE(old.groups[0].issue_buffer_bytes.has_value());
   EXPECT_EQ(back.groups[1].capacity_scope, bg::CapacityScope::both);
   EXPECT_DOUBLE_EQ(*back.groups[1].capacity_bytes_per_sm, 96 * 1024);
   EXPECT_EQ(back.groups[1].capacity_bound, bg::Bound::lower);

@@ -9,8 +9,12 @@
 //   t0   backpressure-free issue time per byte per SM (ns/B): R = N / t0 bytes/ns
 //   a0   fixed issue latency per burst (ns); the SM injects nothing meanwhile
 //   L    optional floor of a burst's free issue time (ns): a0(B) = max(a0, L - B*t0), so
-//        a small burst takes L however few bytes it has (the host link: 1-4 KiB all
-//        take ~0.24 us) while a large one costs a0 + B*t0. Below, a0 stands for a0(B).
+//        a small burst takes L however few bytes it has (1-4 KiB all take ~0.24 us on
+//        NVLink) while a large one costs a0 + B*t0. Below, a0 stands for a0(B).
+//   b    optional issue buffer per SM (bytes): a burst's first b bytes leave within a0
+//        and only the rest costs t0, a0(B) = max(a0 - min(B, b)*t0, L - B*t0), so the
+//        free issue is a0 + max(0, B - b)*t0 (the host link: 1-4 KiB take 0.12 us,
+//        then ~51 GB/s per SM from about 10 KiB). a0(B) < 0 past b.
 //   D    drain rate of the X-Stage, D(N) = min(D_gpu, N * d_sm)        (bytes/ns = GB/s)
 //   C    outstanding capacity,      C(N) = min(C_gpu, N * c_sm)        (bytes)
 //
@@ -59,6 +63,7 @@ struct ModelParams {
   double t0_ns_per_byte = 0.02;                // per SM, no backpressure
   double issue_latency_ns = 0;                 // a0, per burst
   std::optional<double> issue_floor_ns;        // L; unset: a0 + B*t0 down to the smallest burst
+  std::optional<double> issue_buffer_bytes;    // b, per SM; unset: 0 (every byte costs t0)
   double loop_overhead_ns = 0;                 // probe rows only: period - issue - gap (median)
   double drain_GBps = 350;                     // D_gpu (GB/s = bytes/ns)
   std::optional<double> drain_per_sm_GBps;     // d_sm; unset: no per-SM drain limit
@@ -127,7 +132,7 @@ struct Rates {
 };
 Rates rates(const ModelParams& p, int sms);
 
-double latency_ns(const ModelParams& p, double burst_bytes);                      // a0(B) = max(a0, L - B*t0)
+double latency_ns(const ModelParams& p, double burst_bytes);                      // a0(B) = max(a0 - min(B,b)*t0, L - B*t0)
 double free_issue_ns(const ModelParams& p, double burst_bytes);                   // a0(B) + B*t0
 double burst_increment_bytes(const ModelParams& p, int sms, double burst_bytes);  // Delta (<= 0: never fills)
 
