@@ -48,7 +48,7 @@ struct ProbeCli {
   std::string patterns, stores = "st16", modes = "issue", sms = "0", bursts = "16KiB", gaps = "0,10us";
   std::string buffer = "64MiB";
   std::string out = "probe-out";
-  bool no_copy_engine = false, quiet = false, force = false;
+  bool no_copy_engine = false, same_addresses = false, quiet = false, force = false;
   probe::ProbeOptions o;
 };
 
@@ -108,6 +108,7 @@ void run(ProbeCli& c) {
   o.buffer_bytes = common::parse_bytes(c.buffer, "--buffer");
   XS_ASSERT(o.buffer_bytes > 0, "--buffer: '{}' is zero bytes", c.buffer);
   o.copy_engine = !c.no_copy_engine;
+  o.fresh_addresses = !c.same_addresses;
   o.progress = !c.quiet;
   const std::filesystem::path out(c.out);
   XS_ASSERT(c.force || !std::filesystem::exists(out / "sweep.csv"), "{} already exists (use --force to overwrite)",
@@ -158,9 +159,9 @@ void add_probe_commands(CLI::App& app) {
   cmd->add_option("--buffer", c->buffer, "payload buffer per GPU")->capture_default_str();
   cmd->add_option("--out", c->out, "output folder (sweep.csv, probe_summary.json)")->check(v::output_folder())
       ->capture_default_str();
-  cmd->add_flag("--fresh-addresses", c->o.fresh_addresses,
-                "each burst to the next place of the SM's share of --buffer, never rewriting the last "
-                "bursts' lines (default: every burst rewrites one place)");
+  cmd->add_flag("--same-addresses", c->same_addresses,
+                "every burst of an SM rewrites one place (default: each burst to the next place of the "
+                "SM's share of --buffer, never rewriting lines the last bursts may still hold, as the kernels)");
   cmd->add_flag("--no-copy-engine", c->no_copy_engine, "skip the cudaMemcpyPeer reference");
   cmd->add_flag("--quiet", c->quiet, "no progress bar");
   cmd->add_flag("--force", c->force, "overwrite an existing sweep.csv in --out");

@@ -54,21 +54,25 @@ TEST(ProbeGpu, EveryStoreKindAndPatternRunsAndVerifies) {
   }
 }
 
-// Fresh addresses: every burst to the next place of the SM's region; the last burst's
-// place holds its pattern (verified bitwise inside run_probe) on the host link and locally.
-TEST(ProbeGpu, FreshAddressesRotateAndVerify) {
-  auto o = small(1);
-  o.fresh_addresses = true;
-  o.buffer_bytes = std::size_t{8} << 20;
-  o.bursts = 40;  // 42 bursts in all
-  for (const char* st : {"st16", "tma"}) {
-    o.configs.push_back({"host", st, "issue", 16, 16384, 0});  // 32 places per SM: the rotation wraps
-    o.configs.push_back({"local", st, "issue", 8, 4096 + 16, 1000});
+// Fresh addresses (the default): every burst to the next place of the SM's region; the
+// last burst's place holds its pattern (verified bitwise inside run_probe) on the host
+// link and locally. Same addresses: every burst rewrites the region's start.
+TEST(ProbeGpu, FreshAndSameAddressesVerify) {
+  for (bool fresh : {true, false}) {
+    auto o = small(1);
+    EXPECT_TRUE(o.fresh_addresses);
+    o.fresh_addresses = fresh;
+    o.buffer_bytes = std::size_t{8} << 20;
+    o.bursts = 40;  // 42 bursts in all
+    for (const char* st : {"st16", "tma"}) {
+      o.configs.push_back({"host", st, "issue", 16, 16384, 0});  // 32 places per SM: the rotation wraps
+      o.configs.push_back({"local", st, "issue", 8, 4096 + 16, 1000});
+    }
+    const auto res = xstage::probe::run_probe(o);
+    EXPECT_EQ(res.fresh_addresses, fresh);
+    EXPECT_GT(res.verified_words, 0);
+    for (const auto& r : res.rows) EXPECT_GT(r.issue_ns_med, 0) << r.pattern << " " << r.store;
   }
-  const auto res = xstage::probe::run_probe(o);
-  EXPECT_TRUE(res.fresh_addresses);
-  EXPECT_GT(res.verified_words, 0);
-  for (const auto& r : res.rows) EXPECT_GT(r.issue_ns_med, 0) << r.pattern << " " << r.store;
 }
 
 TEST(ProbeGpu, BadInputIsRefused) {

@@ -52,9 +52,10 @@ struct ProbeOptions {
   std::size_t buffer_bytes = std::size_t{64} << 20;  // payload bytes per rank window
   bool copy_engine = true;  // time cudaMemcpyPeer 0 -> 1 as a reference
   // Each burst of an SM goes to the next burst-sized place of the SM's share of the
-  // buffer (round robin), instead of rewriting one place: no store rewrites a line
-  // that may still be in the X-Stage, as in the kernels, whose stores go to fresh rows.
-  bool fresh_addresses = false;
+  // buffer (round robin): no store rewrites a line that may still be in the X-Stage, as
+  // in the kernels, whose stores go to fresh rows. false: every burst rewrites one place
+  // (a stage that merges rewrites of pending lines then drains less than was stored).
+  bool fresh_addresses = true;
   bool progress = true;
 };
 
