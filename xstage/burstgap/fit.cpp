@@ -60,16 +60,17 @@ struct Variant {
   bool drain_per_sm = false;
   bool capacity = true;
   CapacityScope scope = CapacityScope::gpu;
-  bool floor = false;   // the issue-time floor L
-  bool buffer = false;  // the issue buffer b
+  bool floor = false;    // the issue-time floor L
+  bool buffer = false;   // the issue buffer b
+  bool backlog = false;  // the backlog limit Q
   int k() const {
     return 3 + (drain_per_sm ? 1 : 0) + (!capacity ? 0 : scope == CapacityScope::both ? 2 : 1) + (floor ? 1 : 0) +
-           (buffer ? 1 : 0);
+           (buffer ? 1 : 0) + (backlog ? 1 : 0);
   }
   std::string name() const {
     std::string s = capacity ? fmt::format("capacity {}", to_string(scope)) : "no capacity limit";
     return s + (drain_per_sm ? " + per-SM drain" : "") + (floor ? " + issue floor" : "") +
-           (buffer ? " + issue buffer" : "");
+           (buffer ? " + issue buffer" : "") + (backlog ? " + backlog limit" : "");
   }
 };
 
@@ -100,6 +101,8 @@ ModelParams apply(const ModelParams& base, const Variant& v, std::span<const dou
   if (v.floor) p.issue_floor_ns = ex(x[i++]);
   p.issue_buffer_bytes = std::nullopt;
   if (v.buffer) p.issue_buffer_bytes = ex(x[i++]);
+  p.backlog_limit_bytes = std::nullopt;
+  if (v.backlog) p.backlog_limit_bytes = ex(x[i++]);
   return p;
 }
 
@@ -112,6 +115,7 @@ std::vector<double> pack(const Variant& v, const Init& in, double c_mult, double
   }
   if (v.floor) x.push_back(std::log(in.floor));
   if (v.buffer) x.push_back(std::log(in.buffer));
+  if (v.backlog) x.push_back(std::log(in.c * c_mult / 16));
   return x;
 }
 
@@ -273,6 +277,8 @@ std::vector<double> pack_from(const Variant& v, const ModelParams& p, int n_min)
     if (!v.floor) x[1] = std::log(std::max(a0, 1e-3));
     x.push_back(std::log(p.issue_buffer_bytes.value_or(std::max(a0 - p.issue_latency_ns, 1.0) / p.t0_ns_per_byte)));
   }
+  // A backlog limit starts at a sixteenth of the capacity (at C it would not bind).
+  if (v.backlog) x.push_back(std::log(p.backlog_limit_bytes.value_or(std::min(c_gpu, kUnlimited) / 16)));
   return x;
 }
 
@@ -393,6 +399,10 @@ void clean_up(ModelParams& p, const Candidate& best, const Data& data, int n_min
   if (p.issue_floor_ns && *p.issue_floor_ns <= below_floor) p.issue_floor_ns.reset();
   // A buffer worth under a nanosecond of issue is not one.
   if (p.issue_buffer_bytes && *p.issue_buffer_bytes * p.t0_ns_per_byte < 1.0) p.issue_buffer_bytes.reset();
+  // A backlog limit under a byte is none carried over (the log-space fit only nears 0);
+  // one at the capacity never binds before it.
+  if (p.backlog_limit_bytes && *p.backlog_limit_bytes < 1.0) p.backlog_limit_bytes = 0.0;
+  if (p.backlog_limit_bytes && *p.backlog_limit_bytes >= rates(p, n_max).capacity) p.backlog_limit_bytes.reset();
   // A per-SM drain limit that binds at no SM count of the data is not supported by it.
   if (p.drain_per_sm_GBps && n_min * *p.drain_per_sm_GBps >= p.drain_GBps) p.drain_per_sm_GBps.reset();
   // "both": keep only the limit that binds over the data's SM range.
@@ -453,9 +463,9 @@ void note_capacity_ranges(const ModelParams& p, const Data& data, const std::str
 
 // fit_group with a progress bar ticked once per fitted variant (kFitVariants per group:
 // eight structural ones, the best of them with the issue floor and with the buffer, the
-// eight with the better of those); fit_sweep (validate.cpp, which declares both) shows it
+// eight with the better of those, the best with the backlog limit); fit_sweep (validate.cpp, which declares both) shows it
 // on big sweeps.
-extern const std::size_t kFitVariants = 18;
+extern const std::size_t kFitVariants = 19;
 ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
                                     std::vector<std::string>* notes, common::ProgressBar* bar) {
   XS_ASSERT(!rows.empty(), "fit_group: no rows");
@@ -511,6 +521,10 @@ ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget
   const Variant shape = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
   if (shape.floor || shape.buffer) structures(shape.floor, shape.buffer);
   else if (bar) for (int i = 0; i < 8; ++i) bar->tick();
+  // Then the best so far with the backlog limit.
+  Variant with_backlog = std::min_element(cands.begin(), cands.end(), by_bic)->variant;
+  with_backlog.backlog = true;
+  fit(with_backlog);
   const auto best_it = std::min_element(cands.begin(), cands.end(), by_bic);
   const Candidate best = *best_it;
   ModelParams p = best.params;

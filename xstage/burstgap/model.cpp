@@ -21,6 +21,12 @@ void check_shape(const ModelParams& p, int sms, double burst_bytes) {
   XS_ASSERT(p.t0_ns_per_byte > 0 && p.drain_GBps > 0 && p.issue_latency_ns >= 0,
             "{}/{}: parameters must be positive", p.pattern, p.store);
 }
+// Clean bursts before one would start its stores on more than Q of backlog: burst j
+// starts them on j*net (the stage grows by net per period from empty); +inf without Q.
+double backlog_clean_bursts(const ModelParams& p, double net) {
+  if (!p.backlog_limit_bytes) return kInf;
+  return std::floor(*p.backlog_limit_bytes / net) + 1;
+}
 }  // namespace
 
 double measured_issue_ns(const SweepRow& row, FitTarget target) {
@@ -74,9 +80,12 @@ BurstOutcome issue_burst(const ModelParams& p, int sms, double burst_bytes, doub
   const double w = sms * burst_bytes;
   BurstOutcome o;
   o.occupancy_start = occupancy_start;
-  // The latency part injects nothing: the stage drains meanwhile.
+  // The latency part injects nothing: the stage drains meanwhile. If the stores would
+  // still start on more than Q, the burst first waits for the stage to drain to Q.
   const double a = latency_ns(p, burst_bytes);
-  const double q = std::min(std::max(0.0, occupancy_start - r.drain * a), r.capacity);
+  const double at_stores = occupancy_start - r.drain * a;
+  const double wait = p.backlog_limit_bytes ? std::max(0.0, at_stores - *p.backlog_limit_bytes) / r.drain : 0.0;
+  const double q = std::min(std::max(0.0, at_stores - r.drain * wait), r.capacity);
   double t = tf;
   if (r.inject <= r.drain) {
     o.occupancy_end = std::max(0.0, q + (r.inject - r.drain) * tf);
@@ -90,8 +99,9 @@ BurstOutcome issue_burst(const ModelParams& p, int sms, double burst_bytes, doub
       o.backpressured = true;
     }
   }
-  o.issue_ns = a + t;
-  o.overhead_ns = t - tf;
+  o.issue_ns = wait + a + t;
+  o.overhead_ns = wait + t - tf;
+  o.backpressured = o.backpressured || wait > 0;
   o.recovery_ns = o.occupancy_end / r.drain;
   return o;
 }
@@ -143,7 +153,7 @@ int clean_bursts(const ModelParams& p, int sms, double burst_bytes, double gap_n
   if (delta > r.capacity * (1 + kEdge)) return 0;
   const double net = delta - r.drain * (gap_ns + latency_ns(p, burst_bytes));  // growth per period
   if (net <= 0) return -1;
-  const double k = std::floor((r.capacity - delta) / net) + 1;
+  const double k = std::min(std::floor((r.capacity - delta) / net) + 1, backlog_clean_bursts(p, net));
   return k > 1e9 ? -1 : static_cast<int>(k);
 }
 
@@ -174,7 +184,15 @@ SchedulePhases schedule_phases(const ModelParams& p, int sms, double burst_bytes
   const double net = delta - r.drain * (gap_ns + a);  // growth per period
   if (net <= 0) return ph;
   const double k = std::floor((r.capacity - delta) / net) + 1;
-  if (k > 1e15) return ph;
+  const double k_backlog = backlog_clean_bursts(p, net);
+  if (std::min(k, k_backlog) > 1e15) return ph;
+  if (k_backlog < k) {
+    // Burst k would start its stores on k*net: it waits for the part above Q, and each
+    // burst after it waits net/D, which is the steady state (W/D - g).
+    ph.clean = static_cast<long long>(k_backlog);
+    ph.transition_ns = ph.free_ns + (k_backlog * net - *p.backlog_limit_bytes) / r.drain;
+    return ph;
+  }
   ph.clean = static_cast<long long>(k);
   // Burst k starts issuing at k * net (after its latency) and fills part way.
   const double q = std::min(k * net, r.capacity);

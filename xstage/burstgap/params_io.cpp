@@ -5,15 +5,15 @@
 //   "target": "issue_ns_mean",
 //   "groups": [ { "pattern": "peer", "store": "st16", "gpus": 2,
 //                 "t0_ns_per_byte": 0.02, "issue_latency_ns": 40, "issue_floor_ns": null,
-//                 "issue_buffer_bytes": null,
+//                 "issue_buffer_bytes": null, "backlog_limit_bytes": null,
 //                 "loop_overhead_ns": 400,
 //                 "drain_GBps": 350, "drain_per_sm_GBps": null,
 //                 "capacity_bytes_gpu": 4194304, "capacity_bytes_per_sm": null,
 //                 "capacity_scope": "gpu", "drain_bound": "fit", "capacity_bound": "fit",
 //                 "sms_max": 132, "n_rows": 310, "fit_rel_error_median": 0.02 } ] }
 //
-// Every key is required (null only where the value is optional) but issue_floor_ns and
-// issue_buffer_bytes, which files fitted before them lack; unknown keys are errors, so a typo never
+// Every key is required (null only where the value is optional) but issue_floor_ns,
+// issue_buffer_bytes and backlog_limit_bytes, which files fitted before them lack; unknown keys are errors, so a typo never
 // silently falls back to a default.
 #include <nlohmann/json.hpp>
 
@@ -107,6 +107,7 @@ json group_to_json(const ModelParams& g) {
   j["issue_latency_ns"] = g.issue_latency_ns;
   j["issue_floor_ns"] = opt(g.issue_floor_ns);
   j["issue_buffer_bytes"] = opt(g.issue_buffer_bytes);
+  j["backlog_limit_bytes"] = opt(g.backlog_limit_bytes);
   j["loop_overhead_ns"] = g.loop_overhead_ns;
   j["drain_GBps"] = g.drain_GBps;
   j["drain_per_sm_GBps"] = opt(g.drain_per_sm_GBps);
@@ -149,9 +150,9 @@ class Reader {
                                unit);
     return d;
   }
-  std::optional<double> optional_number(const char* name, std::string_view unit) {
+  std::optional<double> optional_number(const char* name, std::string_view unit, bool positive = true) {
     if (field(name).is_null()) return std::nullopt;
-    return number(name, true, unit);
+    return number(name, positive, unit);
   }
   int integer(const char* name, int min) {
     const json& v = field(name);
@@ -198,6 +199,8 @@ ModelParams group_from_json(const json& j, std::size_t index, const std::string&
   if (j.contains("issue_floor_ns")) g.issue_floor_ns = r.optional_number("issue_floor_ns", "ns");
   // Likewise the issue buffer: none.
   if (j.contains("issue_buffer_bytes")) g.issue_buffer_bytes = r.optional_number("issue_buffer_bytes", "B");
+  // The backlog limit may be 0 (no backlog carries over a gap).
+  if (j.contains("backlog_limit_bytes")) g.backlog_limit_bytes = r.optional_number("backlog_limit_bytes", "B", false);
   g.loop_overhead_ns = r.number("loop_overhead_ns", false, "ns");
   g.drain_GBps = r.number("drain_GBps", true, "GB/s");
   g.drain_per_sm_GBps = r.optional_number("drain_per_sm_GBps", "GB/s");

@@ -176,6 +176,7 @@ std::string format_prediction(const Prediction& pr) {
                    p.t0_ns_per_byte, p.issue_latency_ns);
   if (p.issue_floor_ns) s += fmt::format(" (issue floor {:.1f} ns)", *p.issue_floor_ns);
   if (p.issue_buffer_bytes) s += fmt::format(" (issue buffer {} per SM)", common::format_bytes(*p.issue_buffer_bytes));
+  if (p.backlog_limit_bytes) s += fmt::format(" (backlog limit {})", common::format_bytes(*p.backlog_limit_bytes));
   s += fmt::format(", drain {:.1f} GB/s", p.drain_GBps);
   if (p.drain_per_sm_GBps) s += fmt::format(" (per SM {:.1f})", *p.drain_per_sm_GBps);
   s += fmt::format(", capacity {}{} ({})\n", p.capacity_bound == Bound::lower ? ">= " : "",

@@ -1,6 +1,7 @@
 // Sweep-level fitting and validation: group the rows, hold some out, fit the
 // rest, and check the model three ways:
-//   held-out rows    median absolute relative error of the steady-state issue time;
+//   held-out rows    median absolute relative error of the row's issue time (the model's
+//                    value for the row's measured window of bursts);
 //   smallest gap     per (pattern, store, gpus, sms, burst) series: the measured
 //                    smallest backpressure-free gap vs the model's;
 //   visible rows     predicted drain (issue + recovery from an empty stage) vs the
@@ -20,7 +21,7 @@
 // Only brackets whose stalled row is clearly stalled (T_a >= (1 + 2 tolerance)
 // T_free) are scored: otherwise the transition sits inside the noise band and the
 // smallest free gap is not resolved by the grid. The model's value uses the same
-// tolerance on its steady-state issue time.
+// tolerance on its value for the series' measured window of bursts.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

@@ -92,9 +92,11 @@ TEST(BurstGapModel, SustainedIssueTimeTendsToWOverD) {
 TEST(BurstGapModel, SteadyStateClosedFormMatchesSimulation) {
   auto p = peer();
   p.drain_per_sm_GBps = 20;
+  for (std::optional<double> q : {std::optional<double>{}, std::optional<double>{0.0}, std::optional<double>{262144.0}})
   for (int n : {1, 8, 33, 132})
     for (double b : {1024.0, 8192.0, 32768.0, 131072.0})
       for (double g : {0.0, 500.0, 3000.0, 12000.0, 50000.0}) {
+        p.backlog_limit_bytes = q;
         const auto s = bg::simulate_schedule(p, n, b, g, 3000);
         EXPECT_NEAR(bg::steady_issue_ns(p, n, b, g), s.back().issue_ns, 1e-6 * s.back().issue_ns + 1e-9)
             << n << " SMs, " << b << " B, gap " << g;
@@ -196,6 +198,33 @@ TEST(BurstGapModel, IssueBufferTakesTheFirstBytesWithinTheLatency) {
   EXPECT_DOUBLE_EQ(bg::free_issue_ns(p, 65536), 120 + (65536 - 8192) * 0.02);
 }
 
+// The backlog limit Q: a burst that finds more than Q in the stage waits for it to drain
+// to Q. It shortens the run of clean bursts before a stall (sustained injection just
+// above the drain stalls early), not the steady state, the smallest free gap or what
+// one burst from empty can put in.
+TEST(BurstGapModel, BacklogLimitEndsTheCleanRunEarly) {
+  auto p = peer();
+  const int n = 132;
+  const double b = 16384, g_min = bg::min_gap_ns(p, n, b), g = 0.9 * g_min;
+  const int k = bg::clean_bursts(p, n, b, g);
+  p.backlog_limit_bytes = 65536;
+  EXPECT_DOUBLE_EQ(bg::min_gap_ns(p, n, b), g_min);
+  const int kq = bg::clean_bursts(p, n, b, g);
+  EXPECT_LT(kq, k);
+  const auto s = bg::simulate_schedule(p, n, b, g, kq + 3);
+  for (int i = 0; i < kq; ++i) EXPECT_FALSE(s[i].backpressured) << i;
+  EXPECT_TRUE(s[kq].backpressured);
+  // The waiting burst starts its stores on exactly Q.
+  const double wait = s[kq].issue_ns - bg::free_issue_ns(p, b);
+  EXPECT_NEAR(s[kq].occupancy_start - (wait + p.issue_latency_ns) * p.drain_GBps, 65536, 1e-6);
+  EXPECT_NEAR(s.back().issue_ns, bg::steady_issue_ns(p, n, b, g), 1e-6 * s.back().issue_ns);
+  // One burst from empty does not see Q.
+  p.backlog_limit_bytes = 0;
+  auto none = peer();
+  EXPECT_DOUBLE_EQ(bg::issue_burst(p, n, 65536, 0).issue_ns, bg::issue_burst(none, n, 65536, 0).issue_ns);
+  EXPECT_EQ(bg::clean_bursts(p, n, b, g), 1);  // the second burst finds backlog
+}
+
 TEST(BurstGapModel, RejectsBadShapes) {
   const auto p = peer();
   EXPECT_THROW(bg::issue_burst(p, 0, 1024, 0), common::Error);
@@ -249,6 +278,7 @@ TEST(BurstGapFit, RecoversKnownParametersFromNoisySyntheticRows) {
     EXPECT_EQ(p.n_rows, static_cast<int>(issue.size()));
     EXPECT_FALSE(p.issue_floor_ns.has_value()) << "a floor the data do not have: " << *p.issue_floor_ns;
     EXPECT_FALSE(p.issue_buffer_bytes.has_value()) << "a buffer the data do not have: " << *p.issue_buffer_bytes;
+    EXPECT_FALSE(p.backlog_limit_bytes.has_value()) << "a backlog limit the data do not have: " << *p.backlog_limit_bytes;
     EXPECT_EQ(p.sms_max, 132);
   }
 }
@@ -284,6 +314,27 @@ TEST(BurstGapFit, FindsTheIssueBufferWhenTheDataShowIt) {
   EXPECT_NEAR(*p.issue_buffer_bytes / *truth.issue_buffer_bytes, 1, 0.15);
   EXPECT_NEAR(p.issue_latency_ns / truth.issue_latency_ns, 1, 0.10);
   EXPECT_NEAR(p.t0_ns_per_byte / truth.t0_ns_per_byte, 1, 0.03);
+  EXPECT_LT(p.fit_rel_error_median, 0.04);
+}
+
+// Rows whose stalls start within a few bursts of a sustained overload (Q well below C):
+// the fit finds the backlog limit.
+TEST(BurstGapFit, FindsTheBacklogLimitWhenTheDataShowIt) {
+  auto truth = bg::example_params("peer");
+  truth.drain_per_sm_GBps.reset();
+  truth.backlog_limit_bytes = 256 * 1024;
+  std::vector<xstage::SweepRow> issue;
+  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 7))
+    if (r.mode == "issue") issue.push_back(r);
+  std::vector<std::string> notes;
+  const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
+  ASSERT_TRUE(p.backlog_limit_bytes.has_value()) << notes.front();
+  // Q only sets how many clean bursts a row runs before its stall, which few rows of the
+  // grid resolve: within a factor of three, and far below C.
+  EXPECT_GT(*p.backlog_limit_bytes, *truth.backlog_limit_bytes / 3);
+  EXPECT_LT(*p.backlog_limit_bytes, *truth.backlog_limit_bytes * 3);
+  EXPECT_NEAR(*p.capacity_bytes_gpu / *truth.capacity_bytes_gpu, 1, 0.10);
+  EXPECT_NEAR(p.drain_GBps / truth.drain_GBps, 1, 0.05);
   EXPECT_LT(p.fit_rel_error_median, 0.04);
 }
 
@@ -328,9 +379,12 @@ TEST(BurstGapFit, ASweepThatNeverStallsOnlyBoundsDrainAndCapacity) {
 
 TEST(BurstGapFit, WindowStatisticMatchesTheSimulation) {
   auto p = bg::example_params("peer");
+  for (std::optional<double> q : {std::optional<double>{}, std::optional<double>{0.0}, std::optional<double>{65536.0},
+                                   std::optional<double>{1 << 20}})
   for (int n : {8, 66, 132})
     for (double b : {4096.0, 16384.0, 65536.0})
       for (double g : {0.0, 1000.0, 5000.0, 20000.0}) {
+        p.backlog_limit_bytes = q;
         const auto s = bg::simulate_schedule(p, n, b, g, 8 + 48);
         std::vector<double> t;
         double sum = 0;
@@ -455,6 +509,7 @@ TEST(BurstGapParams, JsonRoundTrip) {
   ps.groups.push_back(peer());
   ps.groups[0].issue_floor_ns = 230;
   ps.groups[0].issue_buffer_bytes = 10240;
+  ps.groups[0].backlog_limit_bytes = 0;
   auto all = bg::example_params("all_peers");
   all.capacity_bound = bg::Bound::lower;
   ps.groups.push_back(all);
@@ -468,15 +523,19 @@ TEST(BurstGapParams, JsonRoundTrip) {
   EXPECT_FALSE(back.groups[1].issue_floor_ns.has_value());
   EXPECT_DOUBLE_EQ(*back.groups[0].issue_buffer_bytes, 10240);
   EXPECT_FALSE(back.groups[1].issue_buffer_bytes.has_value());
+  EXPECT_DOUBLE_EQ(*back.groups[0].backlog_limit_bytes, 0);
+  EXPECT_FALSE(back.groups[1].backlog_limit_bytes.has_value());
   // A file fitted before the floor and the buffer existed has no keys for them: neither.
   auto j = nlohmann::json::parse(bg::params_to_json(ps));
   for (auto& g : j["groups"]) {
     g.erase("issue_floor_ns");
     g.erase("issue_buffer_bytes");
+    g.erase("backlog_limit_bytes");
   }
   const auto old = bg::params_from_json(j.dump(), "old.json");
   EXPECT_FALSE(old.groups[0].issue_floor_ns.has_value());
   EXPECT_FALSE(old.groups[0].issue_buffer_bytes.has_value());
+  EXPECT_FALSE(old.groups[0].backlog_limit_bytes.has_value());
   EXPECT_EQ(back.groups[1].capacity_scope, bg::CapacityScope::both);
   EXPECT_DOUBLE_EQ(*back.groups[1].capacity_bytes_per_sm, 96 * 1024);
   EXPECT_EQ(back.groups[1].capacity_bound, bg::Bound::lower);

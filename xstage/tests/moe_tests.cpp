@@ -754,10 +754,11 @@ TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
                std::exception);
 }
 
-// The predicted side of `bench moe --link host`: Interleaved is chosen for the least
-// stall among splits that include Expert-Wave's own profile (split 1), so it never
-// predicts more stall than Expert-Wave; the speedup is (compute + stall) EW over IL;
-// each order's compute is its ticket simulation on rank 0's SMs / P.
+// The predicted side of `bench moe --link host`: the speedup is (compute + stall) EW
+// over IL, each order's compute its ticket simulation on rank 0's SMs / P. Interleaved's
+// split is the least-stall one for rank 0's own bursts; widened to all P ranks' it can
+// stall more than Expert-Wave (its gaps do not drain a P-fold burst), so no order is
+// asserted here.
 TEST(MoeHostLink, PredictionsOnTheHostFit) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
@@ -769,7 +770,7 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     moe::predict_host_link_row(r, host, 132);
     EXPECT_GT(r.predicted_compute_us, 0);
     EXPECT_GT(r.predicted_compute_interleaved_us, 0);
-    EXPECT_LE(r.predicted_stall_interleaved_us, r.predicted_stall_expert_wave_us + 1e-9);
+    EXPECT_GE(r.predicted_stall_interleaved_us, 0);
     EXPECT_NEAR(r.predicted_speedup,
                 (r.predicted_compute_us + r.predicted_stall_expert_wave_us) /
                     (r.predicted_compute_interleaved_us + r.predicted_stall_interleaved_us),

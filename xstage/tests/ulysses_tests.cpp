@@ -650,17 +650,17 @@ TEST(UlyssesSchedule, EvaluateOrderIsWhatChooseScheduleScored) {
 
 // On the host link's fit (xstage/data/h200_host_params.json): a 128-row tile of
 // attention over S >= 4K keys takes ~60 us per SM at D = 128, while its 32 KiB store
-// drains in well under that even when every CTA stores at once (132 x 32 KiB at ~55 GB/s:
-// ~77 us per round of 60 us, and only (P-1)/P of the tiles are remote): no order is
-// predicted to stall (and a kernel of one or a few rounds fits its stores in the 8 MiB
-// capacity). With tiles ten times faster (a hypothetical tile model) and 20 rounds,
-// row-major does stall, and the advisor's order stalls less.
+// drains in about that even when every CTA stores at once (132 x 32 KiB at ~60 GB/s:
+// ~70 us per round of 60 us, and only (P-1)/P of the tiles are remote): row-major is
+// predicted to stall for less than one tile's time (with the fit's backlog limit each
+// round waits out what the last one left). With tiles ten times faster (a hypothetical
+// tile model) and 20 rounds, row-major stalls a lot, and the advisor's order stalls less.
 TEST(UlyssesHostLink, TheHostFitOnAttentionTiles) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
   const auto host = burstgap::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
   for (const Problem p : {Problem{2, 1, 4096, 24, 128}, Problem{8, 1, 4096, 24, 64}, Problem{8, 1, 65536, 40, 128}})
-    EXPECT_EQ(evaluate_order(p, 0, 132, 0, host).predicted_stall_ns, 0) << describe(p);
+    EXPECT_LT(evaluate_order(p, 0, 132, 0, host).predicted_stall_ns, tile_ns(p, {})) << describe(p);
   TileTimeModel fast;
   fast.sm_tflops_d128 *= 10;
   fast.tile_overhead_ns /= 10;

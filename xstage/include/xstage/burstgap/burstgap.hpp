@@ -17,8 +17,14 @@
 //        then ~51 GB/s per SM from about 10 KiB). a0(B) < 0 past b.
 //   D    drain rate of the X-Stage, D(N) = min(D_gpu, N * d_sm)        (bytes/ns = GB/s)
 //   C    outstanding capacity,      C(N) = min(C_gpu, N * c_sm)        (bytes)
+//   Q    optional backlog limit (bytes): a burst whose stores would start (after a0) on
+//        more than Q in the stage first waits for it to drain to Q. C bounds what one burst can put
+//        in; Q what may carry over a gap into the next (the host link: all SMs
+//        storing small bursts just faster than the drain stall within a few bursts,
+//        long before C of backlog has built up).
 //
-// Fluid occupancy q of the X-Stage. A burst starts after a0 (q drains by D*a0);
+// Fluid occupancy q of the X-Stage. A burst starts after a0 (q drains by D*a0), and
+// if q > Q then, it first waits (q - Q)/D (q <- Q);
 // while issuing, dq/dt = R - D; once q reaches C, issue slows to the drain rate.
 //   no fill (R <= D, or (C-q)/(R-D) >= B*t0):  T = a0 + B*t0,                 q' = q + (R-D)*B*t0
 //   fill at t_f = (C-q)/(R-D) < B*t0:          T = a0 + t_f + (W - R*t_f)/D,  q' = C
@@ -26,7 +32,8 @@
 // Closed forms (Delta = (R-D)*B*t0, the occupancy one clean burst adds):
 //   steady state   T_ss  = a0 + max(B*t0, W/D - min(g + a0, C/D))
 //   smallest gap   g_min = max(0, Delta/D - a0)           if Delta <= C, else none exists
-//   clean bursts   k     = floor((C - Delta)/(Delta - D*(g+a0))) + 1  before the first stall
+//   clean bursts   k     = floor((C - Delta)/(Delta - D*(g+a0))) + 1  before the first stall,
+//                          or, if fewer, floor(Q/(Delta - D*(g+a0))) + 1
 //   largest burst  B_max = C / (N - D*t0)                 that fits the capacity at all
 #pragma once
 
@@ -64,6 +71,7 @@ struct ModelParams {
   double issue_latency_ns = 0;                 // a0, per burst
   std::optional<double> issue_floor_ns;        // L; unset: a0 + B*t0 down to the smallest burst
   std::optional<double> issue_buffer_bytes;    // b, per SM; unset: 0 (every byte costs t0)
+  std::optional<double> backlog_limit_bytes;   // Q, per GPU; unset: a burst starts on any backlog
   double loop_overhead_ns = 0;                 // probe rows only: period - issue - gap (median)
   double drain_GBps = 350;                     // D_gpu (GB/s = bytes/ns)
   std::optional<double> drain_per_sm_GBps;     // d_sm; unset: no per-SM drain limit
