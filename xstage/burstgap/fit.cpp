@@ -395,7 +395,8 @@ void clean_up(ModelParams& p, const Candidate& best, const Data& data, int n_min
   // A floor that binds at no burst size of the data is not supported by it.
   double smallest = std::numeric_limits<double>::infinity();
   for (const auto& c : data.cells) smallest = std::min(smallest, c.obs.bytes);
-  const double below_floor = p.issue_latency_ns + std::max(0.0, smallest - p.issue_buffer_bytes.value_or(0.0)) * p.t0_ns_per_byte;
+  const double below_floor =
+      p.issue_latency_ns + std::max(0.0, smallest - p.issue_buffer_bytes.value_or(0.0)) * p.t0_ns_per_byte;
   if (p.issue_floor_ns && *p.issue_floor_ns <= below_floor) p.issue_floor_ns.reset();
   // A buffer worth under a nanosecond of issue is not one.
   if (p.issue_buffer_bytes && *p.issue_buffer_bytes * p.t0_ns_per_byte < 1.0) p.issue_buffer_bytes.reset();
@@ -463,8 +464,8 @@ void note_capacity_ranges(const ModelParams& p, const Data& data, const std::str
 
 // fit_group with a progress bar ticked once per fitted variant (kFitVariants per group:
 // eight structural ones, the best of them with the issue floor and with the buffer, the
-// eight with the better of those, the best with the backlog limit); fit_sweep (validate.cpp, which declares both) shows it
-// on big sweeps.
+// eight with the better of those, the best with the backlog limit); fit_sweep
+// (validate.cpp, which declares both) shows it on big sweeps.
 extern const std::size_t kFitVariants = 19;
 ModelParams fit_group_with_progress(const std::vector<SweepRow>& rows, FitTarget target,
                                     std::vector<std::string>* notes, common::ProgressBar* bar) {

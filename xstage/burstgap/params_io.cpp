@@ -13,8 +13,8 @@
 //                 "sms_max": 132, "n_rows": 310, "fit_rel_error_median": 0.02 } ] }
 //
 // Every key is required (null only where the value is optional) but issue_floor_ns,
-// issue_buffer_bytes and backlog_limit_bytes, which files fitted before them lack; unknown keys are errors, so a typo never
-// silently falls back to a default.
+// issue_buffer_bytes and backlog_limit_bytes, which files fitted before them lack;
+// unknown keys are errors, so a typo never silently falls back to a default.
 #include <nlohmann/json.hpp>
 
 #include <cmath>

@@ -38,6 +38,13 @@ bg::ModelParams peer() {
 
 using common::error_of;
 
+// The issue-mode rows of a synthetic sweep of `truth` with 3 % noise.
+std::vector<xstage::SweepRow> synthetic_issue_rows(const bg::ModelParams& truth, std::uint64_t seed) {
+  std::vector<xstage::SweepRow> issue;
+  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, seed))
+    if (r.mode == "issue") issue.push_back(r);
+  return issue;
+}
 }  // namespace
 
 // ---------------------------------------------------------------- model closed forms
@@ -288,9 +295,7 @@ TEST(BurstGapFit, RecoversKnownParametersFromNoisySyntheticRows) {
 TEST(BurstGapFit, FindsTheIssueFloorWhenTheDataShowIt) {
   auto truth = bg::example_params("peer");
   truth.issue_floor_ns = truth.issue_latency_ns + 3 * 4096 * truth.t0_ns_per_byte;  // binds below 12 KiB
-  std::vector<xstage::SweepRow> issue;
-  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 5))
-    if (r.mode == "issue") issue.push_back(r);
+  const auto issue = synthetic_issue_rows(truth, 5);
   std::vector<std::string> notes;
   const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
   ASSERT_TRUE(p.issue_floor_ns.has_value());
@@ -305,9 +310,7 @@ TEST(BurstGapFit, FindsTheIssueBufferWhenTheDataShowIt) {
   auto truth = bg::example_params("peer");
   truth.issue_latency_ns = 150;
   truth.issue_buffer_bytes = 12 * 1024;
-  std::vector<xstage::SweepRow> issue;
-  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 5))
-    if (r.mode == "issue") issue.push_back(r);
+  const auto issue = synthetic_issue_rows(truth, 5);
   std::vector<std::string> notes;
   const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
   ASSERT_TRUE(p.issue_buffer_bytes.has_value()) << notes.front();
@@ -323,9 +326,7 @@ TEST(BurstGapFit, FindsTheBacklogLimitWhenTheDataShowIt) {
   auto truth = bg::example_params("peer");
   truth.drain_per_sm_GBps.reset();
   truth.backlog_limit_bytes = 256 * 1024;
-  std::vector<xstage::SweepRow> issue;
-  for (const auto& r : bg::synthesize_sweep(truth, bg::SynthGrid{}, 0.03, 7))
-    if (r.mode == "issue") issue.push_back(r);
+  const auto issue = synthetic_issue_rows(truth, 7);
   std::vector<std::string> notes;
   const auto p = bg::fit_group(issue, bg::FitTarget::mean, &notes);
   ASSERT_TRUE(p.backlog_limit_bytes.has_value()) << notes.front();
