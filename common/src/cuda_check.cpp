@@ -17,3 +17,17 @@ void nccl_failed(const char* file, int line, const char* call, ncclResult_t res)
 void check_failed(const char* file, int line, const char* message) { common::raise(file, line, message); }
 
 }  // namespace xstage::detail
+
+namespace common {
+
+void* driver_function(const char* name) {
+  // cudaGetDriverEntryPoint is deprecated in CUDA 13; ByVersion asks for the 12.0 ABI.
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q);
+  XS_ASSERT(err == cudaSuccess && q == cudaDriverEntryPointSuccess && fn,
+            "cannot get {} from the driver ({}, query result {})", name, cudaGetErrorString(err), static_cast<int>(q));
+  return fn;
+}
+
+}  // namespace common

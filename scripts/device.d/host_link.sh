@@ -12,7 +12,7 @@
 # 4. the host-link GPU test of Ulysses (bitwise against HBM);
 # 5. HOST_ULYSSES=0 skips: `xstage bench ulysses --link host` (P = HOST_RANKS, default 2,4,8; S = 4K .. HOST_MAX_SEQ,
 #    default 65536) -> $OUT/ulysses_host.json;
-# 5b. `xstage bench moe --link host` per sweep of HOST_MOE_SWEEP (comma-separated, default
+# 5b. HOST_MOE=0 skips: `xstage bench moe --link host` per sweep of HOST_MOE_SWEEP (comma-separated, default
 #    standard; e.g. standard,eight for P = 2, 4 and 8; HOST_MOE_TOKENS, default 128,512,2048;
 #    HOST_MOE_BUDGET_S per sweep, default 150) -> $OUT/moe_host_SWEEP.json, joined into one section;
 # 6. `xstage host-link-results` -> $OUT/host_link.json: a copy of docs/results/host_link.json with
@@ -40,9 +40,10 @@ HOST_PARAMS=(); [ -f "$HP/params.json" ] && HOST_PARAMS=(--params "$HP/params.js
 host_step host_gpu_tests 120 "$HT/xstage_ulysses_gpu_tests" --gtest_filter='UlyssesHostLink.*'
 host_step host_moe_tests 180 "$HT/xstage_moe_gpu_tests" \
   --gtest_filter='MoeFusedGpu.HostLinkWindows*:MoeFusedGpu.AbsentPeer*'
-[ "${HOST_ULYSSES:-1}" = 1 ] && host_step host_ulysses 240 "$XS" bench ulysses --link host \
+[ "${HOST_ULYSSES:-1}" = 1 ] && host_step host_ulysses 300 "$XS" bench ulysses --link host \
   --ranks "${HOST_RANKS:-2,4,8}" --max-seq "${HOST_MAX_SEQ:-65536}" "${HOST_PARAMS[@]}" --json "$OUT/ulysses_host.json"
-IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
+HOST_MOE_SWEEPS=()
+[ "${HOST_MOE:-1}" = 1 ] && IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
 for sw in "${HOST_MOE_SWEEPS[@]}"; do
   host_step "host_moe_$sw" $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "$sw" \
     --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \

@@ -178,4 +178,9 @@ Advice advise(const Params& params, const BurstProfile& profile) {
   return advise(params.find(profile.pattern, profile.store), profile);
 }
 
+double read_blocked_drain_ns(const ModelParams& p, double bytes) {
+  XS_ASSERT(bytes >= 0 && p.drain_GBps > 0, "read-blocked drain: bytes {} and drain {} GB/s", bytes, p.drain_GBps);
+  return bytes / p.drain_GBps;  // GB/s = bytes per ns
+}
+
 }  // namespace xstage::burstgap

@@ -123,7 +123,8 @@ const SweepSection kUlyssesSection{
      "predicted_speedup_vs_row_major", "speedup_vs_exchange_after", "stall_predicted", "link_GBps", "bitwise_equal",
      "correct"},
     "predicted_speedup_vs_row_major", "speedup_vs_row_major", "host_link_ulysses_speedup.png",
-    "Ulysses over the host link: the advisor's order vs row-major"};
+    "Ulysses over the host link: the advisor's schedule vs row-major",
+    {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms"}};
 const SweepSection kMoeSection{
     "moe", "xstage bench moe --link host",
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",

@@ -4,28 +4,18 @@
 #include <cudaTypedefs.h>
 #include <fmt/format.h>
 
-#include <mutex>
 
 #include "common/check.hpp"
+#include "common/cuda_check.hpp"
 
 namespace xstage::hopper {
 
 namespace {
 
-// cudaGetDriverEntryPoint is deprecated in CUDA 13; ByVersion asks for the ABI
-// of the 12.0 signature explicitly (the one PFN_cuTensorMapEncodeTiled_v12000 names).
+// The 12.0 signature's ABI, the one PFN_cuTensorMapEncodeTiled_v12000 names.
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
-    XS_ASSERT(err == cudaSuccess && q == cudaDriverEntryPointSuccess && p,
-              "cannot get cuTensorMapEncodeTiled from the driver ({}, query result {})", cudaGetErrorString(err),
-              static_cast<int>(q));
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  });
+  static const auto fn =
+      reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(common::driver_function("cuTensorMapEncodeTiled"));
   return fn;
 }
 

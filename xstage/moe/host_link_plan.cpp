@@ -1,8 +1,11 @@
 // The predicted side of `xstage bench moe --link host` (host only, CPU-tested): both
 // schedules of rank 0 with the one GPU's SMs split over the P emulated ranks, each
 // schedule's burst profile widened to the P ranks that burst into the one X-Stage
-// together, the advisor's stall, and each order's compute time by the ticket
-// simulation (order_time_ns: its dependency waits and tail, not only the tiles' sum).
+// together, and each order's compute time by the ticket simulation (order_time_ns: its
+// dependency waits and tail, not only the tiles' sum). The host link's stage holds the
+// SMs' reads while it drains (burstgap::read_blocked_drain_ns), so the combine's bytes
+// over the link add bytes / D to the mainloops in either order; an order's stall is that
+// or, if larger, the advisor's issue stall for its bursts.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,12 +27,13 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   const TileLists tiles = build_tiles(p, layout.ranks[0]);
   const int blocks = std::max(1, sms / p.ranks);  // OneGpuGroup's default per rank
   const TileTimeModel time;
+  const double blocked_us = burstgap::read_blocked_drain_ns(params, host_link_combine_bytes(row.config)) * 1e-3;
   auto stall_us = [&](ScheduleKind kind, ScheduleConfig* out) {
     const ScheduleConfig cfg = choose_schedule(kind, p, tiles, blocks, params, time);
     if (out) *out = cfg;
     burstgap::BurstProfile prof = burst_profile(cfg, p, tiles, time);
     prof.sms = std::min(sms, prof.sms * p.ranks);  // every rank's kernel bursts into one stage
-    return burstgap::advise(params, prof).predicted_stall_ns * 1e-3;
+    return std::max(blocked_us, burstgap::advise(params, prof).predicted_stall_ns * 1e-3);
   };
   row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, nullptr);
   row.predicted_stall_interleaved_us = stall_us(ScheduleKind::interleaved, &row.interleaved);

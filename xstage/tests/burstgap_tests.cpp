@@ -709,6 +709,17 @@ TEST(BurstGapAdvice, PicksTheRemedyThatFixesTheCause) {
   EXPECT_THROW(bg::advise(p, prof), common::Error);
 }
 
+// A stage that holds the SMs' reads adds its bytes at the drain rate to the compute.
+TEST(BurstGapAdvice, ReadBlockedDrainIsTheBytesAtTheDrainRate) {
+  bg::ModelParams m;
+  m.drain_GBps = 61;
+  EXPECT_DOUBLE_EQ(bg::read_blocked_drain_ns(m, 6.1e6), 1e5);
+  EXPECT_DOUBLE_EQ(bg::read_blocked_drain_ns(m, 0), 0);
+  EXPECT_THROW(bg::read_blocked_drain_ns(m, -1), common::Error);
+  m.drain_GBps = 0;
+  EXPECT_THROW(bg::read_blocked_drain_ns(m, 1), common::Error);
+}
+
 TEST(BurstGapAdvice, PrintConfigPrintsEachProfileOnce) {
   ::setenv("XSTAGE_PRINT_CONFIG", "1", 1);
   bg::BurstProfile prof;

@@ -706,7 +706,7 @@ TEST(UlyssesHostLink, OutputsEqualTheHbmOnesBitwise) {
     const auto row = xstage::ulysses::run_host_link_bench(c, P / 2, params, 1, 3);
     EXPECT_TRUE(row.bitwise_equal) << "P = " << P;
     for (double ms : {row.attention_guided_ms, row.attention_row_major_ms, row.fused_guided_ms, row.fused_row_major_ms,
-                      row.exchange_after_ms})
+                      row.fused_sm_guided_ms, row.fused_ce_drain_ms, row.exchange_after_ms})
       EXPECT_GT(ms, 0) << "P = " << P;
     EXPECT_GT(row.link_GBps, 0);
   }

@@ -50,21 +50,52 @@ burstgap::ModelParams h200_like() {
   return m;
 }
 
+// A tile space of `slices` owner slices of `per_slice` m-blocks, 3 heads, 2 batches.
+attention::TileSpace slice_space(attention::TileOrder order, int slices, int per_slice, int first, int run = 1) {
+  attention::TileSpace sp;
+  sp.m_blocks = slices * per_slice;
+  sp.heads = 3;
+  sp.batches = 2;
+  sp.order = order;
+  sp.slices = slices;
+  sp.slice_first = first;
+  sp.slice_run = run;
+  return sp;
+}
+
 }  // namespace
+
+TEST(UlyssesTileOrder, OwnerMajorIsAPermutationOwnerByOwner) {
+  for (int slices : {1, 2, 4, 8}) {
+    for (int per_slice : {1, 3, 4}) {
+      for (int first = 0; first < slices; ++first) {
+        const auto sp = slice_space(attention::TileOrder::owner_major, slices, per_slice, first);
+        std::set<std::tuple<int, int, int>> seen;
+        const int64_t per_owner = int64_t(per_slice) * 3 * 2;
+        for (int64_t i = 0; i < sp.count(); ++i) {
+          const auto w = sp.tile(i);
+          ASSERT_TRUE(w.valid);
+          ASSERT_TRUE(seen.insert({w.batch, w.head, w.m_block}).second) << "tile twice at " << i;
+          // Owner k of the order is slice first + k; inside it m-block fastest, then head, then batch.
+          EXPECT_EQ(w.m_block / per_slice, (first + int(i / per_owner)) % slices) << "position " << i;
+          const int64_t in_owner = i % per_owner;
+          EXPECT_EQ(w.m_block % per_slice, int(in_owner % per_slice));
+          EXPECT_EQ(w.head, int((in_owner / per_slice) % 3));
+          EXPECT_EQ(w.batch, int(in_owner / (per_slice * 3)));
+        }
+        EXPECT_EQ(int64_t(seen.size()), sp.count());
+        EXPECT_FALSE(sp.tile(sp.count()).valid);
+      }
+    }
+  }
+}
 
 TEST(UlyssesTileOrder, SliceInterleavedIsAPermutationWithLocalLast) {
   for (int slices : {1, 2, 4}) {
     for (int per_slice : {1, 2, 4, 8}) {
       for (int run = 1; run <= per_slice; run *= 2) {
         for (int first = 0; first < slices; ++first) {
-          attention::TileSpace sp;
-          sp.m_blocks = slices * per_slice;
-          sp.heads = 3;
-          sp.batches = 2;
-          sp.order = attention::TileOrder::slice_interleaved;
-          sp.slices = slices;
-          sp.slice_first = first;
-          sp.slice_run = run;
+          const auto sp = slice_space(attention::TileOrder::slice_interleaved, slices, per_slice, first, run);
           std::set<std::tuple<int, int, int>> seen;
           for (int64_t i = 0; i < sp.count(); ++i) {
             const auto w = sp.tile(i);
@@ -678,7 +709,9 @@ TEST(UlyssesHostLink, RowsAndSummary) {
   a.attention_row_major_ms = 1.0;
   a.predicted_stall_guided_us = 100;    // 1.1 ms predicted
   a.predicted_stall_row_major_us = 650; // 1.65 ms predicted
-  a.fused_guided_ms = 1.2;
+  a.schedule = "sm_stores";             // fused_guided_ms is then the SM-store order's time
+  a.fused_sm_guided_ms = 1.2;
+  a.fused_ce_drain_ms = 9.9;
   a.fused_row_major_ms = 1.5;
   a.exchange_after_ms = 2.4;
   a.remote_bytes = 6e6;
@@ -694,6 +727,7 @@ TEST(UlyssesHostLink, RowsAndSummary) {
   b.fused_row_major_ms = 1.2;
   finish_host_link_row(b);
   EXPECT_FALSE(b.stall_predicted);
+  EXPECT_DOUBLE_EQ(a.fused_guided_ms, 1.2);
   HostLinkRow c = a;
   c.fused_row_major_ms = 2.4 * 1.2;  // measured 2.4
   finish_host_link_row(c);
@@ -705,4 +739,58 @@ TEST(UlyssesHostLink, RowsAndSummary) {
   EXPECT_DOUBLE_EQ(s.min_speedup, 1.0);
   EXPECT_DOUBLE_EQ(s.max_speedup, 2.4);
   EXPECT_EQ(summarize_host_link({}).rows_where_stall_predicted, 0);
+}
+
+// The two host-link schedules' predicted times, by hand.
+TEST(UlyssesHostLink, SchedulePredictions) {
+  // SM stores: attention + remote bytes at the drain rate (GB/s = 1e6 B/ms).
+  burstgap::ModelParams link60, link50;
+  link60.drain_GBps = 60;
+  link50.drain_GBps = 50;
+  EXPECT_DOUBLE_EQ(predict_sm_stores_ms(0.15, 6e6, link60), 0.25);
+  // P = 2, S = 4096, H = 24, D = 128, rank 0, 132 CTAs: 32 m-blocks x 12 heads = 384 tiles,
+  // 3 rounds; owner 1's 192 tiles come first and end in round 1, so its 6,291,456 bytes
+  // start leaving at 2/3 of attention and take 6291456 / 60e6 ms.
+  const Problem p2{2, 1, 4096, 24, 128};
+  const double copy = 6291456.0 / 60e6;
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p2, 0, 132, 0.15, link60), 0.1 + copy, 1e-12);
+  // Rank 1 drains owner 0 the same way.
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p2, 1, 132, 0.15, link60), 0.1 + copy, 1e-12);
+  // A slow compute hides the copy: the forward is attention.
+  EXPECT_DOUBLE_EQ(predict_copy_engine_drain_ms(p2, 0, 132, 30.0, link60), 30.0);
+  // P = 4, S = 8192, H = 24 (6 heads): 64 m-blocks x 6 = 384 tiles, 96 per owner; owners 1, 2, 3
+  // end in rounds 0, 1, 2 of 3; each owner's rows: 2048 x 6 x 128 x 2 = 3,145,728 bytes.
+  const Problem p4{4, 1, 8192, 24, 128};
+  const double c4 = 3145728.0 / 50e6, r4 = 0.3 / 3;
+  double end = r4 + c4;
+  end = std::max(end, 2 * r4) + c4;
+  end = std::max(end, 3 * r4) + c4;
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p4, 0, 132, 0.3, link50), std::max(0.3, end), 1e-12);
+
+  // The advisor: one round of tiles (P = 8, S = 4096: 96 tiles on 132 CTAs) finishes every
+  // owner at the end, so the copies cannot overlap anything and SM stores stay; with
+  // several rounds the copy-engine drain wins.
+  HostLinkRow one;
+  one.config = {4096, 8, 24, 128};
+  one.attention_row_major_ms = 0.055;
+  one.remote_bytes = 7.0 * 512 * 3 * 128 * 2;
+  advise_host_link_schedule(one, 132, link60);
+  EXPECT_EQ(one.schedule, "sm_stores");
+  EXPECT_NEAR(one.predicted_ce_drain_ms, one.predicted_sm_stores_ms, 1e-12);
+  EXPECT_DOUBLE_EQ(one.predicted_stall_guided_us, one.predicted_stall_row_major_us);
+  HostLinkRow many;
+  many.config = {4096, 2, 24, 128};
+  many.attention_row_major_ms = 0.15;
+  many.remote_bytes = 6291456;
+  advise_host_link_schedule(many, 132, link60);
+  EXPECT_EQ(many.schedule, "copy_engine_drain");
+  EXPECT_NEAR(many.predicted_stall_guided_us, (copy - 0.05) * 1e3, 1e-9);
+  EXPECT_NEAR(many.predicted_stall_row_major_us, copy * 1e3, 1e-9);
+  many.fused_sm_guided_ms = 0.26;
+  many.fused_row_major_ms = 0.26;
+  many.fused_ce_drain_ms = 0.2;
+  finish_host_link_row(many);
+  EXPECT_DOUBLE_EQ(many.fused_guided_ms, 0.2);
+  EXPECT_DOUBLE_EQ(many.speedup_vs_row_major, 1.3);
+  EXPECT_NEAR(many.predicted_speedup_vs_row_major, (0.15 + copy) / (0.1 + copy), 1e-12);
 }

@@ -1,16 +1,60 @@
 // The host-link bench's derived figures and its summary (host only, CPU-tested): what
-// the model predicts for a row, from attention's measured time in each order plus the
-// Burst-Gap model's predicted stall of that order, against what the fused kernel took.
+// the model predicts for a row, from attention's measured time plus the predicted cost of
+// each schedule's remote bytes, against what the schedules took.
 #include <algorithm>
 #include <cmath>
 
+#include "common/check.hpp"
 #include "common/stats.hpp"
 #include "xstage/bench/ulysses_bench.hpp"
 
 namespace xstage::ulysses {
 
+namespace {
+// The copy-engine drain must win by more than this share of the time to be chosen: it
+// adds a counter reset and a stream wait per owner that the prediction leaves out.
+constexpr double kScheduleTie = 0.01;
+}  // namespace
+
+double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link) {
+  return attention_ms + burstgap::read_blocked_drain_ns(link, remote_bytes) * 1e-6;
+}
+
+double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
+                                    const burstgap::ModelParams& link) {
+  XS_ASSERT(link.drain_GBps > 0 && grid >= 1, "ulysses host link: drain rate {} GB/s and grid {} must be positive",
+            link.drain_GBps, grid);
+  const attention::TileSpace tiles = owner_major_tiles(p, rank);
+  const int64_t rounds = (tiles.count() + grid - 1) / grid;
+  std::vector<int64_t> last_round(static_cast<std::size_t>(p.ranks), -1);
+  for (int64_t i = 0; i < tiles.count(); ++i) {
+    const int owner = owner_of_row(p, int64_t{tiles.tile(i).m_block} * kTileRows);
+    last_round[static_cast<std::size_t>(owner)] = i / grid;
+  }
+  const double round_ms = attention_ms / static_cast<double>(rounds);
+  const double owner_bytes = double(p.batch * p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
+  double end = 0;
+  for (int k = 1; k < p.ranks; ++k) {
+    const auto j = static_cast<std::size_t>((rank + k) % p.ranks);
+    end = std::max(end, double(last_round[j] + 1) * round_ms) + owner_bytes / (link.drain_GBps * 1e6);  // B per ms
+  }
+  return std::max(attention_ms, end);
+}
+
+void advise_host_link_schedule(HostLinkRow& r, int grid, const burstgap::ModelParams& link) {
+  const Problem p = r.config.problem();
+  const double attention = r.attention_row_major_ms;
+  r.predicted_sm_stores_ms = predict_sm_stores_ms(attention, r.remote_bytes, link);
+  r.predicted_ce_drain_ms = predict_copy_engine_drain_ms(p, r.rank, grid, attention, link);
+  const bool ce = r.predicted_ce_drain_ms < (1 - kScheduleTie) * r.predicted_sm_stores_ms;
+  r.schedule = ce ? "copy_engine_drain" : "sm_stores";
+  r.predicted_stall_row_major_us = (r.predicted_sm_stores_ms - attention) * 1e3;
+  r.predicted_stall_guided_us = ((ce ? r.predicted_ce_drain_ms : r.predicted_sm_stores_ms) - attention) * 1e3;
+}
+
 void finish_host_link_row(HostLinkRow& r) {
-  const double guided = r.attention_guided_ms + r.predicted_stall_guided_us * 1e-3;
+  r.fused_guided_ms = r.schedule == "copy_engine_drain" ? r.fused_ce_drain_ms : r.fused_sm_guided_ms;
+  const double guided = r.attention_row_major_ms + r.predicted_stall_guided_us * 1e-3;
   const double row_major = r.attention_row_major_ms + r.predicted_stall_row_major_us * 1e-3;
   r.speedup_vs_row_major = r.fused_guided_ms > 0 ? r.fused_row_major_ms / r.fused_guided_ms : 0;
   r.predicted_speedup_vs_row_major = guided > 0 ? row_major / guided : 0;

@@ -117,6 +117,19 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
   return f;
 }
 
+attention::TileSpace owner_major_tiles(const Problem& p, int rank) {
+  validate(p);
+  XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
+  attention::TileSpace t;
+  t.m_blocks = static_cast<int>(p.seq / kTileRows);
+  t.heads = static_cast<int>(p.heads_per_rank());
+  t.batches = static_cast<int>(p.batch);
+  t.order = attention::TileOrder::owner_major;
+  t.slices = p.ranks;
+  t.slice_first = (rank + 1) % p.ranks;
+  return t;
+}
+
 FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
                               const TileTimeModel& time) {
   validate(p);

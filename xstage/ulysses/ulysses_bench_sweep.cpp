@@ -200,7 +200,7 @@ std::vector<BenchConfig> one_rank_configs(const SweepOptions& o, const char* mod
 bench::Table host_link_table() {
   bench::Table t(kConfigColumns);
   bool first = true;
-  for (const char* h : {"attn-g", "attn-rm", "fused-g", "fused-rm", "after"}) {
+  for (const char* h : {"attn-g", "attn-rm", "sm-g", "sm-rm", "ce-drain", "after"}) {
     t.add({h, 8, ".3f", false, first});
     first = false;
   }
@@ -210,7 +210,7 @@ bench::Table host_link_table() {
   t.add({"meas-x", 7, ".3f"});
   t.add({"vs-after", 8, ".3f"});
   t.add({"GB/s", 6, ".1f"});
-  return t.add({"run, bitwise", 0, "", false, true});
+  return t.add({"schedule, run, bitwise", 0, "", false, true});
 }
 
 bench::Row host_link_row(const HostLinkRow& r) {
@@ -219,6 +219,9 @@ bench::Row host_link_row(const HostLinkRow& r) {
   row.config = config_json(r.config);
   row.values = {{"rank", r.rank}, {"attention_guided_ms", r.attention_guided_ms},
                 {"attention_row_major_ms", r.attention_row_major_ms}, {"fused_guided_ms", r.fused_guided_ms},
+                {"schedule", r.schedule}, {"fused_sm_guided_ms", r.fused_sm_guided_ms},
+                {"fused_ce_drain_ms", r.fused_ce_drain_ms}, {"predicted_sm_stores_ms", r.predicted_sm_stores_ms},
+                {"predicted_ce_drain_ms", r.predicted_ce_drain_ms},
                 {"fused_row_major_ms", r.fused_row_major_ms}, {"exchange_after_ms", r.exchange_after_ms},
                 {"predicted_stall_guided_us", r.predicted_stall_guided_us},
                 {"predicted_stall_row_major_us", r.predicted_stall_row_major_us},
@@ -228,11 +231,12 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"link_GBps", r.link_GBps}, {"guided_slice_run", r.guided_run},
                 {"bitwise_equal", r.bitwise_equal}, {"order", r.order}};
   row.cells = config_cells(r.config);
-  for (double v : {r.attention_guided_ms, r.attention_row_major_ms, r.fused_guided_ms, r.fused_row_major_ms,
-                   r.exchange_after_ms, r.predicted_stall_row_major_us, r.predicted_stall_guided_us,
+  for (double v : {r.attention_guided_ms, r.attention_row_major_ms, r.fused_sm_guided_ms, r.fused_row_major_ms,
+                   r.fused_ce_drain_ms, r.exchange_after_ms, r.predicted_stall_row_major_us, r.predicted_stall_guided_us,
                    r.predicted_speedup_vs_row_major, r.speedup_vs_row_major, r.speedup_vs_exchange_after, r.link_GBps})
     row.cells.push_back(v);
-  row.cells.push_back(fmt::format("{}, {}", r.guided_run, r.bitwise_equal ? "yes" : "NO"));
+  row.cells.push_back(fmt::format("{}, {}, {}", r.schedule == "copy_engine_drain" ? "ce" : "sm", r.guided_run,
+                                  r.bitwise_equal ? "yes" : "NO"));
   return row;
 }
 
@@ -244,7 +248,8 @@ void run_host_link_sweep(const SweepOptions& o) {
   const auto configs = one_rank_configs(o, "--link host");
   const std::string card = card_name();
   std::printf("host link: rank %d's share on one GPU (%s); the other owners' outputs in mapped pinned host memory; "
-              "x = speedup of the advisor's order over row-major (head_major), predicted and measured\n",
+              "x = speedup of the advisor's schedule (SM stores in its tile order, or the copy-engine drain) over SM "
+              "stores in row-major (head_major) order, predicted and measured\n",
               o.rank, card.c_str());
   nlohmann::json head = bench::run_head(card, 1, o.command);
   head["timed"] = "one GPU: rank's share [1, S, H/P, D], stores to the P - 1 other owners over the host link; medians "
@@ -265,7 +270,7 @@ void run_host_link_sweep(const SweepOptions& o) {
     report.add(host_link_row(rows.back()));
   }
   const HostLinkSummary sum = summarize_host_link(rows);
-  std::printf("advisor's order over row-major: geomean %.3f over the %d rows with a predicted stall (min %.3f, max "
+  std::printf("advisor's schedule over row-major: geomean %.3f over the %d rows with a predicted stall (min %.3f, max "
               "%.3f); predicted speedup's median error %.1f%%\n",
               sum.geomean_where_stall_predicted, sum.rows_where_stall_predicted, sum.min_speedup, sum.max_speedup,
               100 * sum.speedup_prediction_median_abs_rel_error);

@@ -28,6 +28,13 @@ namespace xstage::detail {
 // Launch errors now; execution errors surface at the next synchronisation.
 #define XS_CHECK_LAUNCH() XS_CHECK_CUDA(cudaGetLastError())
 
+namespace common {
+// A driver API function through the runtime's entry point, with the ABI of its CUDA 12.0
+// signature, so no target links against libcuda; throws common::Error naming it when the
+// driver lacks it. Callers cache the pointer (it does not change within a process).
+void* driver_function(const char* name);
+}  // namespace common
+
 // A plain-message check for .cu files (host code elsewhere uses XS_ASSERT).
 #define XS_CHECK_MSG(cond, message)                                                      \
   do {                                                                                   \

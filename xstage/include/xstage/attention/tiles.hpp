@@ -29,6 +29,13 @@ enum class TileOrder : int {
   // local slice comes last in every group. Needs m_blocks % slices == 0 and
   // (m_blocks / slices) % slice_run == 0 (the Ulysses plan checks it).
   slice_interleaved = 2,
+  // Ulysses with a copy-engine drain: the `slices` owner slices one after another,
+  // slice_first, slice_first + 1, ... (mod slices), each as head_major over its own
+  // m_blocks (batch outermost inside a slice). With slice_first = rank + 1 the remote
+  // owners' tiles finish owner by owner, so each owner's rows can leave while the
+  // later owners compute, and the local slice is computed last. Needs
+  // m_blocks % slices == 0.
+  owner_major = 3,
 };
 
 inline const char* tile_order_name(TileOrder o) {
@@ -36,6 +43,7 @@ inline const char* tile_order_name(TileOrder o) {
     case TileOrder::head_major: return "head_major";
     case TileOrder::longest_first: return "longest_first";
     case TileOrder::slice_interleaved: return "slice_interleaved";
+    case TileOrder::owner_major: return "owner_major";
   }
   return "unknown";
 }
@@ -52,8 +60,8 @@ struct TileSpace {
   int m_blocks = 0, heads = 0, batches = 0;
   TileOrder order = TileOrder::head_major;
   int group_heads = 0;  // longest_first: heads per section (0 or >= heads: one section)
-  int slices = 1;       // slice_interleaved: sequence slices per head (owners)
-  int slice_first = 0;  // slice_interleaved: the slice of the first run
+  int slices = 1;       // slice_interleaved, owner_major: sequence slices per head (owners)
+  int slice_first = 0;  // slice_interleaved: the slice of the first run; owner_major: the first slice
   int slice_run = 1;    // slice_interleaved: consecutive tiles of one slice
 
   XS_HD int64_t count() const { return static_cast<int64_t>(m_blocks) * heads * batches; }
@@ -79,6 +87,18 @@ struct TileSpace {
       int slice = slice_first + wi / slice_run;
       if (slice >= slices) slice -= slices;
       w.m_block = slice * (m_blocks / slices) + gi * slice_run + wi % slice_run;
+      return w;
+    }
+    if (order == TileOrder::owner_major) {
+      const int per_slice = m_blocks / slices;
+      const int64_t per_owner = static_cast<int64_t>(per_slice) * heads * batches;
+      int slice = slice_first + static_cast<int>(linear / per_owner);
+      if (slice >= slices) slice -= slices;
+      const int64_t in_owner = linear % per_owner;
+      const int64_t bh = in_owner / per_slice;
+      w.m_block = slice * per_slice + static_cast<int>(in_owner % per_slice);
+      w.head = static_cast<int>(bh % heads);
+      w.batch = static_cast<int>(bh / heads);
       return w;
     }
     // longest_first, per batch, in sections of g heads.

@@ -75,17 +75,22 @@ KernelRow run_kernel_bench(const BenchConfig& c, int rank, const burstgap::Model
 struct HostLinkRow {
   BenchConfig config;
   int rank = 0;
-  std::string order;                     // the advisor's choice and its reasoning
+  std::string order;                     // the SM-store advisor's tile order and its reasoning
   int guided_run = 0;                    // its slice run (0: it kept head_major)
-  double attention_guided_ms = 0;        // attention alone (local stores), the advisor's order
+  std::string schedule;                  // the advisor's schedule: "copy_engine_drain" or "sm_stores"
+  double attention_guided_ms = 0;        // attention alone (local stores), the SM-store advisor's order
   double attention_row_major_ms = 0;     // the same, head_major order
-  double fused_guided_ms = 0;            // fused kernel over the host link, the advisor's order
+  double fused_sm_guided_ms = 0;         // fused kernel, SM stores over the host link, the advisor's tile order
   double fused_row_major_ms = 0;         // the same, head_major order
+  double fused_ce_drain_ms = 0;          // owner_major order, rows staged in HBM, the copy engine drains them
+  double fused_guided_ms = 0;            // the advisor's schedule (one of the two above)
   double exchange_after_ms = 0;          // attention, then a copy-engine copy to each remote owner
-  double predicted_stall_guided_us = 0;  // the Burst-Gap model (host-link fit), per SM
+  double predicted_sm_stores_ms = 0;     // attention + remote bytes / D (the stores hold every SM's reads)
+  double predicted_ce_drain_ms = 0;      // predict_copy_engine_drain_ms
+  double predicted_stall_guided_us = 0;  // the advisor's schedule's predicted time over attention
   double predicted_stall_row_major_us = 0;
   double remote_bytes = 0;               // stored to the other owners per forward
-  bool bitwise_equal = false;            // host-link outputs == all-HBM outputs, every owner
+  bool bitwise_equal = false;            // both host-link schedules == all-HBM outputs, every owner
   // From the above (finish_host_link_row):
   double speedup_vs_row_major = 0;            // fused_row_major / fused_guided
   double predicted_speedup_vs_row_major = 0;  // (attention + stall) row-major over the same guided
@@ -93,6 +98,19 @@ struct HostLinkRow {
   bool stall_predicted = false;               // row-major's predicted stall > 1 % of its attention time
   double link_GBps = 0;                       // remote bytes / fused_guided time
 };
+// The host link's stores hold the reads of every SM while the stage drains
+// (burstgap::read_blocked_drain_ns), so attention, which streams K and V, pays for the
+// remote bytes in full: attention + remote bytes / D, D the link fit's drain rate.
+double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link);
+// The copy-engine drain: tiles in owner_major order on `grid` CTAs (static persistent
+// schedule, uniform tiles: owner j's rows are done at the end of the round of its last
+// tile), then each remote owner's rows leave in that order at D, one copy after another;
+// the forward ends with the later of attention and the last copy.
+double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
+                                    const burstgap::ModelParams& link);
+// The advisor's choice between the two host-link schedules (the smaller predicted time;
+// within 1 % to SM stores) and the row's predicted stalls from it.
+void advise_host_link_schedule(HostLinkRow& row, int grid, const burstgap::ModelParams& link);
 HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
                                 int reps);
 // Fills the derived fields of a measured row (host only).

@@ -216,6 +216,14 @@ struct Advice {
 Advice advise(const ModelParams& p, const BurstProfile& profile);
 Advice advise(const Params& params, const BurstProfile& profile);
 
+// On a link whose stage holds the SMs' memory reads while it drains (the host link:
+// with 66 SMs storing 16 KiB bursts, the 66 that store nothing and only read between
+// them stretch their period from 7 to 15 us, docs/xstage-host-link.md), compute that
+// reads memory (TMA-fed mainloops) waits for the remote bytes instead of overlapping
+// them: `bytes` add bytes / D to it, in any order of the tiles, and the order can only
+// change the compute. Nanoseconds.
+double read_blocked_drain_ns(const ModelParams& p, double bytes);
+
 // ============================================================================
 // Fitting and validation
 // ============================================================================

@@ -172,6 +172,11 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
 FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
                               const TileTimeModel& time = {});
 
+// Rank `rank`'s tiles owner by owner (TileOrder::owner_major from owner rank + 1, the
+// local slice last): the order of the copy-engine drain over the host link, in which each
+// remote owner's rows are finished, and can leave, while the later owners compute.
+attention::TileSpace owner_major_tiles(const Problem& p, int rank);
+
 // ---- CPU reference -----------------------------------------------------------
 // The whole layer on the host: each rank's Q, K, V ([B, S/P, H, D] floats) go
 // through the pre-attention plan, the fp64 attention reference per rank (keys
