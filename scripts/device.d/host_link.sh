@@ -12,6 +12,9 @@
 # 4. the host-link GPU test of Ulysses (bitwise against HBM);
 # 5. HOST_ULYSSES=0 skips: `xstage bench ulysses --link host` (P = HOST_RANKS, default 2,4,8; S = 4K .. HOST_MAX_SEQ,
 #    default 65536) -> $OUT/ulysses_host.json;
+# 5a. HOST_QKV=0 skips: `xstage bench qkv --link host` (S = 4096, 16384, 75776; P = HOST_RANKS; H = 24, 40)
+#    -> $OUT/qkv_host.json (the fused QKV projection's stores to the other owners over the host link; it
+#    orders its tiles with the shipped NVLink fits and predicts with the shipped host fit);
 # 5b. HOST_MOE=0 skips: `xstage bench moe --link host` per sweep of HOST_MOE_SWEEP (comma-separated, default
 #    standard; e.g. standard,eight for P = 2, 4 and 8; HOST_MOE_TOKENS, default 128,512,2048;
 #    HOST_MOE_BUDGET_S per sweep, default 150) -> $OUT/moe_host_SWEEP.json, joined into one section;
@@ -42,6 +45,8 @@ host_step host_moe_tests 180 "$HT/xstage_moe_gpu_tests" \
   --gtest_filter='MoeFusedGpu.HostLinkWindows*:MoeFusedGpu.AbsentPeer*'
 [ "${HOST_ULYSSES:-1}" = 1 ] && host_step host_ulysses 300 "$XS" bench ulysses --link host \
   --ranks "${HOST_RANKS:-2,4,8}" --max-seq "${HOST_MAX_SEQ:-65536}" "${HOST_PARAMS[@]}" --json "$OUT/ulysses_host.json"
+[ "${HOST_QKV:-1}" = 1 ] && host_step host_qkv 150 "$XS" bench qkv --link host --seq 4096,16384,75776 \
+  --ranks "${HOST_RANKS:-2,4,8}" --heads 24,40 --json "$OUT/qkv_host.json"  # the shipped fits (NVLink order + host)
 HOST_MOE_SWEEPS=()
 [ "${HOST_MOE:-1}" = 1 ] && IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
 for sw in "${HOST_MOE_SWEEPS[@]}"; do

@@ -59,9 +59,10 @@ void add_ulysses_bench(CLI::App* bench) {
                 "One GPU, no NCCL: attention alone, in the fused order, and the fused kernel with all targets local "
                 "(its own cost), for one rank's share; JSON to --json (default: none)");
   cmd->add_option("--link", o->link,
-                  "nvlink: P GPUs over NCCL; host: one GPU, rank --rank's share with its stores to the other P - 1 "
-                  "owners over the host link (mapped pinned host memory), the advisor's order against row-major and "
-                  "the exchange after attention, with the host-link fit's predictions; JSON to --json (default: none)")
+                  "nvlink: P GPUs over NCCL; host: one GPU, rank --rank's share with its rows for the other P - 1 "
+                  "owners crossing the host link (mapped pinned host memory): the advisor's schedule (SM stores in "
+                  "its tile order, or a copy-engine drain) against SM stores in row-major order and the exchange "
+                  "after attention, with the host-link fit's predictions; JSON to --json (default: none)")
       ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
   cmd->add_option("--rank", o->rank, "--kernel-only and --link host: the rank whose share and order are timed")
       ->check(v::min(0, "rank"))->capture_default_str();
@@ -109,6 +110,10 @@ void add_qkv_bench(CLI::App* bench) {
   cmd->add_option("--count-checks", o->count_checks,
                   "Launches per release mode and order whose completion counters are checked")
       ->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--link", o->link,
+                  "nvlink: every owner local (loopback); host: also the other owners' q, k, v in mapped pinned host "
+                  "memory, checked bitwise against HBM, timed and predicted with the host-link fit")
+      ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
   add_params_option(cmd, o->params);
   add_output_options(cmd, o->json);
   cmd->callback([o] {

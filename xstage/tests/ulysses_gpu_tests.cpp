@@ -29,6 +29,7 @@
 #include "common/test_child.hpp"
 #include "xstage/attention/attention.hpp"
 #include "xstage/attention/attention_cuda.hpp"
+#include "xstage/bench/qkv_bench.hpp"
 #include "xstage/bench/ulysses_bench.hpp"
 #include "common/cuda_check.hpp"
 #include "xstage/comm/comm.hpp"
@@ -709,5 +710,24 @@ TEST(UlyssesHostLink, OutputsEqualTheHbmOnesBitwise) {
                       row.fused_sm_guided_ms, row.fused_ce_drain_ms, row.exchange_after_ms})
       EXPECT_GT(ms, 0) << "P = " << P;
     EXPECT_GT(row.link_GBps, 0);
+  }
+}
+
+// The fused QKV projection with the other owners' q, k, v over the host link gives the
+// HBM outputs bitwise (a middle rank of P = 2, 4 and 8), its counts and its numbers stay
+// right, and both host-link variants take time.
+TEST(UlyssesHostLink, QkvOutputsEqualTheHbmOnesBitwise) {
+  const auto params = xstage::burstgap::read_params_or_default("");
+  const auto& host = params.find("host", "st16");
+  for (int P : {2, 4, 8}) {
+    const auto row =
+        xstage::ulysses::run_qkv_bench(4096, P, 24, P / 2, params.for_exchange(P), 1, 3, {0}, 1, &host);
+    EXPECT_TRUE(row.host_link) << "P = " << P;
+    EXPECT_TRUE(row.host_bitwise_equal) << "P = " << P;
+    EXPECT_TRUE(row.counts_ok()) << row.count_errors;
+    EXPECT_EQ(row.elements_off, 0) << "P = " << P;
+    EXPECT_GT(row.owners_hbm_ms, 0);
+    EXPECT_GT(row.fused_host_ms, 0);
+    EXPECT_GT(row.predicted_host_ms, row.owners_hbm_ms);
   }
 }

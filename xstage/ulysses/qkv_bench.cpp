@@ -222,10 +222,82 @@ void time_variants(QkvRig& g, QkvArgs& a, const Orders& o, int warmup, int sampl
   row.tflops_fused = 2.0 * double(g.L) * double(3 * g.C) * double(g.C) / (row.fused_loopback_ms * 1e9);
 }
 
+// 4. Over the host link, the first group's order: every owner's q, k, v in its own HBM
+// buffer, then the other owners' in mapped pinned host memory, each from poisoned
+// buffers (the two must agree bitwise, and this rank's rows must be written), then both
+// timed in turns.
+void host_link_step(QkvRig& g, QkvArgs a, const Orders& o, const burstgap::ModelParams& link, int warmup,
+                    int samples, QkvBenchRow& row) {
+  constexpr std::uint16_t kPoison = 0xFFFF;
+  const int P = g.p.ranks, r = a.rank;
+  const size_t n = size_t(g.p.seq * g.Hp * g.D);  // one owner's [1, S, H/P, D]
+  std::vector<DeviceBuffer<std::uint16_t>> hbm;
+  std::vector<MappedHostBuffer<std::uint16_t>> host;
+  for (int i = 0; i < 3 * P; ++i) {
+    hbm.emplace_back(n);
+    host.emplace_back(i % P == r ? 0 : n);
+  }
+  auto bind = [&](bool over_host) {
+    for (int i = 0; i < 3 * P; ++i)
+      a.dst[i / P][i % P] = over_host && i % P != r ? host[i].device() : hbm[i].get();
+  };
+  auto owner = [&](int i, bool over_host) {
+    if (over_host && i % P != r) return std::vector<std::uint16_t>(host[i].host(), host[i].host() + n);
+    return hbm[i].to_host(n);
+  };
+  auto launch_from_poison = [&](bool over_host) {
+    for (int i = 0; i < 3 * P; ++i) {
+      XS_CHECK_CUDA(cudaMemsetAsync(hbm[i].get(), 0xFF, n * 2, g.st));
+      if (i % P != r) std::fill(host[i].host(), host[i].host() + n, kPoison);
+    }
+    XS_CHECK_CUDA(cudaMemsetAsync(g.flags.get(), 0, g.flags.size() * 4, g.st));
+    bind(over_host);
+    a.epoch = 1;
+    launch_qkv_fused(a, o.grid, g.st);
+    g.sync(over_host ? "host-link check" : "host-link reference");
+  };
+  a.order = o.device[0].get();
+  a.n_entries = static_cast<int>(o.scheds[0].order.size());
+  a.release_by_agent = 1;
+  launch_from_poison(false);
+  std::vector<std::vector<std::uint16_t>> want;
+  for (int i = 0; i < 3 * P; ++i) want.push_back(owner(i, false));
+  launch_from_poison(true);
+  const size_t rows0 = size_t(r * g.p.rows_per_rank()), rows1 = rows0 + size_t(g.p.rows_per_rank());
+  bool ok = true;
+  for (int i = 0; i < 3 * P && ok; ++i) {
+    ok = owner(i, true) == want[i];
+    const size_t row_elems = size_t(g.Hp * g.D);
+    for (size_t e = rows0 * row_elems; e < rows1 * row_elems && ok; ++e) ok = want[i][e] != kPoison;
+  }
+  row.host_bitwise_equal = ok;
+
+  bench::EventTimer timer(g.st, "bench qkv: host-link timing", qkv_explain_failure);
+  XS_CHECK_CUDA(cudaMemsetAsync(g.flags.get(), 0, g.flags.size() * 4, g.st));
+  uint32_t epoch = 0;
+  auto variant = [&](bool over_host) {
+    return [&, over_host](int k) {
+      return timer([&] {
+        bind(over_host);
+        a.epoch = ++epoch;
+        launch_qkv_fused(a, o.grid, g.st);
+      }, k);
+    };
+  };
+  std::vector<std::function<double(int)>> variants = {variant(false), variant(true)};
+  const std::vector<double> ms = bench::medians_in_turns(variants, warmup, samples);
+  row.host_link = true;
+  row.owners_hbm_ms = ms[0];
+  row.fused_host_ms = ms[1];
+  row.remote_bytes = double(g.p.rows_per_rank()) * 3 * double(g.p.heads - g.Hp) * double(g.D) * 2;
+  row.predicted_host_ms = row.owners_hbm_ms + burstgap::read_blocked_drain_ns(link, row.remote_bytes) * 1e-6;
+}
+
 }  // namespace
 
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples, const std::vector<int>& groups, int count_checks) {
+                          int warmup, int samples, const std::vector<int>& groups, int count_checks,
+                          const burstgap::ModelParams* host_link) {
   XS_ASSERT(!groups.empty(), "bench qkv: no raster group to time");
   XS_ASSERT(count_checks >= 1, "bench qkv: count checks must be >= 1 (got {})", count_checks);
   for (int g : groups) XS_ASSERT(g >= 0, "bench qkv: raster group {} must be >= 0 (0: the L2 rule)", g);
@@ -252,6 +324,7 @@ QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const bur
   g.bind_flags(a, ranks);
   check_counts(g, a, orders, count_checks, row);
   time_variants(g, a, orders, warmup, samples, row);
+  if (host_link) host_link_step(g, a, orders, *host_link, warmup, samples, row);
   return row;
 }
 

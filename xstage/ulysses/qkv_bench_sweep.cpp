@@ -17,19 +17,27 @@ namespace xstage::ulysses {
 
 namespace {
 
-bench::Table qkv_table(const std::vector<int>& groups) {
+bench::Table qkv_table(const std::vector<int>& groups, bool host_link) {
   bench::Table t({{"S", 6}, {"P", 2}, {"H", 3}, {"cublas+nr", 10, ".4f", false, true}, {"fused", 10, ".4f"},
                   {"g", 3}, {"ratio", 7, ".3f"}, {"TFLOP/s", 7, ".1f"}, {"max|diff|", 10, ".4g", false, true},
                   {"elems off", 9}, {"counts", 6}, {"unsplit", 9, ".4f", false, true}, {"consumer", 9, ".4f"}});
   for (std::size_t i = 1; i < groups.size(); ++i) t.add({fmt::format("g{}", groups[i]), 9, ".4f"});
+  if (host_link) {
+    t.add({"own-hbm", 9, ".4f", false, true});
+    t.add({"host", 9, ".4f"});
+    t.add({"pred", 9, ".4f"});
+    t.add({"bitwise", 7});
+  }
   return t;
 }
 
 bench::Row qkv_row(const QkvBenchRow& r) {
   bench::Row row;
-  row.check = {r.counts_ok() && r.elements_off == 0,
-               r.counts_ok() ? fmt::format("{} elements beyond one bf16 step of the cuBLAS path", r.elements_off)
-                             : "miscounted: " + r.count_errors};
+  const bool host_ok = !r.host_link || r.host_bitwise_equal;
+  row.check = {r.counts_ok() && r.elements_off == 0 && host_ok,
+               !r.counts_ok() ? "miscounted: " + r.count_errors
+               : !host_ok     ? std::string("host-link outputs differ from the HBM ones")
+                              : fmt::format("{} elements beyond one bf16 step of the cuBLAS path", r.elements_off)};
   row.config = {{"S", r.seq}, {"P", r.ranks}, {"H", r.heads}, {"D", kQkvHeadDim}};
   nlohmann::json by_group = nlohmann::json::object();
   for (const auto& [group, ms] : r.fused_by_group) by_group[std::to_string(group)] = ms;
@@ -52,6 +60,17 @@ bench::Row qkv_row(const QkvBenchRow& r) {
                (long long)r.elements_off, std::string(r.counts_ok() ? "ok" : "WRONG"),
                r.split_tail ? bench::Cell(r.fused_unsplit_ms) : bench::Cell(), r.fused_by_consumer_ms};
   for (std::size_t i = 1; i < r.fused_by_group.size(); ++i) row.cells.push_back(r.fused_by_group[i].second);
+  if (r.host_link) {
+    row.values.update({{"owners_hbm_ms", r.owners_hbm_ms},
+                       {"fused_host_ms", r.fused_host_ms},
+                       {"predicted_host_ms", r.predicted_host_ms},
+                       {"remote_bytes", r.remote_bytes},
+                       {"host_bitwise_equal", r.host_bitwise_equal}});
+    row.cells.push_back(r.owners_hbm_ms);
+    row.cells.push_back(r.fused_host_ms);
+    row.cells.push_back(r.predicted_host_ms);
+    row.cells.push_back(std::string(r.host_bitwise_equal ? "yes" : "NO"));
+  }
   return row;
 }
 
@@ -78,14 +97,23 @@ void run_qkv_sweep(const QkvSweepOptions& o) {
   nlohmann::json head = bench::run_head(prop.name, 1, o.command);
   head["timed"] = "one GPU, no peers: rank's rows [S/P, C] -> q, k, v; medians of CUDA-event timed launches taken "
                   "in turns (bench/timing.hpp)";
-  bench::Report report(qkv_table(o.groups), bench::ResultsFile(o.json, head), configs.size(), "bench qkv");
+  const bool host_link = o.link == "host";
+  XS_ASSERT(host_link || o.link == "nvlink", "bench qkv: --link must be nvlink or host (got '{}')", o.link);
+  const burstgap::ModelParams* host = host_link ? &params.find("host", "st16") : nullptr;
+  if (host)
+    std::printf("host link: the other owners' q, k, v in mapped pinned host memory; pred = own-hbm + remote bytes "
+                "at %.1f GB/s (the host fit's drain)\n",
+                host->drain_GBps);
+  bench::Report report(qkv_table(o.groups, host_link), bench::ResultsFile(o.json, head), configs.size(),
+                       "bench qkv");
   report.print_header();
   for (const auto& cf : configs)
     report.add(qkv_row(run_qkv_bench(cf.S, cf.P, cf.H, o.rank, params.for_exchange(cf.P), o.warmup, o.samples,
-                                     o.groups, o.count_checks)));
+                                     o.groups, o.count_checks, host)));
   report.finish();
   XS_ASSERT(report.all_correct(),
-            "bench qkv: the fused kernel disagreed with the cuBLAS path or miscounted its signals (see the table)");
+            "bench qkv: the fused kernel disagreed with the cuBLAS path, miscounted its signals or changed over the "
+            "host link (see the table)");
 }
 
 }  // namespace xstage::ulysses

@@ -8,6 +8,11 @@
 // Checked in the same run: the fused kernel in the one-rank layout against the cuBLAS
 // path's q, k, v (max |diff|, elements beyond one bf16 step), and every owner's counter
 // after loopback launches against qkv_signals_per_source.
+// With a host-link fit (`--link host`), also: the same launch with every owner's q, k, v
+// in its own HBM buffer, and with the other owners' in mapped pinned host memory, so the
+// epilogue's stores to them cross the host link; the two must agree bitwise, and the
+// host-link time is predicted as the HBM one plus the remote bytes at the fit's drain
+// rate (burstgap::read_blocked_drain_ns: the stage holds the mainloop's reads).
 #pragma once
 
 #include <cstdint>
@@ -35,13 +40,22 @@ struct QkvBenchRow {
   // The first group's order with each tile released by its consumer warpgroups
   // (QkvArgs::release_by_agent = 0) instead of the agent lane, in the same turns.
   double fused_by_consumer_ms = 0;
+  // The host link (run_qkv_bench with a host-link fit), the first group's order:
+  bool host_link = false;
+  double owners_hbm_ms = 0;        // every owner's q, k, v in its own HBM buffer
+  double fused_host_ms = 0;        // the other owners' in mapped pinned host memory
+  double predicted_host_ms = 0;    // owners_hbm_ms + the remote bytes at the drain rate
+  double remote_bytes = 0;         // stored to the other owners per launch
+  bool host_bitwise_equal = false; // host-link outputs == HBM outputs, every owner
 };
 
 // groups: raster groups of the fused orders timed (0: qkv_raster_group); fused_loopback_ms
 // is the first one's. count_checks: launches per release mode and order whose counters
-// are checked (count_errors).
+// are checked (count_errors). host_link: the host-link fit (host/st16), or null for no
+// host-link step.
 QkvBenchRow run_qkv_bench(int64_t seq, int ranks, int heads, int rank, const burstgap::ModelParams& params,
-                          int warmup, int samples, const std::vector<int>& groups = {0}, int count_checks = 1);
+                          int warmup, int samples, const std::vector<int>& groups = {0}, int count_checks = 1,
+                          const burstgap::ModelParams* host_link = nullptr);
 
 // The sweep: every (P, H, S) of the lists, a table line each, the results file rewritten
 // after every row; fails at the end when a row's output or counts were wrong.
@@ -53,6 +67,7 @@ struct QkvSweepOptions {
   int warmup = 2, samples = 7;
   std::vector<int> groups{0};
   int count_checks = 1;
+  std::string link = "nvlink";  // host: also the host-link step of every row (host/st16 fit)
   std::string params;   // Burst-Gap parameters (default: xstage/data/h200_params.json)
   std::string json;     // empty: none
   std::string command;  // the command line, for the results file
