@@ -125,8 +125,9 @@ WaitValueFn wait_value_fn() {
 // The copy-engine drain over the host link. The fused kernel walks the owner_major order
 // and stores every owner's rows into HBM (the remote owners' into their HBM copies, which
 // stage them) with by_agent signals on per-owner counters in HBM (the fences off the
-// consumers' path: per_slice's fence per slice cost 3-6 % more on this link); a side stream waits
-// for each remote owner's count (a stream wait on the GPU's front end: no SM, no kernel)
+// consumers' path: per_slice's fence per slice cost 2 % more here, docs/xstage-host-link.md);
+// a side stream waits for each remote owner's count (a stream wait on the GPU's front end:
+// no SM, no kernel)
 // and copies that owner's rows of this rank's heads to its host buffer while the later
 // owners compute. No SM store crosses the link, so no SM's reads wait behind the stage.
 struct CopyEngineDrain {
@@ -135,12 +136,12 @@ struct CopyEngineDrain {
   cudaEvent_t start = nullptr, done = nullptr;
   DeviceBuffer<uint32_t> counter{kMaxRanks};
   FusedTargets targets;
-  uint32_t slices_per_owner;  // by_agent signals one owner gets per forward (one per 64-row slice)
+  uint32_t slices_per_owner;  // by_agent signals one owner gets per forward
 
+  // The by_agent count does not depend on the grid or the warpgroups (1, 1).
   explicit CopyEngineDrain(HostLinkShare& share)
       : s(share), targets(share.targets(false)),
-        slices_per_owner(static_cast<uint32_t>(share.p.batch * share.p.heads_per_rank() *
-                                               (share.p.rows_per_rank() / 64))) {
+        slices_per_owner(fused_signals_per_forward(share.p, FusedSignal::by_agent, 1, 1)) {
     XS_CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     XS_CHECK_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
     XS_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -166,7 +167,8 @@ struct CopyEngineDrain {
       const CUresult rc = wait_value_fn()(reinterpret_cast<CUstream>(side),
                                           reinterpret_cast<CUdeviceptr>(counter.get() + j), slices_per_owner,
                                           CU_STREAM_WAIT_VALUE_GEQ);
-      XS_ASSERT(rc == CUDA_SUCCESS, "copy-engine drain: cuStreamWaitValue32 failed (CUresult {})", static_cast<int>(rc));
+      XS_ASSERT(rc == CUDA_SUCCESS, "copy-engine drain: cuStreamWaitValue32 failed (CUresult {})",
+                static_cast<int>(rc));
       copy_owner(j);
     }
     XS_CHECK_CUDA(cudaEventRecord(done, side));
@@ -192,7 +194,8 @@ struct CopyEngineDrain {
       std::vector<uint32_t> seen(kMaxRanks);
       cudaStream_t peek = nullptr;
       XS_CHECK_CUDA(cudaStreamCreateWithFlags(&peek, cudaStreamNonBlocking));
-      XS_CHECK_CUDA(cudaMemcpyAsync(seen.data(), counter.get(), kMaxRanks * sizeof(uint32_t), cudaMemcpyDeviceToHost, peek));
+      XS_CHECK_CUDA(cudaMemcpyAsync(seen.data(), counter.get(), kMaxRanks * sizeof(uint32_t),
+                                    cudaMemcpyDeviceToHost, peek));
       XS_CHECK_CUDA(cudaStreamSynchronize(peek));
       for (int k = 1; k < s.p.ranks; ++k) {
         const int j = (s.rank + k) % s.p.ranks;
@@ -256,8 +259,9 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row.exchange_after_ms = ms[5];
   row.remote_bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
   advise_host_link_schedule(row, cfg.grid, params);
-  row.bitwise_equal = host_link_keeps_bits(s, guided_cfg, [&] { launch_fused_attention(s.a, guided_cfg, host, nullptr); }) &&
-                      host_link_keeps_bits(s, guided_cfg, [&] { drain.launch(owner_cfg); });
+  row.bitwise_equal =
+      host_link_keeps_bits(s, guided_cfg, [&] { launch_fused_attention(s.a, guided_cfg, host, nullptr); }) &&
+      host_link_keeps_bits(s, guided_cfg, [&] { drain.launch(owner_cfg); });
   finish_host_link_row(row);
   return row;
 }
