@@ -83,25 +83,33 @@ void print_once(const Problem& p, int rank, const FusedSchedule& f) {
 
 std::string order_name(int run) { return run == 0 ? std::string("head_major") : fmt::format("interleaved run {}", run); }
 
+// Rank `rank`'s tiles in `order`, the owner slices starting at rank + 1 (so its own last).
+attention::TileSpace rank_tiles(const Problem& p, int rank, attention::TileOrder order) {
+  validate(p);
+  XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
+  attention::TileSpace t;
+  t.m_blocks = static_cast<int>(p.seq / kTileRows);
+  t.heads = static_cast<int>(p.heads_per_rank());
+  t.batches = static_cast<int>(p.batch);
+  t.order = order;
+  t.slices = p.ranks;
+  t.slice_first = (rank + 1) % p.ranks;
+  return t;
+}
+
 }  // namespace
 
 FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run, const burstgap::ModelParams& params,
                              const TileTimeModel& time) {
-  validate(p);
-  XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
+  FusedSchedule f;  // its tiles first: rank_tiles validates the problem and the rank
+  f.tiles = rank_tiles(p, rank,
+                       slice_run == 0 ? attention::TileOrder::head_major : attention::TileOrder::slice_interleaved);
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
   const int per_slice = static_cast<int>(p.seq / kTileRows) / p.ranks;
   XS_ASSERT(slice_run >= 0 && slice_run <= per_slice, "ulysses: slice run {} is outside 0 .. {}", slice_run,
             per_slice);
-  FusedSchedule f;
   f.grid = grid;
   f.slice_run = slice_run;
-  f.tiles.m_blocks = static_cast<int>(p.seq / kTileRows);
-  f.tiles.heads = static_cast<int>(p.heads_per_rank());
-  f.tiles.batches = static_cast<int>(p.batch);
-  f.tiles.order = slice_run == 0 ? attention::TileOrder::head_major : attention::TileOrder::slice_interleaved;
-  f.tiles.slices = p.ranks;
-  f.tiles.slice_first = (rank + 1) % p.ranks;
   f.tiles.slice_run = std::max(slice_run, 1);
   f.stats = simulate_order(p, rank, f.tiles, grid);
   if (f.stats.bursts > 0) {
@@ -118,16 +126,7 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
 }
 
 attention::TileSpace owner_major_tiles(const Problem& p, int rank) {
-  validate(p);
-  XS_ASSERT(rank >= 0 && rank < p.ranks, "ulysses: rank {} is outside 0 .. {}", rank, p.ranks - 1);
-  attention::TileSpace t;
-  t.m_blocks = static_cast<int>(p.seq / kTileRows);
-  t.heads = static_cast<int>(p.heads_per_rank());
-  t.batches = static_cast<int>(p.batch);
-  t.order = attention::TileOrder::owner_major;
-  t.slices = p.ranks;
-  t.slice_first = (rank + 1) % p.ranks;
-  return t;
+  return rank_tiles(p, rank, attention::TileOrder::owner_major);
 }
 
 FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
