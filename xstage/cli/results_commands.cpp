@@ -124,7 +124,9 @@ const SweepSection kUlyssesSection{
      "correct"},
     "predicted_speedup_vs_row_major", "speedup_vs_row_major", "host_link_ulysses_speedup.png",
     "Ulysses over the host link: the advisor's schedule vs row-major",
-    {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms"}};
+    {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms",
+     "attention_row_major_ms", "attention_owner_ms", "fused_ce_owner_ms", "predicted_ce_owner_ms", "drain_chunk_blocks", "copy_op_us",
+     "hiding_bound_vs_row_major"}};
 const SweepSection kMoeSection{
     "moe", "xstage bench moe --link host",
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",

@@ -698,18 +698,23 @@ int main(int argc, char** argv) { return common::test_main_with_children(argc, a
 
 // Over the host link (the other owners' outputs and counters in mapped pinned host
 // memory) the fused kernel writes exactly what it writes with every owner in HBM, for
-// a middle rank of P = 2, 4 and 8, in the advisor's order with the host-link fit; every
-// variant of the bench runs and takes time.
+// a middle rank of P = 2, 4 and 8, in the advisor's order with the host-link fit, and so
+// does the copy-engine drain in the advisor's chunks, in one-block chunks (a counter per
+// 128 rows) and with one chunk per owner; every variant of the bench runs and takes time.
 TEST(UlyssesHostLink, OutputsEqualTheHbmOnesBitwise) {
   auto params = xstage::burstgap::read_params_or_default("").find("host", "st16");
   for (int P : {2, 4, 8}) {
-    const xstage::ulysses::BenchConfig c{4096, P, 24, 64};
-    const auto row = xstage::ulysses::run_host_link_bench(c, P / 2, params, 1, 3);
-    EXPECT_TRUE(row.bitwise_equal) << "P = " << P;
-    for (double ms : {row.attention_guided_ms, row.attention_row_major_ms, row.fused_guided_ms, row.fused_row_major_ms,
-                      row.fused_sm_guided_ms, row.fused_ce_drain_ms, row.exchange_after_ms})
-      EXPECT_GT(ms, 0) << "P = " << P;
-    EXPECT_GT(row.link_GBps, 0);
+    for (int chunk : {-1, 1}) {
+      const xstage::ulysses::BenchConfig c{4096, P, 24, 64};
+      const auto row = xstage::ulysses::run_host_link_bench(c, P / 2, params, 1, 3, chunk);
+      EXPECT_TRUE(row.bitwise_equal) << "P = " << P << ", chunk " << chunk;
+      if (chunk >= 0) EXPECT_EQ(row.drain_chunk_blocks, chunk);
+      for (double ms : {row.attention_guided_ms, row.attention_row_major_ms, row.attention_owner_ms,
+                        row.fused_guided_ms, row.fused_row_major_ms, row.fused_sm_guided_ms, row.fused_ce_drain_ms,
+                        row.fused_ce_owner_ms, row.exchange_after_ms, row.copy_op_us})
+        EXPECT_GT(ms, 0) << "P = " << P << ", chunk " << chunk;
+      EXPECT_GT(row.link_GBps, 0);
+    }
   }
 }
 

@@ -90,6 +90,39 @@ TEST(UlyssesTileOrder, OwnerMajorIsAPermutationOwnerByOwner) {
   }
 }
 
+// With chunks of c m-blocks an owner's tiles go chunk by chunk (m-block fastest inside a
+// chunk, then head, then batch), and each chunk's counters are the chunk of its rows.
+TEST(UlyssesTileOrder, OwnerMajorChunksGoOneAfterAnother) {
+  for (int slices : {1, 2, 4}) {
+    for (int per_slice : {1, 2, 4, 8}) {
+      for (int chunk = 1; chunk <= per_slice; chunk *= 2) {
+        auto sp = slice_space(attention::TileOrder::owner_major, slices, per_slice, slices - 1);
+        sp.chunk_blocks = chunk;
+        const int64_t per_chunk = int64_t(chunk) * 3 * 2, per_owner = int64_t(per_slice) * 3 * 2;
+        std::set<std::tuple<int, int, int>> seen;
+        for (int64_t i = 0; i < sp.count(); ++i) {
+          const auto w = sp.tile(i);
+          ASSERT_TRUE(seen.insert({w.batch, w.head, w.m_block}).second) << "tile twice at " << i;
+          ASSERT_EQ(w.m_block / per_slice, (slices - 1 + int(i / per_owner)) % slices) << "position " << i;
+          const int64_t in_owner = i % per_owner, in_chunk = in_owner % per_chunk;
+          ASSERT_EQ(w.m_block % per_slice, int(in_owner / per_chunk) * chunk + int(in_chunk % chunk));
+          ASSERT_EQ(w.head, int((in_chunk / chunk) % 3));
+          ASSERT_EQ(w.batch, int(in_chunk / (chunk * 3)));
+          const FusedGeometry g{per_slice * kTileRows, slices, 0, 0, 0, 64, chunk * kTileRows};
+          ASSERT_EQ(slice_chunk(g, w.m_block * kTileRows + 64), (w.m_block % per_slice) / chunk);
+        }
+        EXPECT_EQ(int64_t(seen.size()), sp.count());
+      }
+    }
+  }
+  // Without chunks every slice counts on its owner's one counter.
+  const FusedGeometry whole{256, 2, 0, 0, 0, 64, 0};
+  EXPECT_EQ(slice_chunk(whole, 448), 0);
+  // Chunks that do not divide an owner's row blocks are refused.
+  EXPECT_THROW(owner_major_tiles(Problem{2, 1, 4096, 24, 128}, 0, 3), std::exception);
+  EXPECT_EQ(owner_major_tiles(Problem{2, 1, 4096, 24, 128}, 1, 4).chunk_blocks, 4);
+}
+
 TEST(UlyssesTileOrder, SliceInterleavedIsAPermutationWithLocalLast) {
   for (int slices : {1, 2, 4}) {
     for (int per_slice : {1, 2, 4, 8}) {
@@ -738,6 +771,15 @@ TEST(UlyssesHostLink, RowsAndSummary) {
   EXPECT_NEAR(s.speedup_prediction_median_abs_rel_error, 0.2, 1e-12);
   EXPECT_DOUBLE_EQ(s.min_speedup, 1.0);
   EXPECT_DOUBLE_EQ(s.max_speedup, 2.4);
+  // The hiding bound: row-major over attention alone (a: 1.5, c: 2.88), and the drain's
+  // chunks over one per owner where both ran (none here).
+  EXPECT_DOUBLE_EQ(a.hiding_bound_vs_row_major, 1.5);
+  EXPECT_NEAR(s.hiding_bound_geomean, std::sqrt(1.5 * 2.88), 1e-12);
+  EXPECT_DOUBLE_EQ(s.chunked_over_owner_drain_geomean, -1);
+  HostLinkRow d = a;
+  d.fused_ce_drain_ms = 0.8;
+  d.fused_ce_owner_ms = 1.0;
+  EXPECT_DOUBLE_EQ(summarize_host_link({a, d}).chunked_over_owner_drain_geomean, 1.25);
   EXPECT_EQ(summarize_host_link({}).rows_where_stall_predicted, 0);
 }
 
@@ -793,4 +835,49 @@ TEST(UlyssesHostLink, SchedulePredictions) {
   EXPECT_DOUBLE_EQ(many.fused_guided_ms, 0.2);
   EXPECT_DOUBLE_EQ(many.speedup_vs_row_major, 1.3);
   EXPECT_NEAR(many.predicted_speedup_vs_row_major, (0.15 + copy) / (0.1 + copy), 1e-12);
+}
+
+// The drain in chunks, by hand: P = 2, S = 4096, H = 24, D = 128, rank 0, 132 CTAs,
+// chunks of 4 row blocks (48 tiles each): owner 1's chunks end in rounds 0, 0, 1, 1 of 3,
+// each 1,572,864 bytes plus the ops' fixed cost.
+TEST(UlyssesHostLink, ChunkedDrainPredictionAndChoice) {
+  burstgap::ModelParams link;
+  link.drain_GBps = 60;
+  const Problem p{2, 1, 4096, 24, 128};
+  const double att = 0.15, r = att / 3, c = 1572864.0 / 60e6, op = 0.004;
+  double end = r + op + c;
+  end = std::max(end, r) + op + c;
+  end = std::max(end, 2 * r) + op + c;
+  end = std::max(end, 2 * r) + op + c;
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 4, op), std::max(att, end), 1e-12);
+  // One chunk per owner: the whole owner after round 1 (chunk_blocks = 16 is the same).
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op), 2 * r + op + 4 * c, 1e-12);
+  EXPECT_DOUBLE_EQ(predict_copy_engine_drain_ms(p, 0, 132, att, link, 16, op),
+                   predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op));
+  // The choice: finer chunks start the copies a round earlier here; with a fixed cost per
+  // copy of a whole round's time they never pay.
+  const int chosen = choose_drain_chunk_blocks(p, 0, 132, att, link, op);
+  EXPECT_GT(chosen, 0);
+  EXPECT_LT(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, op),
+            0.99 * predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op));
+  for (int k = 1; k <= 16; k *= 2)
+    EXPECT_LE(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, op),
+              predict_copy_engine_drain_ms(p, 0, 132, att, link, k, op) + 1e-12) << k;
+  EXPECT_EQ(choose_drain_chunk_blocks(p, 0, 132, att, link, r), 0);
+  // The advisor predicts the row's chunks and keeps one chunk per owner beside it.
+  HostLinkRow row;
+  row.config = {4096, 2, 24, 128};
+  row.attention_row_major_ms = att;
+  row.remote_bytes = 6291456;
+  row.drain_chunk_blocks = 4;
+  row.copy_op_us = op * 1e3;
+  advise_host_link_schedule(row, 132, link);
+  EXPECT_NEAR(row.predicted_ce_drain_ms, std::max(att, end), 1e-12);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 2 * r + op + 4 * c, 1e-12);
+  EXPECT_EQ(row.schedule, "copy_engine_drain");
+  // Attention measured in the drain's own order is what the drain is predicted from.
+  row.attention_owner_ms = 0.3;
+  advise_host_link_schedule(row, 132, link);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + op + 4 * c, 1e-12);
+  EXPECT_NEAR(row.predicted_sm_stores_ms, att + 6291456 / 60e6, 1e-12);
 }

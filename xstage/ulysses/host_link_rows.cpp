@@ -11,8 +11,9 @@
 namespace xstage::ulysses {
 
 namespace {
-// The copy-engine drain must win by more than this share of the time to be chosen: it
-// adds a counter reset and a stream wait per owner that the prediction leaves out.
+// A schedule (the copy-engine drain over SM stores, a finer drain chunk over a coarser
+// one) must win by more than this share of the predicted time to be chosen: each adds
+// stream operations whose cost is known only roughly.
 constexpr double kScheduleTie = 0.01;
 }  // namespace
 
@@ -21,31 +22,55 @@ double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burs
 }
 
 double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
-                                    const burstgap::ModelParams& link) {
+                                    const burstgap::ModelParams& link, int chunk_blocks, double op_ms) {
   XS_ASSERT(link.drain_GBps > 0 && grid >= 1, "ulysses host link: drain rate {} GB/s and grid {} must be positive",
             link.drain_GBps, grid);
-  const attention::TileSpace tiles = owner_major_tiles(p, rank);
+  const attention::TileSpace tiles = owner_major_tiles(p, rank, chunk_blocks);
+  const int per_slice = tiles.m_blocks / p.ranks;
+  const int chunk = chunk_blocks > 0 ? chunk_blocks : per_slice, chunks = per_slice / chunk;
   const int64_t rounds = (tiles.count() + grid - 1) / grid;
-  std::vector<int64_t> last_round(static_cast<std::size_t>(p.ranks), -1);
+  // The round in which each (owner, chunk)'s last tile ends.
+  std::vector<int64_t> last_round(static_cast<std::size_t>(p.ranks * chunks), -1);
   for (int64_t i = 0; i < tiles.count(); ++i) {
-    const int owner = owner_of_row(p, int64_t{tiles.tile(i).m_block} * kTileRows);
-    last_round[static_cast<std::size_t>(owner)] = i / grid;
+    const int m = tiles.tile(i).m_block, owner = m / per_slice;
+    last_round[static_cast<std::size_t>(owner * chunks + (m - owner * per_slice) / chunk)] = i / grid;
   }
   const double round_ms = attention_ms / static_cast<double>(rounds);
-  const double owner_bytes = double(p.batch * p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
+  const double chunk_bytes = double(p.batch * p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2 / chunks;
   double end = 0;
   for (int k = 1; k < p.ranks; ++k) {
-    const auto j = static_cast<std::size_t>((rank + k) % p.ranks);
-    end = std::max(end, double(last_round[j] + 1) * round_ms) + owner_bytes / (link.drain_GBps * 1e6);  // B per ms
+    const int j = (rank + k) % p.ranks;
+    for (int c = 0; c < chunks; ++c)
+      end = std::max(end, double(last_round[static_cast<std::size_t>(j * chunks + c)] + 1) * round_ms) + op_ms +
+            chunk_bytes / (link.drain_GBps * 1e6);  // B per ms
   }
   return std::max(attention_ms, end);
 }
 
+int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double attention_ms,
+                              const burstgap::ModelParams& link, double op_ms) {
+  const int per_slice = owner_major_tiles(p, rank).m_blocks / p.ranks;
+  int best = 0;
+  double best_ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, 0, op_ms);
+  for (int chunk = per_slice / 2; chunk >= 1; chunk /= 2) {
+    if (per_slice % chunk != 0) continue;
+    const double ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, chunk, op_ms);
+    if (ms < (1 - kScheduleTie) * best_ms) {
+      best = chunk;
+      best_ms = ms;
+    }
+  }
+  return best;
+}
+
 void advise_host_link_schedule(HostLinkRow& r, int grid, const burstgap::ModelParams& link) {
   const Problem p = r.config.problem();
-  const double attention = r.attention_row_major_ms;
+  const double attention = r.attention_row_major_ms, op_ms = r.copy_op_us * 1e-3;
+  const double owner_attention = r.attention_owner_ms > 0 ? r.attention_owner_ms : attention;
   r.predicted_sm_stores_ms = predict_sm_stores_ms(attention, r.remote_bytes, link);
-  r.predicted_ce_drain_ms = predict_copy_engine_drain_ms(p, r.rank, grid, attention, link);
+  r.predicted_ce_drain_ms =
+      predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, r.drain_chunk_blocks, op_ms);
+  r.predicted_ce_owner_ms = predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, 0, op_ms);
   const bool ce = r.predicted_ce_drain_ms < (1 - kScheduleTie) * r.predicted_sm_stores_ms;
   r.schedule = ce ? "copy_engine_drain" : "sm_stores";
   r.predicted_stall_row_major_us = (r.predicted_sm_stores_ms - attention) * 1e3;
@@ -61,12 +86,16 @@ void finish_host_link_row(HostLinkRow& r) {
   r.speedup_vs_exchange_after = r.fused_guided_ms > 0 ? r.exchange_after_ms / r.fused_guided_ms : 0;
   r.stall_predicted = r.predicted_stall_row_major_us * 1e-3 > 0.01 * r.attention_row_major_ms;
   r.link_GBps = r.fused_guided_ms > 0 ? r.remote_bytes / (r.fused_guided_ms * 1e6) : 0;
+  double attention = std::min(r.attention_guided_ms, r.attention_row_major_ms);
+  if (r.attention_owner_ms > 0) attention = std::min(attention, r.attention_owner_ms);
+  r.hiding_bound_vs_row_major = attention > 0 ? r.fused_row_major_ms / attention : 0;
 }
 
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
   HostLinkSummary s;
   if (rows.empty()) return s;
-  double log_sum = 0;
+  double log_sum = 0, log_bound = 0, log_chunked = 0;
+  int chunked = 0;
   std::vector<double> errors;
   s.min_speedup = s.max_speedup = rows.front().speedup_vs_row_major;
   for (const auto& r : rows) {
@@ -74,11 +103,20 @@ HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
     s.max_speedup = std::max(s.max_speedup, r.speedup_vs_row_major);
     if (r.speedup_vs_row_major > 0)
       errors.push_back(std::abs(r.predicted_speedup_vs_row_major - r.speedup_vs_row_major) / r.speedup_vs_row_major);
+    if (r.fused_ce_drain_ms > 0 && r.fused_ce_owner_ms > 0) {
+      log_chunked += std::log(r.fused_ce_owner_ms / r.fused_ce_drain_ms);
+      ++chunked;
+    }
     if (!r.stall_predicted || r.speedup_vs_row_major <= 0) continue;
     log_sum += std::log(r.speedup_vs_row_major);
+    log_bound += std::log(r.hiding_bound_vs_row_major > 0 ? r.hiding_bound_vs_row_major : r.speedup_vs_row_major);
     ++s.rows_where_stall_predicted;
   }
-  if (s.rows_where_stall_predicted > 0) s.geomean_where_stall_predicted = std::exp(log_sum / s.rows_where_stall_predicted);
+  if (s.rows_where_stall_predicted > 0) {
+    s.geomean_where_stall_predicted = std::exp(log_sum / s.rows_where_stall_predicted);
+    s.hiding_bound_geomean = std::exp(log_bound / s.rows_where_stall_predicted);
+  }
+  if (chunked > 0) s.chunked_over_owner_drain_geomean = std::exp(log_chunked / chunked);
   if (!errors.empty()) s.speedup_prediction_median_abs_rel_error = common::median(errors);
   return s;
 }

@@ -125,8 +125,13 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
   return f;
 }
 
-attention::TileSpace owner_major_tiles(const Problem& p, int rank) {
-  return rank_tiles(p, rank, attention::TileOrder::owner_major);
+attention::TileSpace owner_major_tiles(const Problem& p, int rank, int chunk_blocks) {
+  attention::TileSpace t = rank_tiles(p, rank, attention::TileOrder::owner_major);
+  const int per_slice = t.m_blocks / p.ranks;
+  XS_ASSERT(chunk_blocks >= 0 && (chunk_blocks == 0 || per_slice % chunk_blocks == 0),
+            "ulysses: a drain chunk of {} row blocks does not divide an owner's {}", chunk_blocks, per_slice);
+  t.chunk_blocks = chunk_blocks;
+  return t;
 }
 
 FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,

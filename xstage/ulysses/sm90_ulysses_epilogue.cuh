@@ -27,6 +27,9 @@
 //              sees the count (acquire), runs fence.acq_rel.sys, which waits for
 //              the drain off the consumers' path, and adds the tile's slices to
 //              counter[owner] (tile_done): the same counts as per_slice.
+//            With FusedGeometry::chunk_rows the per_slice and by_agent counts go to
+//            the counter of the slice's chunk of its owner's rows instead (slice_counter:
+//            a copy-engine drain copies each chunk once its count is complete).
 //            Either way the fence orders the whole warpgroup's stores (cumulativity
 //            through the barrier) before the count: whoever reads the count with
 //            acquire sees the rows. counter[owner] is the owner's counter for
@@ -67,6 +70,12 @@ __device__ __forceinline__ void store_tile_to_owner(const RemoteStoreParams& p, 
   attention::sm90::store_staged_slice<D>({p.out[t.owner] + t.offset, p.geo.stride_s}, s.rows, staged, pitch, tid);
 }
 
+// The counter a slice of rows from row0 counts on: its owner's, or that of its chunk of
+// the owner's rows (FusedGeometry::chunk_rows).
+__device__ __forceinline__ uint32_t* slice_counter(const RemoteStoreParams& p, int row0) {
+  return p.counter[slice_owner(p.geo, row0)] + slice_chunk(p.geo, row0);
+}
+
 template <attention::sm90::Signal kMode>
 struct RemoteStoreEpilogue {
   using Params = RemoteStoreParams;
@@ -81,25 +90,24 @@ struct RemoteStoreEpilogue {
 
   __device__ __forceinline__ static void slice_done(const Params& p, const attention::sm90::OutputSlice& s, int tid) {
     if (tid == 0) {
-      const int owner = slice_owner(p.geo, s.row0);
       sync::fence_acq_rel_sys();
-      sync::red_add_relaxed_sys(p.counter[owner], 1);
+      sync::red_add_relaxed_sys(slice_counter(p, s.row0), 1);
     }
   }
 
   // The agent, after its fence: the tile's `slices` slices of 64 rows from m0 (one
-  // owner when (S/P) % 128 == 0, which fused_geometry's problems always have).
+  // owner when (S/P) % 128 == 0, which fused_geometry's problems always have; one chunk
+  // when chunk_rows % 128 == 0).
   __device__ __forceinline__ static void tile_done(const Params& p, const attention::WorkTile& w, int block_m,
                                                    int slices) {
     const int m0 = w.m_block * block_m;
-    const int first = slice_owner(p.geo, m0), last = slice_owner(p.geo, m0 + 64 * (slices - 1));
-    if (first == last) {
-      sync::red_add_relaxed_sys(p.counter[first], slices);
+    uint32_t* first = slice_counter(p, m0);
+    if (first == slice_counter(p, m0 + 64 * (slices - 1))) {
+      sync::red_add_relaxed_sys(first, slices);
       return;
     }
 #pragma unroll 1
-    for (int s = 0; s < slices; ++s)
-      sync::red_add_relaxed_sys(p.counter[slice_owner(p.geo, m0 + 64 * s)], 1);
+    for (int s = 0; s < slices; ++s) sync::red_add_relaxed_sys(slice_counter(p, m0 + 64 * s), 1);
   }
 
   __device__ __forceinline__ static void worker_done(const Params& p, int tid) {

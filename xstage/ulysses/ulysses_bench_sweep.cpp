@@ -200,7 +200,7 @@ std::vector<BenchConfig> one_rank_configs(const SweepOptions& o, const char* mod
 bench::Table host_link_table() {
   bench::Table t(kConfigColumns);
   bool first = true;
-  for (const char* h : {"attn-g", "attn-rm", "sm-g", "sm-rm", "ce-drain", "after"}) {
+  for (const char* h : {"attn-g", "attn-rm", "sm-g", "sm-rm", "ce-drain", "ce-owner", "after"}) {
     t.add({h, 8, ".3f", false, first});
     first = false;
   }
@@ -210,7 +210,7 @@ bench::Table host_link_table() {
   t.add({"meas-x", 7, ".3f"});
   t.add({"vs-after", 8, ".3f"});
   t.add({"GB/s", 6, ".1f"});
-  return t.add({"schedule, run, bitwise", 0, "", false, true});
+  return t.add({"schedule[/chunk], run, bitwise", 0, "", false, true});
 }
 
 bench::Row host_link_row(const HostLinkRow& r) {
@@ -218,10 +218,13 @@ bench::Row host_link_row(const HostLinkRow& r) {
   row.check = {r.bitwise_equal, "host-link outputs differ from the all-HBM ones"};
   row.config = config_json(r.config);
   row.values = {{"rank", r.rank}, {"attention_guided_ms", r.attention_guided_ms},
-                {"attention_row_major_ms", r.attention_row_major_ms}, {"fused_guided_ms", r.fused_guided_ms},
+                {"attention_row_major_ms", r.attention_row_major_ms}, {"attention_owner_ms", r.attention_owner_ms},
+                {"fused_guided_ms", r.fused_guided_ms},
                 {"schedule", r.schedule}, {"fused_sm_guided_ms", r.fused_sm_guided_ms},
                 {"fused_ce_drain_ms", r.fused_ce_drain_ms}, {"predicted_sm_stores_ms", r.predicted_sm_stores_ms},
-                {"predicted_ce_drain_ms", r.predicted_ce_drain_ms},
+                {"predicted_ce_drain_ms", r.predicted_ce_drain_ms}, {"fused_ce_owner_ms", r.fused_ce_owner_ms},
+                {"predicted_ce_owner_ms", r.predicted_ce_owner_ms}, {"drain_chunk_blocks", r.drain_chunk_blocks},
+                {"copy_op_us", r.copy_op_us}, {"hiding_bound_vs_row_major", r.hiding_bound_vs_row_major},
                 {"fused_row_major_ms", r.fused_row_major_ms}, {"exchange_after_ms", r.exchange_after_ms},
                 {"predicted_stall_guided_us", r.predicted_stall_guided_us},
                 {"predicted_stall_row_major_us", r.predicted_stall_row_major_us},
@@ -232,11 +235,14 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"bitwise_equal", r.bitwise_equal}, {"order", r.order}};
   row.cells = config_cells(r.config);
   for (double v : {r.attention_guided_ms, r.attention_row_major_ms, r.fused_sm_guided_ms, r.fused_row_major_ms,
-                   r.fused_ce_drain_ms, r.exchange_after_ms, r.predicted_stall_row_major_us, r.predicted_stall_guided_us,
+                   r.fused_ce_drain_ms, r.fused_ce_owner_ms, r.exchange_after_ms, r.predicted_stall_row_major_us,
+                   r.predicted_stall_guided_us,
                    r.predicted_speedup_vs_row_major, r.speedup_vs_row_major, r.speedup_vs_exchange_after, r.link_GBps})
     row.cells.push_back(v);
-  row.cells.push_back(fmt::format("{}, {}, {}", r.schedule == "copy_engine_drain" ? "ce" : "sm", r.guided_run,
-                                  r.bitwise_equal ? "yes" : "NO"));
+  row.cells.push_back(fmt::format("{}, {}, {}", r.schedule == "copy_engine_drain"
+                                                    ? fmt::format("ce/{}", r.drain_chunk_blocks)
+                                                    : std::string("sm"),
+                                  r.guided_run, r.bitwise_equal ? "yes" : "NO"));
   return row;
 }
 
@@ -266,14 +272,18 @@ void run_host_link_sweep(const SweepOptions& o) {
                            {"rows_where_stall_predicted", sum.rows_where_stall_predicted},
                            {"speedup_prediction_median_abs_rel_error", sum.speedup_prediction_median_abs_rel_error},
                            {"min_speedup", sum.min_speedup},
-                           {"max_speedup", sum.max_speedup}});
+                           {"max_speedup", sum.max_speedup},
+                           {"hiding_bound_geomean_where_stall_predicted", sum.hiding_bound_geomean},
+                           {"chunked_over_owner_drain_geomean", sum.chunked_over_owner_drain_geomean}});
     report.add(host_link_row(rows.back()));
   }
   const HostLinkSummary sum = summarize_host_link(rows);
   std::printf("advisor's schedule over row-major: geomean %.3f over the %d rows with a predicted stall (min %.3f, max "
-              "%.3f); predicted speedup's median error %.1f%%\n",
+              "%.3f; every remote byte hidden: %.3f); predicted speedup's median error %.1f%%; the advisor's drain "
+              "chunks over one per owner: %.3f\n",
               sum.geomean_where_stall_predicted, sum.rows_where_stall_predicted, sum.min_speedup, sum.max_speedup,
-              100 * sum.speedup_prediction_median_abs_rel_error);
+              sum.hiding_bound_geomean, 100 * sum.speedup_prediction_median_abs_rel_error,
+              sum.chunked_over_owner_drain_geomean);
   report.finish();
 }
 

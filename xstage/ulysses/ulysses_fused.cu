@@ -50,6 +50,10 @@ void launch_fused_attention(const attention::FwdArgs& args, const attention::Fwd
   epi.geo = t.geo;
   using attention::sm90::Signal;
   XS_CHECK_MSG(t.signal != FusedSignal::automatic, "ulysses fused: resolve FusedSignal::automatic before the launch");
+  XS_CHECK_MSG(t.geo.chunk_rows == 0 || (t.signal != FusedSignal::per_cta && t.geo.chunk_rows % 128 == 0 &&
+                                         t.geo.rows_per_rank % t.geo.chunk_rows == 0),
+               "ulysses fused: chunked counters need per_slice or by_agent signals and chunks of whole 128-row "
+               "tiles that divide an owner's rows");
   const int rank = t.geo.head0 / static_cast<int>(prob.H);  // rank r computes heads r·H/P .. (H/P per rank)
   if (t.signal == FusedSignal::per_slice)
     attention::sm90::launch_flash_fwd<sm90::RemoteStoreEpilogue<Signal::per_slice>>(args, prob, cfg, epi, stream,

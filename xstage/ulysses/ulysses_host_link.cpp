@@ -4,12 +4,13 @@
 // rank's own output, its inputs, all compute and the completion counters stay in HBM
 // (per_cta signals: one 4-byte add per warpgroup and owner, next to 32 KiB of rows per
 // tile, and no PCIe atomics to depend on).
-// Timed in turns: attention alone in both orders (the compute the model's prediction
-// starts from), the fused kernel with its SM stores crossing the link in the SM-store
-// advisor's order and in head_major (row-major) order, the copy-engine drain
-// (CopyEngineDrain), and the exchange after attention (attention, then one 2-D copy per
-// remote owner into its host buffer on the copy engine). Checked: both host-link
-// schedules' outputs equal, bitwise, those of the same kernel with every owner in HBM.
+// Timed in turns: attention alone in the SM-store advisor's, head_major and the drain's
+// orders (the compute the model's predictions start from), the fused kernel with its SM
+// stores crossing the link in the SM-store advisor's order and in head_major (row-major)
+// order, the copy-engine drain (CopyEngineDrain) in the advisor's chunks and with one
+// chunk per owner, and the exchange after attention (attention, then one 2-D copy per
+// remote owner into its host buffer on the copy engine). Checked: every host-link
+// schedule's outputs equal, bitwise, those of the same kernel with every owner in HBM.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -123,67 +124,102 @@ WaitValueFn wait_value_fn() {
 }
 
 // The copy-engine drain over the host link. The fused kernel walks the owner_major order
-// and stores every owner's rows into HBM (the remote owners' into their HBM copies, which
-// stage them) with by_agent signals on per-owner counters in HBM (the fences off the
-// consumers' path: per_slice's fence per slice cost 2 % more here, docs/xstage-host-link.md);
-// a side stream waits for each remote owner's count (a stream wait on the GPU's front end:
-// no SM, no kernel)
-// and copies that owner's rows of this rank's heads to its host buffer while the later
-// owners compute. No SM store crosses the link, so no SM's reads wait behind the stage.
+// in chunks of chunk_blocks row blocks and stores every owner's rows into HBM (the
+// remote owners' into their HBM copies, which stage them) with by_agent signals on one
+// counter per (owner, chunk) in HBM (the fences off the consumers' path: per_slice's fence
+// per slice cost 2 % more here, docs/xstage-host-link.md); a side stream waits for each
+// remote chunk's count (a stream wait on the GPU's front end: no SM, no kernel) and copies
+// that chunk's rows of this rank's heads to its owner's host buffer while the later
+// chunks compute. No SM store crosses the link, so no SM's reads wait behind the stage.
 struct CopyEngineDrain {
   HostLinkShare& s;
+  int chunks;                 // per owner
+  int64_t chunk_rows;         // an owner's rows per chunk
+  uint32_t slices_per_chunk;  // by_agent signals one chunk gets per forward
   cudaStream_t side = nullptr;
-  cudaEvent_t start = nullptr, done = nullptr;
-  DeviceBuffer<uint32_t> counter{kMaxRanks};
+  cudaEvent_t done = nullptr;
+  DeviceBuffer<uint32_t> counter;  // [kMaxRanks][chunks]; counts only grow, one forward after another
+  uint32_t forwards = 0;           // launched so far: forward i waits for (i + 1) x slices_per_chunk
   FusedTargets targets;
-  uint32_t slices_per_owner;  // by_agent signals one owner gets per forward
 
   // The by_agent count does not depend on the grid or the warpgroups (1, 1).
-  explicit CopyEngineDrain(HostLinkShare& share)
-      : s(share), targets(share.targets(false)),
-        slices_per_owner(fused_signals_per_forward(share.p, FusedSignal::by_agent, 1, 1)) {
+  CopyEngineDrain(HostLinkShare& share, int chunk_blocks)
+      : s(share),
+        chunks(chunk_blocks > 0 ? static_cast<int>(share.p.seq / kTileRows / share.p.ranks) / chunk_blocks : 1),
+        chunk_rows(share.p.rows_per_rank() / chunks),
+        slices_per_chunk(fused_signals_per_forward(share.p, FusedSignal::by_agent, 1, 1) / chunks),
+        counter(std::size_t(kMaxRanks) * chunks), targets(share.targets(false)) {
     XS_CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    XS_CHECK_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
     XS_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    for (int j = 0; j < s.p.ranks; ++j) targets.counter[j] = counter.get() + j;
+    fill_device(counter.get(), 0, counter.size() * sizeof(uint32_t));
+    for (int j = 0; j < s.p.ranks; ++j) targets.counter[j] = chunk_counter(j, 0);
     targets.signal = FusedSignal::by_agent;
+    targets.geo.chunk_rows = chunks > 1 ? static_cast<int>(chunk_rows) : 0;
   }
   ~CopyEngineDrain() {
-    cudaEventDestroy(start);
     cudaEventDestroy(done);
     cudaStreamDestroy(side);
   }
   CopyEngineDrain(const CopyEngineDrain&) = delete;
   CopyEngineDrain& operator=(const CopyEngineDrain&) = delete;
 
-  // One forward on the legacy stream, joined with the side stream at its end.
+  uint32_t* chunk_counter(int owner, int c) const { return counter.get() + std::size_t(owner) * chunks + c; }
+  void wait_for(uint32_t* count, uint32_t value) {
+    const CUresult rc = wait_value_fn()(reinterpret_cast<CUstream>(side), reinterpret_cast<CUdeviceptr>(count), value,
+                                        CU_STREAM_WAIT_VALUE_GEQ);
+    XS_ASSERT(rc == CUDA_SUCCESS, "copy-engine drain: cuStreamWaitValue32 failed (CUresult {})", static_cast<int>(rc));
+  }
+  // Rows [c·chunk_rows, + rows) of this rank's heads of owner j, from its HBM copy to its
+  // host buffer.
+  void copy_rows(int j, int c, int64_t rows) {
+    const int64_t Hp = s.p.heads_per_rank(), D = s.p.head_dim;
+    const std::size_t pitch = std::size_t(s.p.heads * D) * 2, width = std::size_t(Hp * D) * 2;
+    const std::size_t first = std::size_t(c * chunk_rows * s.p.heads * D + s.rank * Hp * D);
+    XS_CHECK_CUDA(cudaMemcpy2DAsync(s.host_out[j].host() + first, pitch, s.hbm_out[j].get() + first, pitch, width,
+                                    std::size_t(rows), cudaMemcpyDeviceToHost, side));
+  }
+
+  // One forward on the legacy stream, joined with the side stream at its end. The side
+  // stream needs no start signal: only this forward's counts meet its waits, and the next
+  // forward's kernel (legacy stream, after the join) cannot overwrite the staged rows
+  // before their copies end.
   void launch(const attention::FwdConfig& cfg) {
-    XS_CHECK_CUDA(cudaMemsetAsync(counter.get(), 0, kMaxRanks * sizeof(uint32_t), nullptr));
-    XS_CHECK_CUDA(cudaEventRecord(start, nullptr));
-    XS_CHECK_CUDA(cudaStreamWaitEvent(side, start));
+    const uint32_t target = ++forwards * slices_per_chunk;
     launch_fused_attention(s.a, cfg, targets, nullptr);
     for (int k = 1; k < s.p.ranks; ++k) {
       const int j = (s.rank + k) % s.p.ranks;
-      const CUresult rc = wait_value_fn()(reinterpret_cast<CUstream>(side),
-                                          reinterpret_cast<CUdeviceptr>(counter.get() + j), slices_per_owner,
-                                          CU_STREAM_WAIT_VALUE_GEQ);
-      XS_ASSERT(rc == CUDA_SUCCESS, "copy-engine drain: cuStreamWaitValue32 failed (CUresult {})",
-                static_cast<int>(rc));
-      copy_owner(j);
+      for (int c = 0; c < chunks; ++c) {
+        wait_for(chunk_counter(j, c), target);
+        copy_rows(j, c, chunk_rows);
+      }
     }
     XS_CHECK_CUDA(cudaEventRecord(done, side));
     XS_CHECK_CUDA(cudaStreamWaitEvent(nullptr, done));
   }
-  // This rank's heads of owner j's rows, from its HBM copy to its host buffer.
-  void copy_owner(int j) {
-    const int64_t Hp = s.p.heads_per_rank(), D = s.p.head_dim;
-    const std::size_t pitch = std::size_t(s.p.heads * D) * 2, width = std::size_t(Hp * D) * 2;
-    const std::size_t head0 = std::size_t(s.rank * Hp * D);
-    XS_CHECK_CUDA(cudaMemcpy2DAsync(s.host_out[j].host() + head0, pitch, s.hbm_out[j].get() + head0, pitch, width,
-                                    std::size_t(s.p.batch * s.p.rows_per_rank()), cudaMemcpyDeviceToHost, side));
+  // What one chunk's stream operations cost when issued back to back: a wait that is
+  // already met and a one-row 2-D copy, `n` times on the idle side stream (ms each).
+  double op_overhead_ms(int n = 32) {
+    cudaEvent_t t0 = nullptr, t1 = nullptr;
+    XS_CHECK_CUDA(cudaEventCreate(&t0));
+    XS_CHECK_CUDA(cudaEventCreate(&t1));
+    const int j = (s.rank + 1) % s.p.ranks;
+    float ms = 0;
+    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the path up
+      XS_CHECK_CUDA(cudaEventRecord(t0, side));
+      for (int i = 0; i < n; ++i) {
+        wait_for(chunk_counter(j, 0), 0);
+        copy_rows(j, 0, 1);
+      }
+      XS_CHECK_CUDA(cudaEventRecord(t1, side));
+      XS_CHECK_CUDA(cudaEventSynchronize(t1));
+      XS_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    return ms / n;
   }
   // The first forward, waited for within the wait budget: a count that never arrives
-  // ends the bench with the owner, its count and the expected one instead of a hang.
+  // ends the bench with the owner, chunk, count and expected one instead of a hang.
   void launch_checked(const attention::FwdConfig& cfg) {
     launch(cfg);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(sync::wait_budget_ns());
@@ -191,18 +227,22 @@ struct CopyEngineDrain {
     while ((q = cudaEventQuery(done)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     if (q == cudaErrorNotReady) {
-      std::vector<uint32_t> seen(kMaxRanks);
+      std::vector<uint32_t> seen(counter.size());
       cudaStream_t peek = nullptr;
       XS_CHECK_CUDA(cudaStreamCreateWithFlags(&peek, cudaStreamNonBlocking));
-      XS_CHECK_CUDA(cudaMemcpyAsync(seen.data(), counter.get(), kMaxRanks * sizeof(uint32_t),
+      XS_CHECK_CUDA(cudaMemcpyAsync(seen.data(), counter.get(), seen.size() * sizeof(uint32_t),
                                     cudaMemcpyDeviceToHost, peek));
       XS_CHECK_CUDA(cudaStreamSynchronize(peek));
       for (int k = 1; k < s.p.ranks; ++k) {
         const int j = (s.rank + k) % s.p.ranks;
-        XS_ASSERT(seen[j] >= slices_per_owner,
-                  "copy-engine drain: rank {} waited {:.3f} s for owner {}'s slices (counter {} at {}): expected >= "
-                  "{}, saw {}", s.rank, sync::wait_budget_ns() * 1e-9, j, j, static_cast<void*>(counter.get() + j),
-                  slices_per_owner, seen[j]);
+        for (int c = 0; c < chunks; ++c) {
+          const uint32_t got = seen[std::size_t(j) * chunks + c];
+          XS_ASSERT(got >= forwards * slices_per_chunk,
+                    "copy-engine drain: rank {} waited {:.3f} s for owner {}'s chunk {} of {} (counter {} at {}): "
+                    "expected >= {} slices, saw {}",
+                    s.rank, sync::wait_budget_ns() * 1e-9, j, c, chunks, std::size_t(j) * chunks + c,
+                    static_cast<void*>(chunk_counter(j, c)), forwards * slices_per_chunk, got);
+        }
       }
       XS_ASSERT(false, "copy-engine drain: rank {}'s forward did not end within {:.3f} s", s.rank,
                 sync::wait_budget_ns() * 1e-9);
@@ -214,7 +254,7 @@ struct CopyEngineDrain {
 }  // namespace
 
 HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
-                                int reps) {
+                                int reps, int drain_chunk_blocks) {
   const Problem p = c.problem();
   validate(p);
   XS_ASSERT(p.batch == 1, "bench ulysses --link host: B = 1 only (got {})", p.batch);
@@ -231,19 +271,33 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row_major_cfg.tiles = row_major.tiles;
   owner_cfg.tiles = owner_major_tiles(p, rank);
   const FusedTargets host = s.targets(true);
-  CopyEngineDrain drain(s);
-  drain.launch_checked(owner_cfg);
+  bench::EventTimer timer(nullptr, "attention kernel", attention::explain_device_failure);
+  // The advisor's drain chunk, from the measured cost of a chunk's stream operations and
+  // a first timing of attention alone (the full timing below takes the variants in turns).
+  CopyEngineDrain owner_drain(s, 0);
+  const double op_ms = owner_drain.op_overhead_ms();
+  const double attention_first =
+      bench::launch_medians_in_turns(timer, {[&] { attention::flash_fwd_with(s.a, owner_cfg); }}, warmup, reps)[0];
+  const int chunk_blocks = drain_chunk_blocks >= 0
+                               ? drain_chunk_blocks
+                               : choose_drain_chunk_blocks(p, rank, cfg.grid, attention_first, params, op_ms);
+  attention::FwdConfig chunk_cfg = owner_cfg;
+  chunk_cfg.tiles = owner_major_tiles(p, rank, chunk_blocks);
+  CopyEngineDrain drain(s, chunk_blocks);
+  drain.launch_checked(chunk_cfg);
+  owner_drain.launch_checked(owner_cfg);
   const std::vector<std::function<void()>> launches = {
       [&] { attention::flash_fwd_with(s.a, guided_cfg); },
       [&] { attention::flash_fwd_with(s.a, row_major_cfg); },
+      [&] { attention::flash_fwd_with(s.a, chunk_cfg); },
       [&] { launch_fused_attention(s.a, guided_cfg, host, nullptr); },
       [&] { launch_fused_attention(s.a, row_major_cfg, host, nullptr); },
-      [&] { drain.launch(owner_cfg); },
+      [&] { drain.launch(chunk_cfg); },
+      [&] { owner_drain.launch(owner_cfg); },
       [&] {
         attention::flash_fwd_with(s.a, row_major_cfg);
         s.exchange_after(nullptr);
       }};
-  bench::EventTimer timer(nullptr, "attention kernel", attention::explain_device_failure);
   const std::vector<double> ms = bench::launch_medians_in_turns(timer, launches, warmup, reps);
 
   HostLinkRow row;
@@ -253,15 +307,20 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row.guided_run = guided.slice_run;
   row.attention_guided_ms = ms[0];
   row.attention_row_major_ms = ms[1];
-  row.fused_sm_guided_ms = ms[2];
-  row.fused_row_major_ms = ms[3];
-  row.fused_ce_drain_ms = ms[4];
-  row.exchange_after_ms = ms[5];
+  row.attention_owner_ms = ms[2];
+  row.fused_sm_guided_ms = ms[3];
+  row.fused_row_major_ms = ms[4];
+  row.fused_ce_drain_ms = ms[5];
+  row.fused_ce_owner_ms = ms[6];
+  row.exchange_after_ms = ms[7];
+  row.drain_chunk_blocks = chunk_blocks;
+  row.copy_op_us = op_ms * 1e3;
   row.remote_bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
   advise_host_link_schedule(row, cfg.grid, params);
   row.bitwise_equal =
       host_link_keeps_bits(s, guided_cfg, [&] { launch_fused_attention(s.a, guided_cfg, host, nullptr); }) &&
-      host_link_keeps_bits(s, guided_cfg, [&] { drain.launch(owner_cfg); });
+      host_link_keeps_bits(s, guided_cfg, [&] { drain.launch(chunk_cfg); }) &&
+      host_link_keeps_bits(s, guided_cfg, [&] { owner_drain.launch(owner_cfg); });
   finish_host_link_row(row);
   return row;
 }

@@ -30,11 +30,13 @@ enum class TileOrder : int {
   // (m_blocks / slices) % slice_run == 0 (the Ulysses plan checks it).
   slice_interleaved = 2,
   // Ulysses with a copy-engine drain: the `slices` owner slices one after another,
-  // slice_first, slice_first + 1, ... (mod slices), each as head_major over its own
-  // m_blocks (batch outermost inside a slice). With slice_first = rank + 1 the remote
-  // owners' tiles finish owner by owner, so each owner's rows can leave while the
-  // later owners compute, and the local slice is computed last. Needs
-  // m_blocks % slices == 0.
+  // slice_first, slice_first + 1, ... (mod slices); inside a slice its chunks of
+  // `chunk_blocks` m_blocks one after another (0: the whole slice is one chunk), each
+  // as head_major over its own m_blocks (batch outermost inside a chunk). With
+  // slice_first = rank + 1 the remote owners' rows finish chunk by chunk, owner by
+  // owner, so each chunk can leave while the later ones compute, and the local slice
+  // is computed last. Needs m_blocks % slices == 0 and (m_blocks / slices) %
+  // chunk_blocks == 0.
   owner_major = 3,
 };
 
@@ -63,6 +65,7 @@ struct TileSpace {
   int slices = 1;       // slice_interleaved, owner_major: sequence slices per head (owners)
   int slice_first = 0;  // slice_interleaved: the slice of the first run; owner_major: the first slice
   int slice_run = 1;    // slice_interleaved: consecutive tiles of one slice
+  int chunk_blocks = 0; // owner_major: m_blocks per chunk of a slice (0: the whole slice)
 
   XS_HD int64_t count() const { return static_cast<int64_t>(m_blocks) * heads * batches; }
 
@@ -91,12 +94,15 @@ struct TileSpace {
     }
     if (order == TileOrder::owner_major) {
       const int per_slice = m_blocks / slices;
-      const int64_t per_owner = static_cast<int64_t>(per_slice) * heads * batches;
+      const int chunk = chunk_blocks > 0 && chunk_blocks < per_slice ? chunk_blocks : per_slice;
+      const int64_t per_chunk = static_cast<int64_t>(chunk) * heads * batches;
+      const int64_t per_owner = per_chunk * (per_slice / chunk);
       int slice = slice_first + static_cast<int>(linear / per_owner);
       if (slice >= slices) slice -= slices;
-      const int64_t in_owner = linear % per_owner;
-      const int64_t bh = in_owner / per_slice;
-      w.m_block = slice * per_slice + static_cast<int>(in_owner % per_slice);
+      const int64_t in_owner = linear % per_owner, in_chunk = in_owner % per_chunk;
+      const int64_t bh = in_chunk / chunk;
+      w.m_block =
+          slice * per_slice + static_cast<int>(in_owner / per_chunk) * chunk + static_cast<int>(in_chunk % chunk);
       w.head = static_cast<int>(bh % heads);
       w.batch = static_cast<int>(bh / heads);
       return w;

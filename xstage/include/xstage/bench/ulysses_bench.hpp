@@ -80,13 +80,19 @@ struct HostLinkRow {
   std::string schedule;                  // the advisor's schedule: "copy_engine_drain" or "sm_stores"
   double attention_guided_ms = 0;        // attention alone (local stores), the SM-store advisor's order
   double attention_row_major_ms = 0;     // the same, head_major order
+  double attention_owner_ms = 0;         // the same, the drain's owner_major order and chunks
   double fused_sm_guided_ms = 0;         // fused kernel, SM stores over the host link, the advisor's tile order
   double fused_row_major_ms = 0;         // the same, head_major order
   double fused_ce_drain_ms = 0;          // owner_major order, rows staged in HBM, the copy engine drains them
+                                         // in the advisor's chunks (drain_chunk_blocks)
+  double fused_ce_owner_ms = 0;          // the same drain with one chunk (one copy) per owner
+  int drain_chunk_blocks = 0;            // the advisor's drain chunk, 128-row blocks (0: one per owner)
+  double copy_op_us = 0;                 // measured: one stream wait + one 2-D copy issued back to back
   double fused_guided_ms = 0;            // the advisor's schedule (one of the two above)
   double exchange_after_ms = 0;          // attention, then a copy-engine copy to each remote owner
   double predicted_sm_stores_ms = 0;     // attention + remote bytes / D (the stores hold every SM's reads)
-  double predicted_ce_drain_ms = 0;      // predict_copy_engine_drain_ms
+  double predicted_ce_drain_ms = 0;      // predict_copy_engine_drain_ms, the advisor's chunks
+  double predicted_ce_owner_ms = 0;      // the same, one chunk per owner
   double predicted_stall_guided_us = 0;  // the advisor's schedule's predicted time over attention
   double predicted_stall_row_major_us = 0;
   double remote_bytes = 0;               // stored to the other owners per forward
@@ -97,32 +103,45 @@ struct HostLinkRow {
   double speedup_vs_exchange_after = 0;       // exchange_after / fused_guided
   bool stall_predicted = false;               // row-major's predicted stall > 1 % of its attention time
   double link_GBps = 0;                       // remote bytes / fused_guided time
+  double hiding_bound_vs_row_major = 0;       // fused_row_major / attention alone in the fastest of its three
+                                              // orders: the speedup of hiding every remote byte
 };
 // The host link's stores hold the reads of every SM while the stage drains
 // (burstgap::read_blocked_drain_ns), so attention, which streams K and V, pays for the
 // remote bytes in full: attention + remote bytes / D, D the link fit's drain rate.
 double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link);
-// The copy-engine drain: tiles in owner_major order on `grid` CTAs (static persistent
-// schedule, uniform tiles: owner j's rows are done at the end of the round of its last
-// tile), then each remote owner's rows leave in that order at D, one copy after another;
-// the forward ends with the later of attention and the last copy.
+// The copy-engine drain: tiles in owner_major order in chunks of `chunk_blocks` row
+// blocks (0: one per owner) on `grid` CTAs (static persistent schedule, uniform tiles: a
+// chunk's rows are done at the end of the round of its last tile), then each remote
+// owner's chunks leave in that order, one copy after another, each op_ms plus its bytes
+// at D; the forward ends with the later of attention and the last copy.
 double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
-                                    const burstgap::ModelParams& link);
+                                    const burstgap::ModelParams& link, int chunk_blocks = 0, double op_ms = 0);
+// The drain's chunk with the least predicted time among one chunk per owner and
+// power-of-two divisors of an owner's row blocks; a finer chunk must win by more than 1 %.
+int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double attention_ms,
+                              const burstgap::ModelParams& link, double op_ms);
 // The advisor's choice between the two host-link schedules (the smaller predicted time;
-// within 1 % to SM stores) and the row's predicted stalls from it.
+// within 1 % to SM stores), the drain predicted with the row's drain_chunk_blocks,
+// copy_op_us and attention in its own order (attention_owner_ms where measured), and the
+// row's predicted stalls from it (over attention in head_major order).
 void advise_host_link_schedule(HostLinkRow& row, int grid, const burstgap::ModelParams& link);
+// drain_chunk_blocks >= 0 fixes the drain's chunk (0: one per owner) instead of the advisor's.
 HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
-                                int reps);
+                                int reps, int drain_chunk_blocks = -1);
 // Fills the derived fields of a measured row (host only).
 void finish_host_link_row(HostLinkRow& row);
 // Over rows: the geometric mean of the measured speedup over row-major where the model
-// predicts a stall (-1: no such row), and the median |predicted - measured| / measured
-// speedup (-1: no rows).
+// predicts a stall (-1: no such row) and of the hiding bound over the same rows, the
+// median |predicted - measured| / measured speedup (-1: no rows), and the advisor's
+// drain chunks over one chunk per owner.
 struct HostLinkSummary {
   double geomean_where_stall_predicted = -1;
   int rows_where_stall_predicted = 0;
   double speedup_prediction_median_abs_rel_error = -1;
   double min_speedup = 0, max_speedup = 0;
+  double hiding_bound_geomean = -1;              // hiding_bound_vs_row_major, the same rows as the geomean
+  double chunked_over_owner_drain_geomean = -1;  // fused_ce_owner / fused_ce_drain over rows with both (-1: none)
 };
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
 

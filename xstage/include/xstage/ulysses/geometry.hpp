@@ -24,6 +24,7 @@ struct FusedGeometry {
   int64_t stride_b = 0;   // output element strides: (S/P)·H·D, H·D
   int64_t stride_s = 0;
   int head_dim = 0;
+  int chunk_rows = 0;     // by_agent / per_slice counts per chunk of an owner's rows (0: one per owner)
 };
 
 // How the fused epilogue signals that its stores have landed (sm90_ulysses_epilogue.cuh):
@@ -49,6 +50,13 @@ struct FusedTarget {
 };
 
 XS_HD int slice_owner(const FusedGeometry& g, int row0) { return row0 / g.rows_per_rank; }
+
+// Which of its owner's counters a slice's count goes to: the chunk of the owner's rows
+// that holds it (a copy-engine drain waits chunk by chunk), or 0 with one counter per
+// owner. counter[owner] is then the first of the owner's rows_per_rank / chunk_rows.
+XS_HD int slice_chunk(const FusedGeometry& g, int row0) {
+  return g.chunk_rows > 0 ? (row0 - slice_owner(g, row0) * g.rows_per_rank) / g.chunk_rows : 0;
+}
 
 XS_HD FusedTarget fused_target(const FusedGeometry& g, int batch, int head, int row0) {
   const int owner = slice_owner(g, row0);

@@ -173,9 +173,11 @@ FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstg
                               const TileTimeModel& time = {});
 
 // Rank `rank`'s tiles owner by owner (TileOrder::owner_major from owner rank + 1, the
-// local slice last): the order of the copy-engine drain over the host link, in which each
-// remote owner's rows are finished, and can leave, while the later owners compute.
-attention::TileSpace owner_major_tiles(const Problem& p, int rank);
+// local slice last), each owner's rows in chunks of `chunk_blocks` 128-row blocks (0:
+// one chunk per owner): the order of the copy-engine drain over the host link, in which
+// each remote owner's chunks are finished, and can leave, while the later ones compute.
+// Throws (one line) if chunk_blocks does not divide an owner's row blocks.
+attention::TileSpace owner_major_tiles(const Problem& p, int rank, int chunk_blocks = 0);
 
 // ---- CPU reference -----------------------------------------------------------
 // The whole layer on the host: each rank's Q, K, V ([B, S/P, H, D] floats) go
