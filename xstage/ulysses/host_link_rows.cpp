@@ -26,7 +26,7 @@ double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double
   XS_ASSERT(link.drain_GBps > 0 && grid >= 1, "ulysses host link: drain rate {} GB/s and grid {} must be positive",
             link.drain_GBps, grid);
   const attention::TileSpace tiles = owner_major_tiles(p, rank, chunk_blocks);
-  const int per_slice = tiles.m_blocks / p.ranks;
+  const int per_slice = owner_row_blocks(p);
   const int chunk = chunk_blocks > 0 ? chunk_blocks : per_slice, chunks = per_slice / chunk;
   const int64_t rounds = (tiles.count() + grid - 1) / grid;
   // The round in which each (owner, chunk)'s last tile ends.
@@ -49,7 +49,8 @@ double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double
 
 int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double attention_ms,
                               const burstgap::ModelParams& link, double op_ms) {
-  const int per_slice = owner_major_tiles(p, rank).m_blocks / p.ranks;
+  validate(p);
+  const int per_slice = owner_row_blocks(p);
   int best = 0;
   double best_ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, 0, op_ms);
   for (int chunk = per_slice / 2; chunk >= 1; chunk /= 2) {

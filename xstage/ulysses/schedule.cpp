@@ -43,6 +43,8 @@ double tile_ns(const Problem& p, const TileTimeModel& m) {
 
 int64_t tile_store_bytes(const Problem& p) { return kTileRows * p.head_dim * 2; }
 
+int owner_row_blocks(const Problem& p) { return static_cast<int>(p.seq / kTileRows) / p.ranks; }
+
 OrderStats simulate_order(const Problem& p, int rank, const attention::TileSpace& tiles, int grid) {
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
   attention::StaticPersistentScheduler sched{tiles, false};
@@ -105,7 +107,7 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
   f.tiles = rank_tiles(p, rank,
                        slice_run == 0 ? attention::TileOrder::head_major : attention::TileOrder::slice_interleaved);
   XS_ASSERT(grid >= 1, "ulysses: grid must be >= 1 (got {})", grid);
-  const int per_slice = static_cast<int>(p.seq / kTileRows) / p.ranks;
+  const int per_slice = owner_row_blocks(p);
   XS_ASSERT(slice_run >= 0 && slice_run <= per_slice, "ulysses: slice run {} is outside 0 .. {}", slice_run,
             per_slice);
   f.grid = grid;
@@ -127,7 +129,7 @@ FusedSchedule evaluate_order(const Problem& p, int rank, int grid, int slice_run
 
 attention::TileSpace owner_major_tiles(const Problem& p, int rank, int chunk_blocks) {
   attention::TileSpace t = rank_tiles(p, rank, attention::TileOrder::owner_major);
-  const int per_slice = t.m_blocks / p.ranks;
+  const int per_slice = owner_row_blocks(p);
   XS_ASSERT(chunk_blocks >= 0 && (chunk_blocks == 0 || per_slice % chunk_blocks == 0),
             "ulysses: a drain chunk of {} row blocks does not divide an owner's {}", chunk_blocks, per_slice);
   t.chunk_blocks = chunk_blocks;
@@ -137,7 +139,7 @@ attention::TileSpace owner_major_tiles(const Problem& p, int rank, int chunk_blo
 FusedSchedule choose_schedule(const Problem& p, int rank, int grid, const burstgap::ModelParams& params,
                               const TileTimeModel& time) {
   validate(p);
-  const int per_slice = static_cast<int>(p.seq / kTileRows) / p.ranks;
+  const int per_slice = owner_row_blocks(p);
   const double t_tile = tile_ns(p, time);
   std::vector<int> runs{0};
   for (int r = 1; r <= per_slice && p.ranks > 1; r *= 2)

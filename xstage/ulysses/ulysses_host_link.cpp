@@ -145,7 +145,7 @@ struct CopyEngineDrain {
   // The by_agent count does not depend on the grid or the warpgroups (1, 1).
   CopyEngineDrain(HostLinkShare& share, int chunk_blocks)
       : s(share),
-        chunks(chunk_blocks > 0 ? static_cast<int>(share.p.seq / kTileRows / share.p.ranks) / chunk_blocks : 1),
+        chunks(chunk_blocks > 0 ? owner_row_blocks(share.p) / chunk_blocks : 1),
         chunk_rows(share.p.rows_per_rank() / chunks),
         slices_per_chunk(fused_signals_per_forward(share.p, FusedSignal::by_agent, 1, 1) / chunks),
         counter(std::size_t(kMaxRanks) * chunks), targets(share.targets(false)) {

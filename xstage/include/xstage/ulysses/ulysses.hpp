@@ -121,6 +121,7 @@ struct TileTimeModel {
 };
 double tile_ns(const Problem& p, const TileTimeModel& m);  // one 128-row tile, all keys (non-causal)
 int64_t tile_store_bytes(const Problem& p);                 // 128 rows x D x 2
+int owner_row_blocks(const Problem& p);                     // 128-row blocks of one owner: S / 128 / P
 
 struct OrderStats {  // the persistent schedule of one order, simulated on the host
   int sms_remote = 0;        // most CTAs storing remotely in one round
