@@ -39,7 +39,7 @@ def train_row(path, warmup, batch):
     if not rows:
         raise ValueError(f"{path}: no logged step after the warm-up of {warmup}")
     steps_ms = [1e3 * batch / float(r["seq_per_s"]) for r in rows]
-    q = statistics.quantiles(steps_ms, n=10) if len(steps_ms) >= 2 else [steps_ms[0]] * 9
+    q = statistics.quantiles(steps_ms, n=10, method="inclusive") if len(steps_ms) >= 2 else [steps_ms[0]] * 9
     mean = sum(steps_ms) / len(steps_ms)
     return {"seq_per_s": batch / (mean / 1e3), "median_step_ms": statistics.median(steps_ms),
             "p10_step_ms": q[0], "p90_step_ms": q[-1], "timed_steps": len(steps_ms)}

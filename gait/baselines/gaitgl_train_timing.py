@@ -262,7 +262,7 @@ def run(a):
     steps = timer.steps_ms()
     n = a.batch_p * a.batch_k
     mean_ms = sum(steps) / len(steps)
-    q = statistics.quantiles(steps, n=10) if len(steps) >= 2 else [steps[0]] * 9
+    q = statistics.quantiles(steps, n=10, method="inclusive") if len(steps) >= 2 else [steps[0]] * 9
     return {
         "model": "gaitgl_eager",
         "device": torch.cuda.get_device_name(dev) if cuda else "cpu",
