@@ -20,6 +20,7 @@
 #include "common/stats.hpp"
 #include "common/validate.hpp"
 #include "xstage/bench/moe_bench.hpp"
+#include "xstage/bench/ulysses_bench.hpp"
 #include "xstage/probe/sweep.hpp"
 
 namespace xstage::cli {
@@ -125,8 +126,8 @@ const SweepSection kUlyssesSection{
     "predicted_speedup_vs_row_major", "speedup_vs_row_major", "host_link_ulysses_speedup.png",
     "Ulysses over the host link: the advisor's schedule vs row-major",
     {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms",
-     "attention_row_major_ms", "attention_owner_ms", "fused_ce_owner_ms", "predicted_ce_owner_ms", "drain_chunk_blocks", "copy_op_us",
-     "hiding_bound_vs_row_major"}};
+     "attention_row_major_ms", "attention_owner_ms", "fused_ce_owner_ms", "predicted_ce_owner_ms", "drain_chunk_blocks",
+     "copy_op_us", "copy_GBps", "hiding_bound_vs_row_major"}};
 const SweepSection kMoeSection{
     "moe", "xstage bench moe --link host",
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",
@@ -202,6 +203,11 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicte
   fmt::print("wrote {}\n", png);
 }
 
+// A summary as JSON: median, min, max and how many values (under `count`).
+nlohmann::json summary_json(const common::Summary& s, const char* count) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {count, s.n}};
+}
+
 // The MoE section's time-model check (moe::check_expert_wave_predictions): its measured
 // rows against the predictions they were measured with and against this build's model
 // (the shipped host-link fit, H200's 132 SMs as on the machine that measured them).
@@ -210,17 +216,48 @@ nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
   for (const auto& r : rows) measured.push_back(moe::host_link_row_from_json(r));
   const auto host = burstgap::read_params_or_default("").find("host", "st16");
   const moe::ModelCheck c = moe::check_expert_wave_predictions(measured, host, 132);
-  auto summary = [](const common::Summary& s) {
-    return nlohmann::json{{"median", s.median}, {"min", s.min}, {"max", s.max}, {"rows", s.n}};
-  };
   return {{"what", "Expert-Wave time measured / predicted (compute + stall), per correct row"},
-          {"at_measurement", summary(c.at_measurement)},
-          {"current_model", summary(c.current)},
+          {"at_measurement", summary_json(c.at_measurement, "rows")},
+          {"current_model", summary_json(c.current, "rows")},
           {"speedup_error",
            {{"what", "|predicted / measured speedup - 1|, per correct row"},
-            {"at_measurement", summary(c.speedup_error_at_measurement)},
-            {"current_model", summary(c.speedup_error_current)}}},
+            {"at_measurement", summary_json(c.speedup_error_at_measurement, "rows")},
+            {"current_model", summary_json(c.speedup_error_current, "rows")}}},
           {"current_model_from", "xstage host-link-results: the rows' configurations re-predicted on the CPU"}};
+}
+
+// The Ulysses section's drain-time check (ulysses::check_drain_predictions): its rows'
+// measured drains against the predictions they were measured with and against this
+// build's model (the shipped host-link fit, H200's 132 SMs as on the machine that
+// measured them). Rows without the drain's keys are left out.
+nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows) {
+  std::vector<ulysses::HostLinkRow> parsed;
+  for (const auto& j : rows) {
+    if (!j.contains("fused_ce_owner_ms") || !j.contains("predicted_ce_owner_ms") || !j.contains("copy_op_us"))
+      continue;
+    ulysses::HostLinkRow r;
+    r.config = {j.at("S").get<int64_t>(), j.at("P").get<int>(), j.at("H").get<int64_t>(), j.at("D").get<int64_t>()};
+    r.rank = j.at("rank").get<int>();
+    for (auto [key, field] : {std::pair{"attention_row_major_ms", &r.attention_row_major_ms},
+                              {"attention_owner_ms", &r.attention_owner_ms}, {"copy_op_us", &r.copy_op_us},
+                              {"copy_GBps", &r.copy_GBps}, {"exchange_after_ms", &r.exchange_after_ms},
+                              {"fused_ce_drain_ms", &r.fused_ce_drain_ms}, {"fused_ce_owner_ms", &r.fused_ce_owner_ms},
+                              {"predicted_ce_drain_ms", &r.predicted_ce_drain_ms},
+                              {"predicted_ce_owner_ms", &r.predicted_ce_owner_ms}})
+      *field = j.value(key, 0.0);
+    r.drain_chunk_blocks = j.value("drain_chunk_blocks", 0);
+    parsed.push_back(r);
+  }
+  const auto host = burstgap::read_params_or_default("").find("host", "st16");
+  const ulysses::DrainModelCheck c = ulysses::check_drain_predictions(parsed, host, 132);
+  return {{"what", "copy-engine drain time measured / predicted, the advisor's chunks and one chunk per owner"},
+          {"at_measurement", summary_json(c.at_measurement, "predictions")},
+          {"current_model", summary_json(c.current, "predictions")},
+          {"median_abs_rel_error",
+           {{"at_measurement", c.at_measurement_median_abs_rel_error},
+            {"current_model", c.current_median_abs_rel_error}}},
+          {"current_model_from", "xstage host-link-results: the rows re-predicted on the CPU, the copy rate from "
+                                 "copy_GBps or, where a row has none, from its exchange after attention"}};
 }
 
 // host_link.json from what was given; a part not given (the probe, a sweep) is kept from
@@ -252,6 +289,7 @@ void write_host_link_results(const HostLinkInputs& in) {
                                  (std::filesystem::path(in.png_dir) / sec->png).string());
   }
   if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"]);
+  if (j.contains("ulysses")) j["ulysses"]["drain_model_check"] = ulysses_drain_model_check(j["ulysses"]["rows"]);
   // Over every row of the fused-kernel sweeps together.
   j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
                                                                 : nlohmann::json(common::median(errors));
@@ -264,6 +302,13 @@ void write_host_link_results(const HostLinkInputs& in) {
                  j[name]["rows_where_stall_predicted"].get<int>());
   if (!errors.empty())
     fmt::print("predicted speedup's median error over both sweeps {:.1f}%\n", 100 * common::median(errors));
+  if (j.contains("ulysses")) {
+    const auto& e = j.at("ulysses").at("drain_model_check").at("median_abs_rel_error");
+    if (e.at("current_model").get<double>() >= 0)
+      fmt::print("Ulysses drain time, measured / predicted, median error: {:.1f}% with the model of the run, {:.1f}% "
+                 "with this build's\n",
+                 100 * e.at("at_measurement").get<double>(), 100 * e.at("current_model").get<double>());
+  }
   if (j.contains("moe")) {
     const auto& c = j["moe"]["time_model_check"];
     fmt::print("MoE Expert-Wave time, measured / predicted: {:.2f} ({:.2f}-{:.2f}) with the model of the run, "

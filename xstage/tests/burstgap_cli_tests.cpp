@@ -328,6 +328,9 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   EXPECT_DOUBLE_EQ(check["at_measurement"]["median"].get<double>(), 1.0) << check;
   EXPECT_EQ(check["current_model"]["rows"].get<int>(), 1) << check;
   EXPECT_GT(check["current_model"]["median"].get<double>(), 0.0) << check;
+  // The kept Ulysses row has no drain to re-predict.
+  const auto drain = nlohmann::json::parse(j)["ulysses"]["drain_model_check"];
+  EXPECT_EQ(drain["current_model"]["predictions"].get<int>(), 0) << drain;
   expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
 }
 

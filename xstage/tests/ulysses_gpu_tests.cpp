@@ -637,8 +637,25 @@ int absent_source_one_gpu_child() {
   std::_Exit(e == cudaSuccess ? 0 : 7);
 }
 
+// The copy-engine drain of rank 0 of P = 2 at S = 64K (about 70 ms of attention, owner
+// 1's rows done about half-way) with a 20 ms wait budget: the first forward's wait for
+// owner 1's count must end with one error naming the rank, owner, chunk and counts, and
+// the process must exit (the stuck stream wait released), not hang.
+int drain_deadline_child() {
+  const auto params = xstage::burstgap::read_params_or_default("").find("host", "st16");
+  try {
+    xstage::ulysses::run_host_link_bench({65536, 2, 24, 128}, 0, params, 1, 1, 0);
+  } catch (const std::exception& e) {
+    std::printf("child: %s\n", e.what());
+    std::fflush(stdout);
+    std::_Exit(7);
+  }
+  return 0;
+}
+
 int child_main(const std::string& name) {
   if (name == "qkv_unready") return qkv_unready_child();
+  if (name == "drain_deadline") return drain_deadline_child();
   if (name == "absent_one_gpu") return absent_source_one_gpu_child();
   if (name != "absent") return 2;
   try {
@@ -708,14 +725,24 @@ TEST(UlyssesHostLink, OutputsEqualTheHbmOnesBitwise) {
       const xstage::ulysses::BenchConfig c{4096, P, 24, 64};
       const auto row = xstage::ulysses::run_host_link_bench(c, P / 2, params, 1, 3, chunk);
       EXPECT_TRUE(row.bitwise_equal) << "P = " << P << ", chunk " << chunk;
-      if (chunk >= 0) EXPECT_EQ(row.drain_chunk_blocks, chunk);
+      if (chunk >= 0) {
+        EXPECT_EQ(row.drain_chunk_blocks, chunk);
+      }
       for (double ms : {row.attention_guided_ms, row.attention_row_major_ms, row.attention_owner_ms,
                         row.fused_guided_ms, row.fused_row_major_ms, row.fused_sm_guided_ms, row.fused_ce_drain_ms,
-                        row.fused_ce_owner_ms, row.exchange_after_ms, row.copy_op_us})
+                        row.fused_ce_owner_ms, row.exchange_after_ms, row.copy_op_us, row.copy_GBps})
         EXPECT_GT(ms, 0) << "P = " << P << ", chunk " << chunk;
       EXPECT_GT(row.link_GBps, 0);
     }
   }
+}
+
+TEST(UlyssesHostLink, ADrainPastItsWaitBudgetNamesTheCount) {
+  auto [code, out] = common::run_self_as_child("drain_deadline", "XSTAGE_WAIT_TIMEOUT_MS=20 timeout 60");
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("copy-engine drain: rank 0 waited 0.020 s for owner 1's chunk 0 of 1"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("expected >= "), std::string::npos) << out;
 }
 
 // The fused QKV projection with the other owners' q, k, v over the host link gives the

@@ -837,6 +837,43 @@ TEST(UlyssesHostLink, SchedulePredictions) {
   EXPECT_NEAR(many.predicted_speedup_vs_row_major, (0.15 + copy) / (0.1 + copy), 1e-12);
 }
 
+// The drain-time check of measured rows: each row's two drains against the predictions
+// it carries and against this build's model, the copy rate from copy_GBps or, where a row
+// has none, from its exchange after attention (its P - 1 copies less their fixed costs).
+TEST(UlyssesHostLink, DrainPredictionsCheckedOnMeasuredRows) {
+  burstgap::ModelParams link;
+  link.drain_GBps = 60;
+  const Problem p{2, 1, 4096, 24, 128};
+  HostLinkRow r;
+  r.config = {4096, 2, 24, 128};
+  r.attention_row_major_ms = r.attention_owner_ms = 0.15;
+  r.copy_op_us = 4;
+  r.drain_chunk_blocks = 4;
+  r.predicted_ce_drain_ms = 0.2;
+  r.predicted_ce_owner_ms = 0.25;
+  r.fused_ce_drain_ms = 0.22;
+  r.fused_ce_owner_ms = 0.25;
+  HostLinkRow old = r;  // no copy_GBps: the exchange moved the 6,291,456 bytes at 40 GB/s
+  old.exchange_after_ms = 0.15 + 0.004 + 6291456 / 40e6;
+  r.copy_GBps = 60;
+  const DrainModelCheck c = check_drain_predictions({r, old}, link, 132);
+  EXPECT_EQ(c.at_measurement.n, 4u);
+  EXPECT_NEAR(c.at_measurement.median, 1.05, 1e-12);  // 1.1, 1.0, 1.1, 1.0
+  EXPECT_NEAR(c.at_measurement_median_abs_rel_error, 0.05, 1e-12);
+  std::vector<double> now;
+  for (double rate : {60.0, 40.0}) {
+    now.push_back(0.22 / predict_copy_engine_drain_ms(p, 0, 132, 0.15, link, 4, {0.004, rate}));
+    now.push_back(0.25 / predict_copy_engine_drain_ms(p, 0, 132, 0.15, link, 0, {0.004, rate}));
+  }
+  EXPECT_NEAR(c.current.median, common::median(now), 1e-9);
+  EXPECT_NEAR(c.current.min, *std::min_element(now.begin(), now.end()), 1e-9);
+  EXPECT_NEAR(c.current.max, *std::max_element(now.begin(), now.end()), 1e-9);
+  // Rows without a drain are left out; no row at all gives -1.
+  HostLinkRow none;
+  none.config = r.config;
+  EXPECT_EQ(check_drain_predictions({none}, link, 132).current_median_abs_rel_error, -1);
+}
+
 // The drain in chunks, by hand: P = 2, S = 4096, H = 24, D = 128, rank 0, 132 CTAs,
 // chunks of 4 row blocks (48 tiles each): owner 1's chunks end in rounds 0, 0, 1, 1 of 3,
 // each 1,572,864 bytes plus the ops' fixed cost.
@@ -849,21 +886,21 @@ TEST(UlyssesHostLink, ChunkedDrainPredictionAndChoice) {
   end = std::max(end, r) + op + c;
   end = std::max(end, 2 * r) + op + c;
   end = std::max(end, 2 * r) + op + c;
-  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 4, op), std::max(att, end), 1e-12);
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 4, {op}), std::max(att, end), 1e-12);
   // One chunk per owner: the whole owner after round 1 (chunk_blocks = 16 is the same).
-  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op), 2 * r + op + 4 * c, 1e-12);
-  EXPECT_DOUBLE_EQ(predict_copy_engine_drain_ms(p, 0, 132, att, link, 16, op),
-                   predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op));
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}), 2 * r + op + 4 * c, 1e-12);
+  EXPECT_DOUBLE_EQ(predict_copy_engine_drain_ms(p, 0, 132, att, link, 16, {op}),
+                   predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}));
   // The choice: finer chunks start the copies a round earlier here; with a fixed cost per
   // copy of a whole round's time they never pay.
-  const int chosen = choose_drain_chunk_blocks(p, 0, 132, att, link, op);
+  const int chosen = choose_drain_chunk_blocks(p, 0, 132, att, link, {op});
   EXPECT_GT(chosen, 0);
-  EXPECT_LT(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, op),
-            0.99 * predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, op));
+  EXPECT_LT(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, {op}),
+            0.99 * predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}));
   for (int k = 1; k <= 16; k *= 2)
-    EXPECT_LE(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, op),
-              predict_copy_engine_drain_ms(p, 0, 132, att, link, k, op) + 1e-12) << k;
-  EXPECT_EQ(choose_drain_chunk_blocks(p, 0, 132, att, link, r), 0);
+    EXPECT_LE(predict_copy_engine_drain_ms(p, 0, 132, att, link, chosen, {op}),
+              predict_copy_engine_drain_ms(p, 0, 132, att, link, k, {op}) + 1e-12) << k;
+  EXPECT_EQ(choose_drain_chunk_blocks(p, 0, 132, att, link, {r}), 0);
   // The advisor predicts the row's chunks and keeps one chunk per owner beside it.
   HostLinkRow row;
   row.config = {4096, 2, 24, 128};
@@ -880,4 +917,23 @@ TEST(UlyssesHostLink, ChunkedDrainPredictionAndChoice) {
   advise_host_link_schedule(row, 132, link);
   EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + op + 4 * c, 1e-12);
   EXPECT_NEAR(row.predicted_sm_stores_ms, att + 6291456 / 60e6, 1e-12);
+  // A measured copy rate replaces the link's drain rate for the copies (and only for them:
+  // SM stores still drain at D); 0 keeps D.
+  row.copy_GBps = 40;
+  advise_host_link_schedule(row, 132, link);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + op + 4 * 1572864.0 / 40e6, 1e-12);
+  EXPECT_NEAR(row.predicted_sm_stores_ms, att + 6291456 / 60e6, 1e-12);
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op, 40}), 2 * r + op + 4 * 1572864.0 / 40e6,
+              1e-12);
+  // At any copy rate the advisor's chunk is predicted no slower than one chunk per owner.
+  for (double rate : {20.0, 40.0, 60.0, 120.0}) {
+    const int k = choose_drain_chunk_blocks(p, 0, 132, att, link, {op, rate});
+    EXPECT_LE(predict_copy_engine_drain_ms(p, 0, 132, att, link, k, {op, rate}),
+              predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op, rate}) + 1e-12)
+        << rate;
+  }
+  burstgap::ModelParams no_rate;
+  no_rate.drain_GBps = 0;
+  EXPECT_THROW(predict_copy_engine_drain_ms(p, 0, 132, att, no_rate, 0, {op, 0}), common::Error);
+  EXPECT_GT(predict_copy_engine_drain_ms(p, 0, 132, att, no_rate, 0, {op, 50}), att);
 }

@@ -22,9 +22,9 @@ double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burs
 }
 
 double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
-                                    const burstgap::ModelParams& link, int chunk_blocks, double op_ms) {
-  XS_ASSERT(link.drain_GBps > 0 && grid >= 1, "ulysses host link: drain rate {} GB/s and grid {} must be positive",
-            link.drain_GBps, grid);
+                                    const burstgap::ModelParams& link, int chunk_blocks, CopyCosts copy) {
+  const double rate = copy.GBps > 0 ? copy.GBps : link.drain_GBps;
+  XS_ASSERT(rate > 0 && grid >= 1, "ulysses host link: copy rate {} GB/s and grid {} must be positive", rate, grid);
   const attention::TileSpace tiles = owner_major_tiles(p, rank, chunk_blocks);
   const int per_slice = owner_row_blocks(p);
   const int chunk = chunk_blocks > 0 ? chunk_blocks : per_slice, chunks = per_slice / chunk;
@@ -41,21 +41,21 @@ double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double
   for (int k = 1; k < p.ranks; ++k) {
     const int j = (rank + k) % p.ranks;
     for (int c = 0; c < chunks; ++c)
-      end = std::max(end, double(last_round[static_cast<std::size_t>(j * chunks + c)] + 1) * round_ms) + op_ms +
-            chunk_bytes / (link.drain_GBps * 1e6);  // B per ms
+      end = std::max(end, double(last_round[static_cast<std::size_t>(j * chunks + c)] + 1) * round_ms) +
+            copy.op_ms + chunk_bytes / (rate * 1e6);  // B per ms
   }
   return std::max(attention_ms, end);
 }
 
 int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double attention_ms,
-                              const burstgap::ModelParams& link, double op_ms) {
+                              const burstgap::ModelParams& link, CopyCosts copy) {
   validate(p);
   const int per_slice = owner_row_blocks(p);
   int best = 0;
-  double best_ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, 0, op_ms);
+  double best_ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, 0, copy);
   for (int chunk = per_slice / 2; chunk >= 1; chunk /= 2) {
     if (per_slice % chunk != 0) continue;
-    const double ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, chunk, op_ms);
+    const double ms = predict_copy_engine_drain_ms(p, rank, grid, attention_ms, link, chunk, copy);
     if (ms < (1 - kScheduleTie) * best_ms) {
       best = chunk;
       best_ms = ms;
@@ -66,12 +66,13 @@ int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double atten
 
 void advise_host_link_schedule(HostLinkRow& r, int grid, const burstgap::ModelParams& link) {
   const Problem p = r.config.problem();
-  const double attention = r.attention_row_major_ms, op_ms = r.copy_op_us * 1e-3;
+  const double attention = r.attention_row_major_ms;
+  const CopyCosts copy{r.copy_op_us * 1e-3, r.copy_GBps};
   const double owner_attention = r.attention_owner_ms > 0 ? r.attention_owner_ms : attention;
   r.predicted_sm_stores_ms = predict_sm_stores_ms(attention, r.remote_bytes, link);
   r.predicted_ce_drain_ms =
-      predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, r.drain_chunk_blocks, op_ms);
-  r.predicted_ce_owner_ms = predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, 0, op_ms);
+      predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, r.drain_chunk_blocks, copy);
+  r.predicted_ce_owner_ms = predict_copy_engine_drain_ms(p, r.rank, grid, owner_attention, link, 0, copy);
   const bool ce = r.predicted_ce_drain_ms < (1 - kScheduleTie) * r.predicted_sm_stores_ms;
   r.schedule = ce ? "copy_engine_drain" : "sm_stores";
   r.predicted_stall_row_major_us = (r.predicted_sm_stores_ms - attention) * 1e3;
@@ -120,6 +121,48 @@ HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
   if (chunked > 0) s.chunked_over_owner_drain_geomean = std::exp(log_chunked / chunked);
   if (!errors.empty()) s.speedup_prediction_median_abs_rel_error = common::median(errors);
   return s;
+}
+
+namespace {
+// The copy rate of a row measured before the bench recorded it: its exchange after
+// attention is P - 1 whole-owner copies, each with the fixed cost copy_op_us (GB/s, 0
+// where the row cannot give one).
+double exchange_copy_GBps(const HostLinkRow& r) {
+  const Problem p = r.config.problem();
+  const double bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
+  const double ms = r.exchange_after_ms - r.attention_row_major_ms - (p.ranks - 1) * r.copy_op_us * 1e-3;
+  return ms > 0 ? bytes / (ms * 1e6) : 0;
+}
+}  // namespace
+
+DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, const burstgap::ModelParams& link,
+                                        int sms) {
+  std::vector<double> then, now;
+  for (const auto& r : rows) {
+    if (r.fused_ce_drain_ms <= 0 || r.fused_ce_owner_ms <= 0 || r.predicted_ce_drain_ms <= 0 ||
+        r.predicted_ce_owner_ms <= 0)
+      continue;
+    const Problem p = r.config.problem();
+    const int grid = static_cast<int>(std::min<int64_t>(owner_major_tiles(p, r.rank).count(), sms));
+    const CopyCosts copy{r.copy_op_us * 1e-3, r.copy_GBps > 0 ? r.copy_GBps : exchange_copy_GBps(r)};
+    const double attention = r.attention_owner_ms > 0 ? r.attention_owner_ms : r.attention_row_major_ms;
+    then.push_back(r.fused_ce_drain_ms / r.predicted_ce_drain_ms);
+    then.push_back(r.fused_ce_owner_ms / r.predicted_ce_owner_ms);
+    now.push_back(r.fused_ce_drain_ms /
+                  predict_copy_engine_drain_ms(p, r.rank, grid, attention, link, r.drain_chunk_blocks, copy));
+    now.push_back(r.fused_ce_owner_ms / predict_copy_engine_drain_ms(p, r.rank, grid, attention, link, 0, copy));
+  }
+  DrainModelCheck c;
+  if (then.empty()) return c;
+  auto abs_error = [](std::vector<double> v) {
+    for (double& x : v) x = std::abs(x - 1);
+    return common::median(v);
+  };
+  c.at_measurement = common::summarize(then);
+  c.current = common::summarize(now);
+  c.at_measurement_median_abs_rel_error = abs_error(then);
+  c.current_median_abs_rel_error = abs_error(now);
+  return c;
 }
 
 }  // namespace xstage::ulysses

@@ -224,7 +224,7 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"fused_ce_drain_ms", r.fused_ce_drain_ms}, {"predicted_sm_stores_ms", r.predicted_sm_stores_ms},
                 {"predicted_ce_drain_ms", r.predicted_ce_drain_ms}, {"fused_ce_owner_ms", r.fused_ce_owner_ms},
                 {"predicted_ce_owner_ms", r.predicted_ce_owner_ms}, {"drain_chunk_blocks", r.drain_chunk_blocks},
-                {"copy_op_us", r.copy_op_us}, {"hiding_bound_vs_row_major", r.hiding_bound_vs_row_major},
+                {"copy_op_us", r.copy_op_us}, {"copy_GBps", r.copy_GBps}, {"hiding_bound_vs_row_major", r.hiding_bound_vs_row_major},
                 {"fused_row_major_ms", r.fused_row_major_ms}, {"exchange_after_ms", r.exchange_after_ms},
                 {"predicted_stall_guided_us", r.predicted_stall_guided_us},
                 {"predicted_stall_row_major_us", r.predicted_stall_row_major_us},

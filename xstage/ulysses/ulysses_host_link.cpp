@@ -199,55 +199,94 @@ struct CopyEngineDrain {
   // What one chunk's stream operations cost when issued back to back: a wait that is
   // already met and a one-row 2-D copy, `n` times on the idle side stream (ms each).
   double op_overhead_ms(int n = 32) {
+    const int j = (s.rank + 1) % s.p.ranks;
+    return side_stream_ms([&] {
+             for (int i = 0; i < n; ++i) {
+               wait_for(chunk_counter(j, 0), 0);
+               copy_rows(j, 0, 1);
+             }
+           }) /
+           n;
+  }
+  // The copy engine's rate for this rank's rows: every remote owner's rows copied whole,
+  // back to back on the idle side stream, less each copy's fixed cost `op_ms` (GB/s).
+  double copy_rate_GBps(double op_ms) {
+    const double ms = side_stream_ms([&] {
+      for (int k = 1; k < s.p.ranks; ++k) copy_rows((s.rank + k) % s.p.ranks, 0, s.p.rows_per_rank());
+    });
+    const double copies = s.p.ranks - 1, bytes = copies * double(owner_rows_bytes());
+    XS_ASSERT(ms > copies * op_ms, "copy-engine drain: {} copies of {} bytes took {:.4f} ms, not more than their "
+              "fixed cost of {:.4f} ms each", copies, owner_rows_bytes(), ms, op_ms);
+    return bytes / ((ms - copies * op_ms) * 1e6);
+  }
+  // A timed batch of forwards ends here: each forward's copies waited for within the wait
+  // budget, then the legacy stream (the kernels, the join).
+  void wait_checked() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(sync::wait_budget_ns());
+    cudaError_t q;
+    while ((q = cudaEventQuery(done)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (q == cudaErrorNotReady) fail_with_counts();
+    XS_CHECK_CUDA(q);
+    XS_CHECK_CUDA(cudaStreamSynchronize(nullptr));
+  }
+  // The first forward, waited for within the wait budget.
+  void launch_checked(const attention::FwdConfig& cfg) {
+    launch(cfg);
+    wait_checked();
+  }
+
+ private:
+  std::size_t owner_rows_bytes() const {
+    return std::size_t(s.p.rows_per_rank() * s.p.heads_per_rank() * s.p.head_dim) * 2;
+  }
+  // Milliseconds of what `enqueue` puts on the idle side stream; the second of two passes
+  // (the first warms the path up).
+  template <class F>
+  double side_stream_ms(F&& enqueue) {
     cudaEvent_t t0 = nullptr, t1 = nullptr;
     XS_CHECK_CUDA(cudaEventCreate(&t0));
     XS_CHECK_CUDA(cudaEventCreate(&t1));
-    const int j = (s.rank + 1) % s.p.ranks;
     float ms = 0;
-    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms the path up
+    for (int pass = 0; pass < 2; ++pass) {
       XS_CHECK_CUDA(cudaEventRecord(t0, side));
-      for (int i = 0; i < n; ++i) {
-        wait_for(chunk_counter(j, 0), 0);
-        copy_rows(j, 0, 1);
-      }
+      enqueue();
       XS_CHECK_CUDA(cudaEventRecord(t1, side));
       XS_CHECK_CUDA(cudaEventSynchronize(t1));
       XS_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
     }
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);
-    return ms / n;
+    return ms;
   }
-  // The first forward, waited for within the wait budget: a count that never arrives
-  // ends the bench with the owner, chunk, count and expected one instead of a hang.
-  void launch_checked(const attention::FwdConfig& cfg) {
-    launch(cfg);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(sync::wait_budget_ns());
-    cudaError_t q;
-    while ((q = cudaEventQuery(done)) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (q == cudaErrorNotReady) {
-      std::vector<uint32_t> seen(counter.size());
-      cudaStream_t peek = nullptr;
-      XS_CHECK_CUDA(cudaStreamCreateWithFlags(&peek, cudaStreamNonBlocking));
-      XS_CHECK_CUDA(cudaMemcpyAsync(seen.data(), counter.get(), seen.size() * sizeof(uint32_t),
-                                    cudaMemcpyDeviceToHost, peek));
-      XS_CHECK_CUDA(cudaStreamSynchronize(peek));
-      for (int k = 1; k < s.p.ranks; ++k) {
-        const int j = (s.rank + k) % s.p.ranks;
-        for (int c = 0; c < chunks; ++c) {
-          const uint32_t got = seen[std::size_t(j) * chunks + c];
-          XS_ASSERT(got >= forwards * slices_per_chunk,
-                    "copy-engine drain: rank {} waited {:.3f} s for owner {}'s chunk {} of {} (counter {} at {}): "
-                    "expected >= {} slices, saw {}",
-                    s.rank, sync::wait_budget_ns() * 1e-9, j, c, chunks, std::size_t(j) * chunks + c,
-                    static_cast<void*>(chunk_counter(j, c)), forwards * slices_per_chunk, got);
-        }
+  // A count that never arrived: the first one short of what the last forward expects,
+  // named by rank, owner, chunk and counter, instead of a hang. The counters are read on a
+  // stream of their own (the side stream is stuck in its wait), then set past any wait so
+  // that the stuck stream ends and the process can exit.
+  [[noreturn]] void fail_with_counts() {
+    std::vector<uint32_t> seen(counter.size());
+    cudaStream_t peek = nullptr;
+    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&peek, cudaStreamNonBlocking));
+    XS_CHECK_CUDA(
+        cudaMemcpyAsync(seen.data(), counter.get(), seen.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost, peek));
+    XS_CHECK_CUDA(cudaStreamSynchronize(peek));
+    XS_CHECK_CUDA(cudaMemsetAsync(counter.get(), 0xFF, counter.size() * sizeof(uint32_t), peek));
+    XS_CHECK_CUDA(cudaStreamSynchronize(peek));
+    cudaStreamDestroy(peek);
+    const uint32_t expected = forwards * slices_per_chunk;
+    const double waited_s = sync::wait_budget_ns() * 1e-9;
+    for (int k = 1; k < s.p.ranks; ++k) {
+      const int j = (s.rank + k) % s.p.ranks;
+      for (int c = 0; c < chunks; ++c) {
+        const uint32_t got = seen[std::size_t(j) * chunks + c];
+        if (got < expected)
+          XS_FAIL("copy-engine drain: rank {} waited {:.3f} s for owner {}'s chunk {} of {} (counter {} at {}): "
+                  "expected >= {} slices, saw {}",
+                  s.rank, waited_s, j, c, chunks, std::size_t(j) * chunks + c,
+                  static_cast<void*>(chunk_counter(j, c)), expected, got);
       }
-      XS_ASSERT(false, "copy-engine drain: rank {}'s forward did not end within {:.3f} s", s.rank,
-                sync::wait_budget_ns() * 1e-9);
     }
-    XS_CHECK_CUDA(q);
+    XS_FAIL("copy-engine drain: rank {}'s forward did not end within {:.3f} s", s.rank, waited_s);
   }
 };
 
@@ -276,11 +315,12 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   // a first timing of attention alone (the full timing below takes the variants in turns).
   CopyEngineDrain owner_drain(s, 0);
   const double op_ms = owner_drain.op_overhead_ms();
+  const CopyCosts copy{op_ms, owner_drain.copy_rate_GBps(op_ms)};
   const double attention_first =
       bench::launch_medians_in_turns(timer, {[&] { attention::flash_fwd_with(s.a, owner_cfg); }}, warmup, reps)[0];
   const int chunk_blocks = drain_chunk_blocks >= 0
                                ? drain_chunk_blocks
-                               : choose_drain_chunk_blocks(p, rank, cfg.grid, attention_first, params, op_ms);
+                               : choose_drain_chunk_blocks(p, rank, cfg.grid, attention_first, params, copy);
   attention::FwdConfig chunk_cfg = owner_cfg;
   chunk_cfg.tiles = owner_major_tiles(p, rank, chunk_blocks);
   CopyEngineDrain drain(s, chunk_blocks);
@@ -298,7 +338,17 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
         attention::flash_fwd_with(s.a, row_major_cfg);
         s.exchange_after(nullptr);
       }};
-  const std::vector<double> ms = bench::launch_medians_in_turns(timer, launches, warmup, reps);
+  // Every timed batch of the drains ends with their checked wait: a stream wait has no
+  // timeout of its own.
+  const std::vector<CopyEngineDrain*> waits = {nullptr, nullptr, nullptr, nullptr, nullptr, &drain, &owner_drain,
+                                               nullptr};
+  std::vector<std::function<double(int)>> timed;
+  for (std::size_t i = 0; i < launches.size(); ++i)
+    timed.push_back([&, i](int n) {
+      if (!waits[i]) return timer(launches[i], n);
+      return timer.timed(launches[i], n, [&] { waits[i]->wait_checked(); });
+    });
+  const std::vector<double> ms = bench::medians_in_turns(timed, warmup, reps);
 
   HostLinkRow row;
   row.config = c;
@@ -315,6 +365,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row.exchange_after_ms = ms[7];
   row.drain_chunk_blocks = chunk_blocks;
   row.copy_op_us = op_ms * 1e3;
+  row.copy_GBps = copy.GBps;
   row.remote_bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
   advise_host_link_schedule(row, cfg.grid, params);
   row.bitwise_equal =

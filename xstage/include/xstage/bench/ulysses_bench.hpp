@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.hpp"
 #include "xstage/burstgap/burstgap.hpp"
 #include "xstage/ulysses/ulysses.hpp"
 
@@ -88,6 +89,8 @@ struct HostLinkRow {
   double fused_ce_owner_ms = 0;          // the same drain with one chunk (one copy) per owner
   int drain_chunk_blocks = 0;            // the advisor's drain chunk, 128-row blocks (0: one per owner)
   double copy_op_us = 0;                 // measured: one stream wait + one 2-D copy issued back to back
+  double copy_GBps = 0;                  // measured: the copy engine's rate for this rank's rows of the remote
+                                         // owners (2-D copies at the output's row pitch), the fixed costs out
   double fused_guided_ms = 0;            // the advisor's schedule (one of the two above)
   double exchange_after_ms = 0;          // attention, then a copy-engine copy to each remote owner
   double predicted_sm_stores_ms = 0;     // attention + remote bytes / D (the stores hold every SM's reads)
@@ -110,20 +113,31 @@ struct HostLinkRow {
 // (burstgap::read_blocked_drain_ns), so attention, which streams K and V, pays for the
 // remote bytes in full: attention + remote bytes / D, D the link fit's drain rate.
 double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link);
+// What one copy of the drain costs, as the bench measures it before a row: the fixed
+// cost of a chunk's stream operations (ms) and the copy engine's rate for this rank's
+// rows (GB/s; 0: the link fit's drain rate D). A rank writes 1/P of each row of an
+// owner's output, and the copy engine moves such narrow rows slower than D (the exchange
+// after attention in docs/results/host_link.json: about 35-40 GB/s at P = 8, 50-55 at
+// P = 2).
+struct CopyCosts {
+  double op_ms = 0;
+  double GBps = 0;
+};
 // The copy-engine drain: tiles in owner_major order in chunks of `chunk_blocks` row
 // blocks (0: one per owner) on `grid` CTAs (static persistent schedule, uniform tiles: a
 // chunk's rows are done at the end of the round of its last tile), then each remote
-// owner's chunks leave in that order, one copy after another, each op_ms plus its bytes
-// at D; the forward ends with the later of attention and the last copy.
+// owner's chunks leave in that order, one copy after another, each the fixed cost plus
+// its bytes at the copy rate; the forward ends with the later of attention and the last
+// copy.
 double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
-                                    const burstgap::ModelParams& link, int chunk_blocks = 0, double op_ms = 0);
+                                    const burstgap::ModelParams& link, int chunk_blocks = 0, CopyCosts copy = {});
 // The drain's chunk with the least predicted time among one chunk per owner and
 // power-of-two divisors of an owner's row blocks; a finer chunk must win by more than 1 %.
 int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double attention_ms,
-                              const burstgap::ModelParams& link, double op_ms);
+                              const burstgap::ModelParams& link, CopyCosts copy);
 // The advisor's choice between the two host-link schedules (the smaller predicted time;
 // within 1 % to SM stores), the drain predicted with the row's drain_chunk_blocks,
-// copy_op_us and attention in its own order (attention_owner_ms where measured), and the
+// copy_op_us, copy_GBps and attention in its own order (attention_owner_ms where measured), and the
 // row's predicted stalls from it (over attention in head_major order).
 void advise_host_link_schedule(HostLinkRow& row, int grid, const burstgap::ModelParams& link);
 // drain_chunk_blocks >= 0 fixes the drain's chunk (0: one per owner) instead of the advisor's.
@@ -144,6 +158,17 @@ struct HostLinkSummary {
   double chunked_over_owner_drain_geomean = -1;  // fused_ce_owner / fused_ce_drain over rows with both (-1: none)
 };
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
+// The drain's time model on measured rows: measured over predicted drain time, for the
+// advisor's chunks and for one chunk per owner of each row, as predicted when measured
+// (the row's predicted_ce_*_ms) and as this build predicts it, on a GPU of `sms` SMs.
+// A row without copy_GBps (measured before the bench recorded it) takes its copy rate
+// from its exchange after attention: the P - 1 whole-owner copies less their fixed costs.
+struct DrainModelCheck {
+  common::Summary at_measurement, current;                      // measured / predicted
+  double at_measurement_median_abs_rel_error = -1, current_median_abs_rel_error = -1;
+};
+DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, const burstgap::ModelParams& link,
+                                        int sms);
 
 // The sweep of `xstage bench ulysses` (bench_sweep: S in [min_seq, max_seq], P in
 // `ranks`): a table line per configuration, the JSON (docs/results/ulysses.json
