@@ -72,35 +72,140 @@ void sync_or_explain() {
 
 constexpr uint16_t kBf16NaN = 0x7FC1;
 
+// The case's Q, K, V: fresh random bf16 in the case's layout, and the kernel's arguments
+// (their views and the output's, set by the caller).
+struct CaseInputs {
+  DeviceBuffer<uint16_t> qkv_packed, dq, dk, dv;
+  FwdArgs a;
+};
+
+CaseInputs make_inputs(const Case& c, uint64_t seed) {
+  const int64_t B = c.B, Sq = c.Sq, Skv = c.Skv, H = c.H, D = c.D;
+  CaseInputs in;
+  if (c.layout == Layout::packed_qkv) {
+    EXPECT_EQ(Sq, Skv);
+    in.qkv_packed = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Sq * 3 * H * D));
+    fill_random_bf16(in.qkv_packed.get(), B * Sq * 3 * H * D, seed, 1.f);
+    auto view = [&](int which) {
+      return Tensor4{in.qkv_packed.get() + which * H * D, DType::bf16, B, Sq, H, D, Sq * 3 * H * D, 3 * H * D, D, 1};
+    };
+    in.a.q = view(0), in.a.k = view(1), in.a.v = view(2);
+    return in;
+  }
+  const int64_t pad = c.layout == Layout::padded ? 16 : 0;  // extra elements per row of Q/K/V
+  in.dq = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Sq * (H * D + pad)));
+  in.dk = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Skv * (H * D + pad)));
+  in.dv = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Skv * (H * D + pad)));
+  fill_random_bf16(in.dq.get(), static_cast<int64_t>(in.dq.size()), seed, 1.f);
+  fill_random_bf16(in.dk.get(), static_cast<int64_t>(in.dk.size()), seed + 1, 1.f);
+  fill_random_bf16(in.dv.get(), static_cast<int64_t>(in.dv.size()), seed + 2, 1.f);
+  auto view = [&](uint16_t* p, int64_t S) {
+    return Tensor4{p, DType::bf16, B, S, H, D, S * (H * D + pad), H * D + pad, D, 1};
+  };
+  in.a.q = view(in.dq.get(), Sq), in.a.k = view(in.dk.get(), Skv), in.a.v = view(in.dv.get(), Skv);
+  return in;
+}
+
+// One of the inputs (a view of `in`) as a dense [B, S, H, D] float array on the host.
+std::vector<float> dense_on_host(const CaseInputs& in, const Tensor4& t) {
+  const DeviceBuffer<uint16_t>& buf = in.qkv_packed.get() ? in.qkv_packed
+                                      : t.data == in.dq.get() ? in.dq
+                                      : t.data == in.dk.get() ? in.dk
+                                                              : in.dv;
+  const std::vector<uint16_t> all = buf.to_host(buf.size());
+  const int64_t off = static_cast<const uint16_t*>(t.data) - static_cast<const uint16_t*>(buf.get());
+  std::vector<float> out(static_cast<size_t>(t.B * t.S * t.H * t.D));
+  for (int64_t b = 0; b < t.B; ++b)
+    for (int64_t s = 0; s < t.S; ++s)
+      for (int64_t h = 0; h < t.H; ++h)
+        for (int64_t d = 0; d < t.D; ++d)
+          out[static_cast<size_t>(((b * t.S + s) * t.H + h) * t.D + d)] =
+              bf16_bits_to_float(all[static_cast<size_t>(off + b * t.stride_b + s * t.stride_s + h * t.stride_h + d)]);
+  return out;
+}
+
+// The kernel's output bits (heads `o_hstride` apart) as dense floats, with the count of
+// elements left non-finite and of padding elements touched (padding must stay kBf16NaN).
+struct Unpacked {
+  std::vector<float> o;
+  int64_t unwritten = 0, pad_touched = 0;
+};
+Unpacked unpack_output(const Case& c, const std::vector<uint16_t>& raw, int64_t o_hstride) {
+  const int64_t B = c.B, Sq = c.Sq, H = c.H, D = c.D;
+  Unpacked u;
+  u.o.resize(static_cast<size_t>(B * Sq * H * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < Sq; ++i)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < o_hstride; ++d) {
+          const uint16_t bits = raw[static_cast<size_t>(((b * Sq + i) * H + h) * o_hstride + d)];
+          if (d >= D) {
+            u.pad_touched += bits != kBf16NaN;
+            continue;
+          }
+          const float x = bf16_bits_to_float(bits);
+          u.unwritten += !std::isfinite(x);
+          u.o[static_cast<size_t>(((b * Sq + i) * H + h) * D + d)] = x;
+        }
+  return u;
+}
+
+// The references: high precision (fp64 on the CPU for small problems, which also checks
+// the naive kernel; else the fp32 GPU naive kernel) with its LSE, and the bf16-emulating
+// naive kernel.
+struct References {
+  std::vector<double> hi, lse;
+  std::vector<float> bf;
+};
+References references(const Case& c, const CaseInputs& in) {
+  const int64_t B = c.B, Sq = c.Sq, Skv = c.Skv, H = c.H, D = c.D;
+  DeviceBuffer<float> ref_hi(static_cast<size_t>(B * Sq * H * D)), ref_bf(static_cast<size_t>(B * Sq * H * D)),
+      ref_lse(static_cast<size_t>(B * H * Sq));
+  NaiveArgs na;
+  na.fwd = in.a;
+  na.o_out = ref_hi.get();
+  na.lse_out = ref_lse.get();
+  naive_attention(na);
+  na.o_out = ref_bf.get();
+  na.lse_out = nullptr;
+  na.emulate_bf16 = true;
+  naive_attention(na);
+  sync_or_explain();
+  const auto hi32 = ref_hi.to_host(ref_hi.size());
+  const auto lse32 = ref_lse.to_host(ref_lse.size());
+  References r{{hi32.begin(), hi32.end()}, {lse32.begin(), lse32.end()}, ref_bf.to_host(ref_bf.size())};
+  if (static_cast<double>(B * H) * Sq * Skv * D <= 3e8) {
+    const auto cpu = reference_fwd(dense_on_host(in, in.a.q), dense_on_host(in, in.a.k), dense_on_host(in, in.a.v), B,
+                                   Sq, Skv, H, D, c.causal, 1.0 / std::sqrt(double(D)));
+    EXPECT_LT(error_of(hi32, cpu.o).rel_l2, 1e-5) << "GPU naive fp32 reference disagrees with the fp64 CPU reference";
+    r.hi = cpu.o;
+    r.lse = cpu.lse;
+  }
+  return r;
+}
+
+// Every LSE within 2e-3 + 1e-4 |ref| of the reference; -inf rows (nothing attended) -inf.
+void expect_lse_close(const std::vector<float>& lse, const std::vector<double>& ref) {
+  int64_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(ref[i])) {
+      bad += !(std::isinf(lse[i]) && lse[i] < 0);
+      continue;
+    }
+    const double d = std::abs(lse[i] - ref[i]);
+    worst = std::max(worst, d);
+    bad += !(d <= 2e-3 + 1e-4 * std::abs(ref[i]));
+  }
+  EXPECT_EQ(bad, 0) << "LSE mismatches; worst |diff| " << worst;
+}
+
 void run_case(const Case& c) {
   const uint64_t seed = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   SCOPED_TRACE(name(c) + " seed " + std::to_string(seed));
-  const int64_t B = c.B, Sq = c.Sq, Skv = c.Skv, H = c.H, D = c.D;
-
-  // Inputs.
-  DeviceBuffer<uint16_t> qkv_packed, dq, dk, dv;
-  FwdArgs a;
-  if (c.layout == Layout::packed_qkv) {
-    EXPECT_EQ(Sq, Skv);
-    qkv_packed = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Sq * 3 * H * D));
-    fill_random_bf16(qkv_packed.get(), B * Sq * 3 * H * D, seed, 1.f);
-    auto view = [&](int which) {
-      return Tensor4{qkv_packed.get() + which * H * D, DType::bf16, B, Sq, H, D, Sq * 3 * H * D, 3 * H * D, D, 1};
-    };
-    a.q = view(0), a.k = view(1), a.v = view(2);
-  } else {
-    const int64_t pad = c.layout == Layout::padded ? 16 : 0;  // extra elements per row of Q/K/V
-    dq = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Sq * (H * D + pad)));
-    dk = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Skv * (H * D + pad)));
-    dv = DeviceBuffer<uint16_t>(static_cast<size_t>(B * Skv * (H * D + pad)));
-    fill_random_bf16(dq.get(), static_cast<int64_t>(dq.size()), seed, 1.f);
-    fill_random_bf16(dk.get(), static_cast<int64_t>(dk.size()), seed + 1, 1.f);
-    fill_random_bf16(dv.get(), static_cast<int64_t>(dv.size()), seed + 2, 1.f);
-    auto view = [&](uint16_t* p, int64_t S) {
-      return Tensor4{p, DType::bf16, B, S, H, D, S * (H * D + pad), H * D + pad, D, 1};
-    };
-    a.q = view(dq.get(), Sq), a.k = view(dk.get(), Skv), a.v = view(dv.get(), Skv);
-  }
+  const int64_t B = c.B, Sq = c.Sq, H = c.H, D = c.D;
+  CaseInputs in = make_inputs(c, seed);
+  FwdArgs& a = in.a;
   // Output: padded layouts put 8 spare elements after every head (must stay NaN).
   const int64_t o_hstride = c.layout == Layout::padded ? D + 8 : D;
   const int64_t o_elems = B * Sq * H * o_hstride;
@@ -127,97 +232,19 @@ void run_case(const Case& c) {
   const auto lse = dlse.to_host(static_cast<size_t>(B * H * Sq));
 
   // Written exactly where it should be.
-  std::vector<float> ours(static_cast<size_t>(B * Sq * H * D));
-  int64_t unwritten = 0, pad_touched = 0;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < Sq; ++i)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = 0; d < o_hstride; ++d) {
-          const uint16_t bits = raw[static_cast<size_t>(((b * Sq + i) * H + h) * o_hstride + d)];
-          if (d >= D) {
-            pad_touched += bits != kBf16NaN;
-            continue;
-          }
-          const float x = bf16_bits_to_float(bits);
-          unwritten += !std::isfinite(x);
-          ours[static_cast<size_t>(((b * Sq + i) * H + h) * D + d)] = x;
-        }
-  ASSERT_EQ(unwritten, 0) << "output elements left NaN (unwritten or NaN computed)";
-  ASSERT_EQ(pad_touched, 0) << "the kernel wrote into padding between heads";
+  const Unpacked ours = unpack_output(c, raw, o_hstride);
+  ASSERT_EQ(ours.unwritten, 0) << "output elements left NaN (unwritten or NaN computed)";
+  ASSERT_EQ(ours.pad_touched, 0) << "the kernel wrote into padding between heads";
 
-  // References on the GPU: fp32 and bf16-emulating.
-  DeviceBuffer<float> ref_hi(static_cast<size_t>(B * Sq * H * D)), ref_bf(static_cast<size_t>(B * Sq * H * D)),
-      ref_lse(static_cast<size_t>(B * H * Sq));
-  NaiveArgs na;
-  na.fwd = a;
-  na.o_out = ref_hi.get();
-  na.lse_out = ref_lse.get();
-  naive_attention(na);
-  na.o_out = ref_bf.get();
-  na.lse_out = nullptr;
-  na.emulate_bf16 = true;
-  naive_attention(na);
-  sync_or_explain();
-  const auto hi32 = ref_hi.to_host(ref_hi.size());
-  const auto bf = ref_bf.to_host(ref_bf.size());
-  auto lse_ref32 = ref_lse.to_host(ref_lse.size());
-  std::vector<double> hi(hi32.begin(), hi32.end());
-  std::vector<double> lse_ref(lse_ref32.begin(), lse_ref32.end());
-
-  // Small problems: fp64 on the CPU, which also checks the naive kernel.
-  if (static_cast<double>(B * H) * Sq * Skv * D <= 3e8) {
-    auto dense = [&](const Tensor4& t) {
-      std::vector<uint16_t> all;
-      const void* base = t.data;
-      size_t span = 0;
-      if (c.layout == Layout::packed_qkv) {
-        all = qkv_packed.to_host(qkv_packed.size());
-        base = qkv_packed.get();
-      } else {
-        const DeviceBuffer<uint16_t>& buf = t.data == dq.get() ? dq : t.data == dk.get() ? dk : dv;
-        all = buf.to_host(buf.size());
-        base = buf.get();
-      }
-      (void)span;
-      const int64_t off = (static_cast<const uint16_t*>(t.data) - static_cast<const uint16_t*>(base));
-      std::vector<float> out(static_cast<size_t>(t.B * t.S * t.H * t.D));
-      for (int64_t b = 0; b < t.B; ++b)
-        for (int64_t s = 0; s < t.S; ++s)
-          for (int64_t h = 0; h < t.H; ++h)
-            for (int64_t d = 0; d < t.D; ++d)
-              out[static_cast<size_t>(((b * t.S + s) * t.H + h) * t.D + d)] =
-                  bf16_bits_to_float(all[static_cast<size_t>(off + b * t.stride_b + s * t.stride_s + h * t.stride_h + d)]);
-      return out;
-    };
-    const auto r = reference_fwd(dense(a.q), dense(a.k), dense(a.v), B, Sq, Skv, H, D, c.causal, 1.0 / std::sqrt(double(D)));
-    const Err naive_vs_cpu = error_of(hi32, r.o);
-    EXPECT_LT(naive_vs_cpu.rel_l2, 1e-5) << "GPU naive fp32 reference disagrees with the fp64 CPU reference";
-    hi = r.o;
-    lse_ref = r.lse;
-  }
-
-  const Err e_ours = error_of(ours, hi), e_bf = error_of(bf, hi);
+  const References ref = references(c, in);
+  const Err e_ours = error_of(ours.o, ref.hi), e_bf = error_of(ref.bf, ref.hi);
   constexpr double kAtolMax = 2e-3, kAtolL2 = 1e-4;
   EXPECT_LE(e_ours.max_abs, 2 * e_bf.max_abs + kAtolMax)
       << "max |ours - ref| " << e_ours.max_abs << " vs bf16 reference " << e_bf.max_abs;
   EXPECT_LE(e_ours.rel_l2, 2 * e_bf.rel_l2 + kAtolL2)
       << "rel L2 ours " << e_ours.rel_l2 << " vs bf16 reference " << e_bf.rel_l2;
   ::testing::Test::RecordProperty("rel_l2_ours", std::to_string(e_ours.rel_l2));
-
-  if (c.lse) {
-    int64_t bad = 0;
-    double worst = 0;
-    for (size_t i = 0; i < lse.size(); ++i) {
-      if (std::isinf(lse_ref[i])) {
-        bad += !(std::isinf(lse[i]) && lse[i] < 0);
-        continue;
-      }
-      const double d = std::abs(lse[i] - lse_ref[i]);
-      worst = std::max(worst, d);
-      bad += !(d <= 2e-3 + 1e-4 * std::abs(lse_ref[i]));
-    }
-    EXPECT_EQ(bad, 0) << "LSE mismatches; worst |diff| " << worst;
-  }
+  if (c.lse) expect_lse_close(lse, ref.lse);
 
   // Deterministic: a second run gives the same bits.
   run();
