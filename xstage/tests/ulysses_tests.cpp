@@ -839,7 +839,7 @@ TEST(UlyssesHostLink, SchedulePredictions) {
 
 // The drain-time check of measured rows: each row's two drains against the predictions
 // it carries and against this build's model, the copy rate from copy_GBps or, where a row
-// has none, from its exchange after attention (its P - 1 copies less their fixed costs).
+// has none, from its exchange after attention (its P - 1 copies back to back).
 TEST(UlyssesHostLink, DrainPredictionsCheckedOnMeasuredRows) {
   burstgap::ModelParams link;
   link.drain_GBps = 60;
@@ -854,7 +854,7 @@ TEST(UlyssesHostLink, DrainPredictionsCheckedOnMeasuredRows) {
   r.fused_ce_drain_ms = 0.22;
   r.fused_ce_owner_ms = 0.25;
   HostLinkRow old = r;  // no copy_GBps: the exchange moved the 6,291,456 bytes at 40 GB/s
-  old.exchange_after_ms = 0.15 + 0.004 + 6291456 / 40e6;
+  old.exchange_after_ms = 0.15 + 6291456 / 40e6;
   r.copy_GBps = 60;
   const DrainModelCheck c = check_drain_predictions({r, old}, link, 132);
   EXPECT_EQ(c.at_measurement.n, 4u);

@@ -125,12 +125,12 @@ HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
 
 namespace {
 // The copy rate of a row measured before the bench recorded it: its exchange after
-// attention is P - 1 whole-owner copies, each with the fixed cost copy_op_us (GB/s, 0
-// where the row cannot give one).
+// attention is P - 1 whole-owner copies back to back (GB/s, 0 where the row cannot give
+// one), as the bench's copy_GBps.
 double exchange_copy_GBps(const HostLinkRow& r) {
   const Problem p = r.config.problem();
   const double bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
-  const double ms = r.exchange_after_ms - r.attention_row_major_ms - (p.ranks - 1) * r.copy_op_us * 1e-3;
+  const double ms = r.exchange_after_ms - r.attention_row_major_ms;
   return ms > 0 ? bytes / (ms * 1e6) : 0;
 }
 }  // namespace

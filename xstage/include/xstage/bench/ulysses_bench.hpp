@@ -90,7 +90,7 @@ struct HostLinkRow {
   int drain_chunk_blocks = 0;            // the advisor's drain chunk, 128-row blocks (0: one per owner)
   double copy_op_us = 0;                 // measured: one stream wait + one 2-D copy issued back to back
   double copy_GBps = 0;                  // measured: the copy engine's rate for this rank's rows of the remote
-                                         // owners (2-D copies at the output's row pitch), the fixed costs out
+                                         // owners (whole-owner 2-D copies at the output's row pitch)
   double fused_guided_ms = 0;            // the advisor's schedule (one of the two above)
   double exchange_after_ms = 0;          // attention, then a copy-engine copy to each remote owner
   double predicted_sm_stores_ms = 0;     // attention + remote bytes / D (the stores hold every SM's reads)
@@ -162,7 +162,7 @@ HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
 // advisor's chunks and for one chunk per owner of each row, as predicted when measured
 // (the row's predicted_ce_*_ms) and as this build predicts it, on a GPU of `sms` SMs.
 // A row without copy_GBps (measured before the bench recorded it) takes its copy rate
-// from its exchange after attention: the P - 1 whole-owner copies less their fixed costs.
+// from its exchange after attention: the P - 1 whole-owner copies back to back.
 struct DrainModelCheck {
   common::Summary at_measurement, current;                      // measured / predicted
   double at_measurement_median_abs_rel_error = -1, current_median_abs_rel_error = -1;
