@@ -117,7 +117,7 @@ double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burs
 // cost of a chunk's stream operations (ms) and the copy engine's rate for this rank's
 // rows (GB/s; 0: the link fit's drain rate D). A rank writes 1/P of each row of an
 // owner's output, and the copy engine moves such narrow rows slower than D (the exchange
-// after attention in docs/results/host_link.json: about 35-40 GB/s at P = 8, 50-55 at
+// after attention in docs/results/host_link.json: mostly 30-45 GB/s at P = 8, 45-60 at
 // P = 2).
 struct CopyCosts {
   double op_ms = 0;
@@ -137,8 +137,8 @@ int choose_drain_chunk_blocks(const Problem& p, int rank, int grid, double atten
                               const burstgap::ModelParams& link, CopyCosts copy);
 // The advisor's choice between the two host-link schedules (the smaller predicted time;
 // within 1 % to SM stores), the drain predicted with the row's drain_chunk_blocks,
-// copy_op_us, copy_GBps and attention in its own order (attention_owner_ms where measured), and the
-// row's predicted stalls from it (over attention in head_major order).
+// copy_op_us, copy_GBps and attention in its own order (attention_owner_ms where
+// measured), and the row's predicted stalls from it (over attention in head_major order).
 void advise_host_link_schedule(HostLinkRow& row, int grid, const burstgap::ModelParams& link);
 // drain_chunk_blocks >= 0 fixes the drain's chunk (0: one per owner) instead of the advisor's.
 HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
