@@ -260,7 +260,9 @@ struct CopyEngineDrain {
   // A count that never arrived: the first one short of what the last forward expects,
   // named by rank, owner, chunk and counter, instead of a hang. The counters are read on a
   // stream of their own (the side stream is stuck in its wait), then set past any wait so
-  // that the stuck stream ends and the process can exit.
+  // that the stuck stream ends and the process can exit. The stream wait compares
+  // cyclically ((int32_t)(count - target) >= 0), so "past" is 0x40404040: far ahead of
+  // every target, with room for the kernel's later adds (all ones would read as -1).
   [[noreturn]] void fail_with_counts() {
     std::vector<uint32_t> seen(counter.size());
     cudaStream_t peek = nullptr;
@@ -268,7 +270,7 @@ struct CopyEngineDrain {
     XS_CHECK_CUDA(
         cudaMemcpyAsync(seen.data(), counter.get(), seen.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost, peek));
     XS_CHECK_CUDA(cudaStreamSynchronize(peek));
-    XS_CHECK_CUDA(cudaMemsetAsync(counter.get(), 0xFF, counter.size() * sizeof(uint32_t), peek));
+    XS_CHECK_CUDA(cudaMemsetAsync(counter.get(), 0x40, counter.size() * sizeof(uint32_t), peek));
     XS_CHECK_CUDA(cudaStreamSynchronize(peek));
     cudaStreamDestroy(peek);
     const uint32_t expected = forwards * slices_per_chunk;
