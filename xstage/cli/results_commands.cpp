@@ -235,18 +235,7 @@ nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows) {
   for (const auto& j : rows) {
     if (!j.contains("fused_ce_owner_ms") || !j.contains("predicted_ce_owner_ms") || !j.contains("copy_op_us"))
       continue;
-    ulysses::HostLinkRow r;
-    r.config = {j.at("S").get<int64_t>(), j.at("P").get<int>(), j.at("H").get<int64_t>(), j.at("D").get<int64_t>()};
-    r.rank = j.at("rank").get<int>();
-    for (auto [key, field] : {std::pair{"attention_row_major_ms", &r.attention_row_major_ms},
-                              {"attention_owner_ms", &r.attention_owner_ms}, {"copy_op_us", &r.copy_op_us},
-                              {"copy_GBps", &r.copy_GBps}, {"exchange_after_ms", &r.exchange_after_ms},
-                              {"fused_ce_drain_ms", &r.fused_ce_drain_ms}, {"fused_ce_owner_ms", &r.fused_ce_owner_ms},
-                              {"predicted_ce_drain_ms", &r.predicted_ce_drain_ms},
-                              {"predicted_ce_owner_ms", &r.predicted_ce_owner_ms}})
-      *field = j.value(key, 0.0);
-    r.drain_chunk_blocks = j.value("drain_chunk_blocks", 0);
-    parsed.push_back(r);
+    parsed.push_back(ulysses::host_link_row_from_json(j));
   }
   const auto host = burstgap::read_params_or_default("").find("host", "st16");
   const ulysses::DrainModelCheck c = ulysses::check_drain_predictions(parsed, host, 132);

@@ -3,6 +3,7 @@
 // sweeps that print and write them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,10 @@ struct DrainModelCheck {
 };
 DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, const burstgap::ModelParams& link,
                                         int sms);
+// A row of a `--link host` results file (host_link_row's keys) back as a HostLinkRow: its
+// configuration, rank, drain chunks and the times and costs the drain check reads (a key
+// a row lacks reads as 0); the rest stays default.
+HostLinkRow host_link_row_from_json(const nlohmann::json& j);
 
 // The sweep of `xstage bench ulysses` (bench_sweep: S in [min_seq, max_seq], P in
 // `ranks`): a table line per configuration, the JSON (docs/results/ulysses.json
