@@ -127,7 +127,7 @@ const SweepSection kUlyssesSection{
     "Ulysses over the host link: the advisor's schedule vs row-major",
     {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms",
      "attention_row_major_ms", "attention_owner_ms", "fused_ce_owner_ms", "predicted_ce_owner_ms", "drain_chunk_blocks",
-     "copy_op_us", "copy_GBps", "hiding_bound_vs_row_major"}};
+     "copy_op_us", "copy_GBps", "hiding_bound_vs_row_major", "sms"}};
 const SweepSection kMoeSection{
     "moe", "xstage bench moe --link host",
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",
@@ -249,11 +249,34 @@ nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows) {
                                  "copy_GBps or, where a row has none, from its exchange after attention"}};
 }
 
+// The Ulysses section's achievable bound (ulysses::set_achievable_bound) on each row with
+// the keys it reads, written into the row with the SM count it used (the row's own `sms`,
+// else `sms`: a row with neither is an error), and its geomeans into the section.
+void ulysses_achievable_bounds(nlohmann::json& section, int sms) {
+  std::vector<ulysses::HostLinkRow> parsed;
+  for (auto& j : section["rows"]) {
+    if (!j.contains("S") || !j.contains("fused_row_major_ms") || !j.contains("attention_guided_ms")) continue;
+    ulysses::HostLinkRow r = ulysses::host_link_row_from_json(j);
+    if (r.sms <= 0) r.sms = sms;
+    XS_ASSERT(r.sms > 0, "host-link-results: the Ulysses row S = {}, P = {}, H = {}, D = {} has no sms; give --sms N "
+              "(the SMs of the GPU that measured it)", r.config.seq, r.config.ranks, r.config.heads, r.config.head_dim);
+    ulysses::set_achievable_bound(r);
+    j["sms"] = r.sms;
+    j["achievable_ms"] = r.achievable_ms;
+    j["achievable_bound_vs_row_major"] = r.achievable_bound_vs_row_major;
+    parsed.push_back(r);
+  }
+  const ulysses::HostLinkSummary s = ulysses::summarize_host_link(parsed);
+  section["achievable_bound_geomean_where_stall_predicted"] = s.achievable_bound_geomean;
+  section["speedup_over_achievable_bound_geomean"] = s.speedup_over_achievable_geomean;
+}
+
 // host_link.json from what was given; a part not given (the probe, a sweep) is kept from
 // the file being rewritten, so one sweep can be re-measured alone.
 struct HostLinkInputs {
   std::string probe_dir, ulysses, png_dir, out;
   std::vector<std::string> moe;
+  int sms = 0;  // the SMs of the GPU that measured Ulysses rows without their own
 };
 
 void write_host_link_results(const HostLinkInputs& in) {
@@ -278,7 +301,10 @@ void write_host_link_results(const HostLinkInputs& in) {
                                  (std::filesystem::path(in.png_dir) / sec->png).string());
   }
   if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"]);
-  if (j.contains("ulysses")) j["ulysses"]["drain_model_check"] = ulysses_drain_model_check(j["ulysses"]["rows"]);
+  if (j.contains("ulysses")) {
+    j["ulysses"]["drain_model_check"] = ulysses_drain_model_check(j["ulysses"]["rows"]);
+    ulysses_achievable_bounds(j["ulysses"], in.sms);
+  }
   // Over every row of the fused-kernel sweeps together.
   j["speedup_prediction_median_abs_rel_error"] = errors.empty() ? nlohmann::json(nullptr)
                                                                 : nlohmann::json(common::median(errors));
@@ -292,7 +318,13 @@ void write_host_link_results(const HostLinkInputs& in) {
   if (!errors.empty())
     fmt::print("predicted speedup's median error over both sweeps {:.1f}%\n", 100 * common::median(errors));
   if (j.contains("ulysses")) {
-    const auto& e = j.at("ulysses").at("drain_model_check").at("median_abs_rel_error");
+    const auto& u = j.at("ulysses");
+    if (u.at("achievable_bound_geomean_where_stall_predicted").get<double>() > 0)
+      fmt::print("Ulysses: the achievable bound at the kernel's tile granularity {:.3f} (geomean), the advisor's "
+                 "schedule reaches {:.3f} of it\n",
+                 u.at("achievable_bound_geomean_where_stall_predicted").get<double>(),
+                 u.at("speedup_over_achievable_bound_geomean").get<double>());
+    const auto& e = u.at("drain_model_check").at("median_abs_rel_error");
     if (e.at("current_model").get<double>() >= 0)
       fmt::print("Ulysses drain time, measured / predicted, median error: {:.1f}% with the model of the run, {:.1f}% "
                  "with this build's\n",
@@ -324,6 +356,9 @@ void add_host_link_results(CLI::App& app) {
   cmd->add_option("--moe", in->moe, "results file(s) of `xstage bench moe --link host --json`, repeatable: their rows "
                   "together, a configuration in two files from the later (default: keep the --out file's section)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--sms", in->sms, "SM count of the GPU that measured the Ulysses rows without their own `sms` "
+                  "(rows of older benches; 132 on H200), for the achievable bound's rounds")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--png-dir", in->png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
       ->check(common::validate::existing_folder());
   cmd->add_option("-o,--out", in->out, "JSON to (re)write")->check(common::validate::output_file())

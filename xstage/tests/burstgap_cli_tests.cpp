@@ -334,6 +334,38 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
 }
 
+// The Ulysses rows' achievable bound needs the SM count: a row's own `sms`, else --sms
+// (written into the row); a row with neither ends in one line asking for --sms.
+TEST_F(BurstGapCli, HostLinkResultsBoundsUlyssesRowsWithTheirSms) {
+  const std::string out = path("host_link.json");
+  // P = 2, S = 4096, H = 24, D = 128: 384 tiles, 3 rounds on 132 SMs; 6,291,456 bytes at 60 GB/s.
+  const std::string row = R"({"S": 4096, "P": 2, "H": 24, "D": 128, "rank": 0, "attention_guided_ms": 0.15,
+    "fused_row_major_ms": 0.26, "copy_GBps": 60.0, "speedup_vs_row_major": 1.3, "stall_predicted": true,
+    "predicted_speedup_vs_row_major": 1.3, "correct": true})";
+  auto write = [&] {
+    std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
+      "backpressure_ratio": 61.0, "backpressure_ratio_mean": 60.0, "backpressure_ratio_by_store": {},
+      "holdout_median_rel_error": 0.06, "min_gap_rel_error": 0.19, "sustained_drain_GBps": 52.7},
+      "ulysses": {"rows_where_stall_predicted": 1, "rows": [)" << row << "]}}";
+  };
+  write();
+  expect_one_line_error(xstage("host-link-results -o " + out), "--sms");
+  write();
+  const CliResult r = xstage("host-link-results --sms 132 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto u = nlohmann::json::parse(slurp(out))["ulysses"];
+  const double achievable = 0.05 + 6291456 / 60e6;
+  EXPECT_EQ(u["rows"][0]["sms"].get<int>(), 132) << u;
+  EXPECT_NEAR(u["rows"][0]["achievable_ms"].get<double>(), achievable, 1e-12) << u;
+  EXPECT_NEAR(u["achievable_bound_geomean_where_stall_predicted"].get<double>(), 0.26 / achievable, 1e-12) << u;
+  EXPECT_NEAR(u["speedup_over_achievable_bound_geomean"].get<double>(), 1.3 * achievable / 0.26, 1e-12) << u;
+  // The row now carries its sms: no --sms needed, and the row's own wins over one given.
+  EXPECT_EQ(xstage("host-link-results -o " + out).code, 0);
+  ASSERT_EQ(xstage("host-link-results --sms 64 -o " + out).code, 0);
+  EXPECT_NEAR(nlohmann::json::parse(slurp(out))["ulysses"]["rows"][0]["achievable_ms"].get<double>(), achievable,
+              1e-12);
+}
+
 // Several MoE sweeps (the standard one and `--sweep eight`) make one section: rows of
 // both, a configuration measured in both taken from the later file, a profiled row's
 // phase shares kept, and the summary recomputed over the joined rows rather than copied

@@ -783,6 +783,98 @@ TEST(UlyssesHostLink, RowsAndSummary) {
   EXPECT_EQ(summarize_host_link({}).rows_where_stall_predicted, 0);
 }
 
+// The achievable bound, by hand: the first remote bytes leave after one round of the
+// fastest attention, all of them at the copy rate; never below attention, never above
+// row-major SM stores as measured.
+TEST(UlyssesHostLink, AchievableBoundByHand) {
+  // P = 2, S = 4096, H = 24, D = 128, rank 0: 32 m-blocks x 12 heads = 384 tiles, 3 rounds
+  // on 132 SMs; 2048 rows x 12 heads x 128 x 2 = 6,291,456 bytes to owner 1.
+  HostLinkRow a;
+  a.config = {4096, 2, 24, 128};
+  a.sms = 132;
+  a.attention_guided_ms = 0.16;
+  a.attention_row_major_ms = 0.15;  // the fastest order
+  a.attention_owner_ms = 0.17;
+  a.fused_row_major_ms = 0.26;
+  a.copy_GBps = 60;
+  EXPECT_DOUBLE_EQ(rank_remote_bytes(a.config.problem()), 6291456);
+  set_achievable_bound(a);
+  const double copy60 = 6291456 / 60e6;  // ms
+  EXPECT_NEAR(a.achievable_ms, 0.15 / 3 + copy60, 1e-12);
+  EXPECT_NEAR(a.achievable_bound_vs_row_major, 0.26 / (0.05 + copy60), 1e-12);
+  // Fewer SMs: 384 tiles on 64 make 6 rounds, the first bytes leave at 0.025 ms and the
+  // copy ends before attention, which is then the bound; at 30 GB/s it ends after it.
+  HostLinkRow six = a;
+  six.sms = 64;
+  set_achievable_bound(six);
+  EXPECT_DOUBLE_EQ(six.achievable_ms, 0.15);
+  six.copy_GBps = 30;
+  set_achievable_bound(six);
+  EXPECT_NEAR(six.achievable_ms, 0.15 / 6 + 6291456 / 30e6, 1e-12);
+  // No copy_GBps: the rate of the exchange after attention (40 GB/s here).
+  HostLinkRow old = a;
+  old.copy_GBps = 0;
+  old.exchange_after_ms = 0.15 + 6291456 / 40e6;
+  set_achievable_bound(old);
+  EXPECT_NEAR(old.achievable_ms, 0.05 + 6291456 / 40e6, 1e-12);
+  // P = 8, S = 4096: 96 tiles, one round on 132 SMs, so nothing leaves before attention
+  // ends: attention + 7 x 512 x 3 x 128 x 2 bytes at 50 GB/s is above row-major as
+  // measured, which is then the bound (1).
+  HostLinkRow one;
+  one.config = {4096, 8, 24, 128};
+  one.sms = 132;
+  one.attention_guided_ms = one.attention_row_major_ms = 0.055;
+  one.fused_row_major_ms = 0.1;
+  one.copy_GBps = 50;
+  set_achievable_bound(one);
+  EXPECT_GT(0.055 + 2752512 / 50e6, 0.1);
+  EXPECT_DOUBLE_EQ(one.achievable_ms, 0.1);
+  EXPECT_DOUBLE_EQ(one.achievable_bound_vs_row_major, 1.0);
+  // Many rounds (P = 2, S = 65536, H = 40: 10,240 tiles, 78 rounds): the copy hides behind
+  // attention, and the bound is the hiding bound.
+  HostLinkRow many;
+  many.config = {65536, 2, 40, 128};
+  many.sms = 132;
+  many.attention_guided_ms = many.attention_row_major_ms = many.attention_owner_ms = 10;
+  many.fused_row_major_ms = 12;
+  many.copy_GBps = 50;
+  set_achievable_bound(many);
+  EXPECT_DOUBLE_EQ(many.achievable_ms, 10);
+  EXPECT_DOUBLE_EQ(many.achievable_bound_vs_row_major, 1.2);
+  // A row without sms (or without a copy rate) has no bound: 0, and the summary leaves it out.
+  HostLinkRow none = a;
+  none.sms = 0;
+  set_achievable_bound(none);
+  EXPECT_EQ(none.achievable_ms, 0);
+  EXPECT_EQ(none.achievable_bound_vs_row_major, 0);
+  // The summary over the rows with a predicted stall and a bound: a, one and many.
+  for (HostLinkRow* r : {&a, &one, &many, &none}) r->stall_predicted = true;
+  a.speedup_vs_row_major = 1.3;
+  one.speedup_vs_row_major = 0.99;
+  many.speedup_vs_row_major = 1.2;
+  none.speedup_vs_row_major = 1.1;
+  const HostLinkSummary s = summarize_host_link({a, one, many, none});
+  EXPECT_EQ(s.rows_where_stall_predicted, 4);
+  const double ba = 0.26 / (0.05 + copy60);
+  EXPECT_NEAR(s.achievable_bound_geomean, std::cbrt(ba * 1.0 * 1.2), 1e-12);
+  EXPECT_NEAR(s.speedup_over_achievable_geomean, std::cbrt(1.3 / ba * 0.99 * 1.0), 1e-12);
+  EXPECT_EQ(summarize_host_link({none}).achievable_bound_geomean, -1);
+  // finish_host_link_row sets it too; a results row read back gives the same bound.
+  HostLinkRow f = a;
+  f.achievable_ms = 0;
+  finish_host_link_row(f);
+  EXPECT_DOUBLE_EQ(f.achievable_ms, a.achievable_ms);
+  const nlohmann::json j = {{"S", 4096}, {"P", 2}, {"H", 24}, {"D", 128}, {"rank", 0}, {"sms", 132},
+                            {"attention_guided_ms", 0.16}, {"attention_row_major_ms", 0.15},
+                            {"attention_owner_ms", 0.17}, {"fused_row_major_ms", 0.26}, {"copy_GBps", 60.0},
+                            {"speedup_vs_row_major", 1.3}, {"stall_predicted", true}};
+  HostLinkRow back = host_link_row_from_json(j);
+  set_achievable_bound(back);
+  EXPECT_DOUBLE_EQ(back.achievable_ms, a.achievable_ms);
+  EXPECT_TRUE(back.stall_predicted);
+  EXPECT_DOUBLE_EQ(back.speedup_vs_row_major, 1.3);
+}
+
 // The two host-link schedules' predicted times, by hand.
 TEST(UlyssesHostLink, SchedulePredictions) {
   // SM stores: attention + remote bytes at the drain rate (GB/s = 1e6 B/ms).

@@ -15,7 +15,27 @@ namespace {
 // one) must win by more than this share of the predicted time to be chosen: each adds
 // stream operations whose cost is known only roughly.
 constexpr double kScheduleTie = 0.01;
+
+// The copy rate of a row measured before the bench recorded it: its exchange after
+// attention is P - 1 whole-owner copies back to back (GB/s, 0 where the row cannot give
+// one), as the bench's copy_GBps.
+double exchange_copy_GBps(const HostLinkRow& r) {
+  const double ms = r.exchange_after_ms - r.attention_row_major_ms;
+  return ms > 0 ? rank_remote_bytes(r.config.problem()) / (ms * 1e6) : 0;
+}
+
+// Attention alone in the fastest of the orders measured (0: none was).
+double fastest_attention_ms(const HostLinkRow& r) {
+  double ms = 0;
+  for (double t : {r.attention_guided_ms, r.attention_row_major_ms, r.attention_owner_ms})
+    if (t > 0) ms = ms > 0 ? std::min(ms, t) : t;
+  return ms;
+}
 }  // namespace
+
+double rank_remote_bytes(const Problem& p) {
+  return double(p.ranks - 1) * double(p.batch * p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
+}
 
 double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link) {
   return attention_ms + burstgap::read_blocked_drain_ns(link, remote_bytes) * 1e-6;
@@ -79,6 +99,19 @@ void advise_host_link_schedule(HostLinkRow& r, int grid, const burstgap::ModelPa
   r.predicted_stall_guided_us = ((ce ? r.predicted_ce_drain_ms : r.predicted_sm_stores_ms) - attention) * 1e3;
 }
 
+void set_achievable_bound(HostLinkRow& r) {
+  r.achievable_ms = r.achievable_bound_vs_row_major = 0;
+  const double attention = fastest_attention_ms(r);
+  const double rate = r.copy_GBps > 0 ? r.copy_GBps : exchange_copy_GBps(r);
+  if (r.sms <= 0 || attention <= 0 || rate <= 0 || r.fused_row_major_ms <= 0) return;
+  const Problem p = r.config.problem();
+  const int64_t tiles = owner_major_tiles(p, r.rank).count(), grid = std::min<int64_t>(tiles, r.sms);
+  const double rounds = static_cast<double>((tiles + grid - 1) / grid);
+  const double last_byte = attention / rounds + rank_remote_bytes(p) / (rate * 1e6);  // B per ms
+  r.achievable_ms = std::min(r.fused_row_major_ms, std::max(attention, last_byte));
+  r.achievable_bound_vs_row_major = r.fused_row_major_ms / r.achievable_ms;
+}
+
 void finish_host_link_row(HostLinkRow& r) {
   r.fused_guided_ms = r.schedule == "copy_engine_drain" ? r.fused_ce_drain_ms : r.fused_sm_guided_ms;
   const double guided = r.attention_row_major_ms + r.predicted_stall_guided_us * 1e-3;
@@ -88,16 +121,16 @@ void finish_host_link_row(HostLinkRow& r) {
   r.speedup_vs_exchange_after = r.fused_guided_ms > 0 ? r.exchange_after_ms / r.fused_guided_ms : 0;
   r.stall_predicted = r.predicted_stall_row_major_us * 1e-3 > 0.01 * r.attention_row_major_ms;
   r.link_GBps = r.fused_guided_ms > 0 ? r.remote_bytes / (r.fused_guided_ms * 1e6) : 0;
-  double attention = std::min(r.attention_guided_ms, r.attention_row_major_ms);
-  if (r.attention_owner_ms > 0) attention = std::min(attention, r.attention_owner_ms);
+  const double attention = fastest_attention_ms(r);
   r.hiding_bound_vs_row_major = attention > 0 ? r.fused_row_major_ms / attention : 0;
+  set_achievable_bound(r);
 }
 
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
   HostLinkSummary s;
   if (rows.empty()) return s;
-  double log_sum = 0, log_bound = 0, log_chunked = 0;
-  int chunked = 0;
+  double log_sum = 0, log_bound = 0, log_chunked = 0, log_achievable = 0, log_reached = 0;
+  int chunked = 0, achievable = 0;
   std::vector<double> errors;
   s.min_speedup = s.max_speedup = rows.front().speedup_vs_row_major;
   for (const auto& r : rows) {
@@ -113,27 +146,23 @@ HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows) {
     log_sum += std::log(r.speedup_vs_row_major);
     log_bound += std::log(r.hiding_bound_vs_row_major > 0 ? r.hiding_bound_vs_row_major : r.speedup_vs_row_major);
     ++s.rows_where_stall_predicted;
+    if (r.achievable_bound_vs_row_major <= 0) continue;
+    log_achievable += std::log(r.achievable_bound_vs_row_major);
+    log_reached += std::log(r.speedup_vs_row_major / r.achievable_bound_vs_row_major);
+    ++achievable;
   }
   if (s.rows_where_stall_predicted > 0) {
     s.geomean_where_stall_predicted = std::exp(log_sum / s.rows_where_stall_predicted);
     s.hiding_bound_geomean = std::exp(log_bound / s.rows_where_stall_predicted);
   }
+  if (achievable > 0) {
+    s.achievable_bound_geomean = std::exp(log_achievable / achievable);
+    s.speedup_over_achievable_geomean = std::exp(log_reached / achievable);
+  }
   if (chunked > 0) s.chunked_over_owner_drain_geomean = std::exp(log_chunked / chunked);
   if (!errors.empty()) s.speedup_prediction_median_abs_rel_error = common::median(errors);
   return s;
 }
-
-namespace {
-// The copy rate of a row measured before the bench recorded it: its exchange after
-// attention is P - 1 whole-owner copies back to back (GB/s, 0 where the row cannot give
-// one), as the bench's copy_GBps.
-double exchange_copy_GBps(const HostLinkRow& r) {
-  const Problem p = r.config.problem();
-  const double bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
-  const double ms = r.exchange_after_ms - r.attention_row_major_ms;
-  return ms > 0 ? bytes / (ms * 1e6) : 0;
-}
-}  // namespace
 
 DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, const burstgap::ModelParams& link,
                                         int sms) {
@@ -170,13 +199,18 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& j) {
   r.config = {j.at("S").get<int64_t>(), j.at("P").get<int>(), j.at("H").get<int64_t>(), j.at("D").get<int64_t>()};
   r.rank = j.at("rank").get<int>();
   for (auto [key, field] : {std::pair{"attention_row_major_ms", &r.attention_row_major_ms},
-                            {"attention_owner_ms", &r.attention_owner_ms}, {"copy_op_us", &r.copy_op_us},
+                            {"attention_owner_ms", &r.attention_owner_ms},
+                            {"attention_guided_ms", &r.attention_guided_ms}, {"copy_op_us", &r.copy_op_us},
                             {"copy_GBps", &r.copy_GBps}, {"exchange_after_ms", &r.exchange_after_ms},
+                            {"fused_row_major_ms", &r.fused_row_major_ms},
                             {"fused_ce_drain_ms", &r.fused_ce_drain_ms}, {"fused_ce_owner_ms", &r.fused_ce_owner_ms},
                             {"predicted_ce_drain_ms", &r.predicted_ce_drain_ms},
-                            {"predicted_ce_owner_ms", &r.predicted_ce_owner_ms}})
+                            {"predicted_ce_owner_ms", &r.predicted_ce_owner_ms},
+                            {"speedup_vs_row_major", &r.speedup_vs_row_major}})
     *field = j.value(key, 0.0);
   r.drain_chunk_blocks = j.value("drain_chunk_blocks", 0);
+  r.sms = j.value("sms", 0);
+  r.stall_predicted = j.value("stall_predicted", false);
   return r;
 }
 

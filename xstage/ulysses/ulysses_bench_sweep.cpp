@@ -225,7 +225,8 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"predicted_ce_drain_ms", r.predicted_ce_drain_ms}, {"fused_ce_owner_ms", r.fused_ce_owner_ms},
                 {"predicted_ce_owner_ms", r.predicted_ce_owner_ms}, {"drain_chunk_blocks", r.drain_chunk_blocks},
                 {"copy_op_us", r.copy_op_us}, {"copy_GBps", r.copy_GBps},
-                {"hiding_bound_vs_row_major", r.hiding_bound_vs_row_major},
+                {"hiding_bound_vs_row_major", r.hiding_bound_vs_row_major}, {"sms", r.sms},
+                {"achievable_ms", r.achievable_ms}, {"achievable_bound_vs_row_major", r.achievable_bound_vs_row_major},
                 {"fused_row_major_ms", r.fused_row_major_ms}, {"exchange_after_ms", r.exchange_after_ms},
                 {"predicted_stall_guided_us", r.predicted_stall_guided_us},
                 {"predicted_stall_row_major_us", r.predicted_stall_row_major_us},
@@ -275,16 +276,19 @@ void run_host_link_sweep(const SweepOptions& o) {
                            {"min_speedup", sum.min_speedup},
                            {"max_speedup", sum.max_speedup},
                            {"hiding_bound_geomean_where_stall_predicted", sum.hiding_bound_geomean},
+                           {"achievable_bound_geomean_where_stall_predicted", sum.achievable_bound_geomean},
+                           {"speedup_over_achievable_bound_geomean", sum.speedup_over_achievable_geomean},
                            {"chunked_over_owner_drain_geomean", sum.chunked_over_owner_drain_geomean}});
     report.add(host_link_row(rows.back()));
   }
   const HostLinkSummary sum = summarize_host_link(rows);
   std::printf("advisor's schedule over row-major: geomean %.3f over the %d rows with a predicted stall (min %.3f, max "
-              "%.3f; every remote byte hidden: %.3f); predicted speedup's median error %.1f%%; the advisor's drain "
-              "chunks over one per owner: %.3f\n",
+              "%.3f; every remote byte hidden: %.3f; achievable at the kernel's tile granularity: %.3f, reached "
+              "%.3f of it); predicted speedup's median error %.1f%%; the advisor's drain chunks over one per owner: "
+              "%.3f\n",
               sum.geomean_where_stall_predicted, sum.rows_where_stall_predicted, sum.min_speedup, sum.max_speedup,
-              sum.hiding_bound_geomean, 100 * sum.speedup_prediction_median_abs_rel_error,
-              sum.chunked_over_owner_drain_geomean);
+              sum.hiding_bound_geomean, sum.achievable_bound_geomean, sum.speedup_over_achievable_geomean,
+              100 * sum.speedup_prediction_median_abs_rel_error, sum.chunked_over_owner_drain_geomean);
   report.finish();
 }
 

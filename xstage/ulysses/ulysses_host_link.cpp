@@ -366,7 +366,8 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row.drain_chunk_blocks = chunk_blocks;
   row.copy_op_us = op_ms * 1e3;
   row.copy_GBps = copy.GBps;
-  row.remote_bytes = double(p.ranks - 1) * double(p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2;
+  row.remote_bytes = rank_remote_bytes(p);
+  row.sms = sms;
   advise_host_link_schedule(row, cfg.grid, params);
   row.bitwise_equal =
       host_link_keeps_bits(s, guided_cfg, [&] { launch_fused_attention(s.a, guided_cfg, host, nullptr); }) &&

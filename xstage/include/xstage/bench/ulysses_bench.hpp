@@ -109,7 +109,13 @@ struct HostLinkRow {
   double link_GBps = 0;                       // remote bytes / fused_guided time
   double hiding_bound_vs_row_major = 0;       // fused_row_major / attention alone in the fastest of its three
                                               // orders: the speedup of hiding every remote byte
+  int sms = 0;                                // the GPU's SMs (0: not recorded), for the kernel's rounds
+  double achievable_ms = 0;                   // set_achievable_bound (0: the row cannot give it)
+  double achievable_bound_vs_row_major = 0;   // fused_row_major / achievable_ms
 };
+// What a rank's share of `p` stores to the other P - 1 owners per forward: (P - 1) x B x
+// S/P x H/P x D x 2 bytes.
+double rank_remote_bytes(const Problem& p);
 // The host link's stores hold the reads of every SM while the stage drains
 // (burstgap::read_blocked_drain_ns), so attention, which streams K and V, pays for the
 // remote bytes in full: attention + remote bytes / D, D the link fit's drain rate.
@@ -144,18 +150,32 @@ void advise_host_link_schedule(HostLinkRow& row, int grid, const burstgap::Model
 // drain_chunk_blocks >= 0 fixes the drain's chunk (0: one per owner) instead of the advisor's.
 HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::ModelParams& params, int warmup,
                                 int reps, int drain_chunk_blocks = -1);
-// Fills the derived fields of a measured row (host only).
+// The least time any schedule of this kernel's tiles can give a measured row. A tile's
+// rows exist only when it ends; with the static rounds (the rank's B x S/kTileRows x H/P
+// uniform tiles on min(tiles, sms) CTAs) the first remote bytes leave after one round of
+// attention (the fastest of its three orders), and all of them take rank_remote_bytes at
+// the copy rate (copy_GBps, or where a row has none its exchange after attention); the
+// forward ends no earlier than attention, and row-major SM stores, as measured, are
+// always achievable:
+//   achievable = min(fused_row_major, max(attention, attention / rounds + bytes / rate)).
+// Sets achievable_ms and achievable_bound_vs_row_major (both 0 where the row has no sms,
+// no attention time or no copy rate).
+void set_achievable_bound(HostLinkRow& row);
+// Fills the derived fields of a measured row (host only), set_achievable_bound's too.
 void finish_host_link_row(HostLinkRow& row);
 // Over rows: the geometric mean of the measured speedup over row-major where the model
-// predicts a stall (-1: no such row) and of the hiding bound over the same rows, the
-// median |predicted - measured| / measured speedup (-1: no rows), and the advisor's
-// drain chunks over one chunk per owner.
+// predicts a stall (-1: no such row) and of the hiding and achievable bounds over the same
+// rows, the median |predicted - measured| / measured speedup (-1: no rows), and the
+// advisor's drain chunks over one chunk per owner.
 struct HostLinkSummary {
   double geomean_where_stall_predicted = -1;
   int rows_where_stall_predicted = 0;
   double speedup_prediction_median_abs_rel_error = -1;
   double min_speedup = 0, max_speedup = 0;
   double hiding_bound_geomean = -1;              // hiding_bound_vs_row_major, the same rows as the geomean
+  // achievable_bound_vs_row_major, and the speedup over it (the share of it reached), over
+  // the rows of the geomean that have one (-1: none)
+  double achievable_bound_geomean = -1, speedup_over_achievable_geomean = -1;
   double chunked_over_owner_drain_geomean = -1;  // fused_ce_owner / fused_ce_drain over rows with both (-1: none)
 };
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
@@ -171,8 +191,9 @@ struct DrainModelCheck {
 DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, const burstgap::ModelParams& link,
                                         int sms);
 // A row of a `--link host` results file (host_link_row's keys) back as a HostLinkRow: its
-// configuration, rank, drain chunks and the times and costs the drain check reads (a key
-// a row lacks reads as 0); the rest stays default.
+// configuration, rank, drain chunks, sms, the times and costs the drain check and the
+// achievable bound read, the measured speedup and whether a stall was predicted (a key a
+// row lacks reads as 0 or false); the rest stays default.
 HostLinkRow host_link_row_from_json(const nlohmann::json& j);
 
 // The sweep of `xstage bench ulysses` (bench_sweep: S in [min_seq, max_seq], P in
