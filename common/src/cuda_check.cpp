@@ -1,5 +1,7 @@
 #include "common/cuda_check.hpp"
 
+#include <cuda.h>
+
 #include <fmt/format.h>
 
 #include "common/check.hpp"
@@ -28,6 +30,27 @@ void* driver_function(const char* name) {
   XS_ASSERT(err == cudaSuccess && q == cudaDriverEntryPointSuccess && fn,
             "cannot get {} from the driver ({}, query result {})", name, cudaGetErrorString(err), static_cast<int>(q));
   return fn;
+}
+
+namespace {
+using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+// One lookup per function per process (the entry points do not change).
+StreamValueFn stream_value_fn(bool wait) {
+  static const auto wait_fn = reinterpret_cast<StreamValueFn>(driver_function("cuStreamWaitValue32"));
+  static const auto write_fn = reinterpret_cast<StreamValueFn>(driver_function("cuStreamWriteValue32"));
+  return wait ? wait_fn : write_fn;
+}
+}  // namespace
+
+void stream_wait_geq(cudaStream_t stream, const unsigned* word, unsigned value) {
+  const CUresult rc = stream_value_fn(true)(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(word),
+                                            value, CU_STREAM_WAIT_VALUE_GEQ);
+  XS_ASSERT(rc == CUDA_SUCCESS, "cuStreamWaitValue32 failed (CUresult {})", static_cast<int>(rc));
+}
+void stream_write(cudaStream_t stream, unsigned* word, unsigned value) {
+  const CUresult rc = stream_value_fn(false)(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(word),
+                                             value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  XS_ASSERT(rc == CUDA_SUCCESS, "cuStreamWriteValue32 failed (CUresult {})", static_cast<int>(rc));
 }
 
 }  // namespace common

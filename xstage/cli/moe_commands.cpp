@@ -47,9 +47,10 @@ void add_moe_commands(CLI::App& app) {
                 "rank 0) in profiled launches after the timing (clock64 phase sums per CTA), as shares in each "
                 "row's JSON");
   cmd->add_option("--link", o->link,
-                  "nvlink: EP GPUs over NCCL; host: one GPU, the EP ranks at once with every window in mapped "
-                  "pinned host memory (dispatch and combine over the host link), Expert-Wave against the "
-                  "advisor's Interleaved with the host-link fit's predictions (no unfused baseline)")
+                  "nvlink: EP GPUs over NCCL; host: one GPU, the EP ranks at once with every rank's combine rows "
+                  "in mapped pinned host memory (the combine over the host link), Expert-Wave against the "
+                  "advisor's Interleaved, each with SM stores and with the copy-engine combine drain, and the "
+                  "host-link fit's predictions (no unfused baseline)")
       ->check(CLI::IsMember({"nvlink", "host"}))->capture_default_str();
   cmd->add_flag("--predict-only", o->predict_only,
                 "With --link host: the model's predictions for every selected row (compute, both schedules' "

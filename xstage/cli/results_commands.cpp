@@ -134,7 +134,7 @@ const SweepSection kMoeSection{
      "speedup", "predicted_speedup", "predicted_compute_us", "predicted_stall_expert_wave_us",
      "predicted_stall_interleaved_us", "correct"},
     "predicted_speedup", "speedup", "host_link_moe_speedup.png", "MoE over the host link: Interleaved vs Expert-Wave",
-    {"predicted_compute_interleaved_us"}};
+    {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us"}};
 
 // The section's rows (its keys) and the summary the bench wrote, with its command and date.
 nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {

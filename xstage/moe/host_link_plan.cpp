@@ -72,18 +72,27 @@ double host_link_combine_bytes(const BenchConfig& c) {
 }
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
-  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps;
+  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order;
   for (const auto& r : rows) {
     if (!r.correct) continue;
     all.push_back(r.speedup);
+    if (r.interleaved_drain_us > 0 && r.expert_wave_drain_us > 0) {
+      drain.push_back(r.expert_wave_us / r.interleaved_drain_us);
+      drain_order.push_back(r.expert_wave_drain_us / r.interleaved_drain_us);
+    }
     errors.push_back(std::abs(r.predicted_speedup - r.speedup) / r.speedup);
     if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
     if (r.predicted_speedup >= 1.1) win_predicted.push_back(r.predicted_speedup), win_measured.push_back(r.speedup);
     if (r.expert_wave_us > 0) combine_GBps.push_back(host_link_combine_bytes(r.config) / (r.expert_wave_us * 1e3));
   }
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty();
+  const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty(), drained = !drain.empty();
   return {{"rows_where_stall_predicted", where_stall.size()},
+          {"rows_with_drain", drain.size()},
+          {"drain_interleaved_over_expert_wave_geomean", or_null(drained, bench::geomean(drain))},
+          {"drain_interleaved_over_expert_wave_max",
+           or_null(drained, drained ? *std::max_element(drain.begin(), drain.end()) : 0)},
+          {"drain_interleaved_over_drain_expert_wave_geomean", or_null(drained, bench::geomean(drain_order))},
           {"geomean_where_stall_predicted", or_null(!where_stall.empty(), bench::geomean(where_stall))},
           {"max_speedup", or_null(any, any ? *std::max_element(all.begin(), all.end()) : 0)},
           {"min_speedup", or_null(any, any ? *std::min_element(all.begin(), all.end()) : 0)},
@@ -112,6 +121,9 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
   m.predicted_stall_interleaved_us = d("predicted_stall_interleaved_us");
   m.predicted_speedup = d("predicted_speedup");
+  // Rows measured before the combine drain have no drain times (0: not measured).
+  m.expert_wave_drain_us = r.value("expert_wave_drain_us", 0.0);
+  m.interleaved_drain_us = r.value("interleaved_drain_us", 0.0);
   m.correct = r.at("correct").get<bool>();
   return m;
 }

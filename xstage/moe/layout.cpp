@@ -49,17 +49,38 @@ Layout build_layout(const Problem& p, const std::vector<Routing>& routing) {
     R.expert_offset[epr] = row;
     R.recv_src_rank.assign(row, -1);
     R.recv_src_slot.assign(row, -1);
+    R.recv_start.assign(std::size_t(epr) * P + 1, row);
+    for (int el = 0; el < epr; ++el)
+      for (int s = 0; s < P; ++s) R.recv_start[std::size_t(el) * P + s] = start[cidx(d, el, s)];
+  }
+  // Return rows of source s: its ranges in (owner d, local expert) order.
+  std::vector<int> ret(count.size(), 0);
+  for (int s = 0; s < P; ++s) {
+    int pos = 0;
+    for (int d = 0; d < P; ++d)
+      for (int el = 0; el < epr; ++el) {
+        ret[cidx(d, el, s)] = pos;
+        pos += count[cidx(d, el, s)];
+      }
+  }
+  for (int d = 0; d < P; ++d) {
+    RankLayout& R = L.ranks[d];
+    R.return_start.assign(std::size_t(epr) * P, 0);
+    for (int el = 0; el < epr; ++el)
+      for (int s = 0; s < P; ++s) R.return_start[std::size_t(el) * P + s] = ret[cidx(d, el, s)];
   }
   std::vector<int> fill = start;
   for (int s = 0; s < P; ++s) {
     RankLayout& S = L.ranks[s];
     S.send_rank.assign(std::size_t(T) * K, -1);
     S.send_row.assign(std::size_t(T) * K, -1);
+    S.return_row.assign(std::size_t(T) * K, -1);
     for (int i = 0; i < T * K; ++i) {
       const int e = routing[s].expert[i], d = e / epr, el = e % epr;
       const int row = fill[cidx(d, el, s)]++;
       S.send_rank[i] = d;
       S.send_row[i] = row;
+      S.return_row[i] = ret[cidx(d, el, s)] + (row - start[cidx(d, el, s)]);
       L.ranks[d].recv_src_rank[row] = s;
       L.ranks[d].recv_src_slot[row] = i;
     }
@@ -95,11 +116,27 @@ void check_layout(const Layout& L, const std::vector<Routing>& routing) {
   }
   XS_ASSERT(total_rows == (long long)P * TK, "layout: {} rows received for {} (token, slot) pairs", total_rows,
             (long long)P * TK);
-  for (int s = 0; s < P; ++s)
+  for (int s = 0; s < P; ++s) {
+    std::vector<char> returned(TK, 0);
     for (int i = 0; i < TK; ++i) {
       const int d = L.ranks[s].send_rank[i], row = L.ranks[s].send_row[i];
       XS_ASSERT(d >= 0 && d < P && row >= 0 && row < L.ranks[d].rows(), "layout: rank {} slot {} is not sent", s, i);
+      const int back = int(L.ranks[s].return_row.size()) == TK ? L.ranks[s].return_row[i] : -1;
+      XS_ASSERT(back >= 0 && back < TK && !returned[back], "layout: rank {} slot {} has no return row of its own", s,
+                i);
+      returned[back] = 1;
     }
+  }
+}
+
+std::vector<DrainCopy> drain_copies(const RankLayout& R, int el, int ranks) {
+  std::vector<DrainCopy> out;
+  for (int s = 0; s < ranks; ++s) {
+    const std::size_t at = std::size_t(el) * ranks + s;
+    const int rows = R.recv_start[at + 1] - R.recv_start[at];
+    if (s != R.rank && rows > 0) out.push_back({R.recv_start[at], s, R.return_start[at], rows});
+  }
+  return out;
 }
 
 std::vector<std::vector<bf16_bits>> dispatch_rows(const Layout& L, const std::vector<std::vector<bf16_bits>>& x,
@@ -128,6 +165,28 @@ std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vec
     for (int row = 0; row < R.rows(); ++row)
       std::copy_n(&recv[d][std::size_t(row) * n], n,
                   &comb[R.recv_src_rank[row]][std::size_t(R.recv_src_slot[row]) * n]);
+  }
+  return comb;
+}
+
+std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L, const std::vector<std::vector<bf16_bits>>& recv,
+                                                         int n) {
+  const Problem& p = L.problem;
+  const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
+  std::vector<std::vector<bf16_bits>> ret(p.ranks, std::vector<bf16_bits>(tk * n, 0));
+  for (int d = 0; d < p.ranks; ++d)
+    for (int el = 0; el < p.experts_per_rank(); ++el)
+      for (const DrainCopy& c : drain_copies(L.ranks[d], el, p.ranks))
+        std::copy_n(&recv[d][std::size_t(c.src_row) * n], std::size_t(c.rows) * n,
+                    &ret[c.dst_rank][std::size_t(c.dst_row) * n]);
+  std::vector<std::vector<bf16_bits>> comb(p.ranks, std::vector<bf16_bits>(tk * n, 0));
+  for (int s = 0; s < p.ranks; ++s) {
+    const RankLayout& S = L.ranks[s];
+    for (std::size_t i = 0; i < tk; ++i) {
+      const bf16_bits* from = S.send_rank[i] == s ? &recv[s][std::size_t(S.send_row[i]) * n]
+                                                  : &ret[s][std::size_t(S.return_row[i]) * n];
+      std::copy_n(from, n, &comb[s][i * n]);
+    }
   }
   return comb;
 }

@@ -1,9 +1,10 @@
 // One configuration of `xstage bench moe --link host`: the P ranks on one GPU
-// (OneGpuGroup, WindowMemory::host: combine rows over the host link), both schedules sampled in
-// turns. A sample: every rank's kernel `per` times on its own stream, all streams
+// (OneGpuGroup, WindowMemory::host: combine rows over the host link), both orders with SM
+// stores and with the combine drain (copy engine), sampled in turns. A sample: every rank's kernel `per` times on its own stream, all streams
 // released by one event; its time is the slowest stream's (the layer ends when the
-// last rank's combine has landed), per launch. The rows of both schedules are checked
-// against each other (the same tiles in another order: within bf16 tolerance). With
+// last rank's combine has landed), per launch. The rows of both orders are checked
+// against each other (the same tiles in another order: within bf16 tolerance), and
+// each order's drained rows against its stored ones (bitwise). With
 // --profile, rank 0's phase shares of both orders in profiled forwards after the timing.
 #include <cuda_runtime.h>
 
@@ -57,6 +58,9 @@ struct HostLinkGroup {
   HostLinkGroup(const HostLinkGroup&) = delete;
   HostLinkGroup& operator=(const HostLinkGroup&) = delete;
 
+  void set_drain(bool on) {
+    for (auto& f : fused) f->set_combine_drain(on);
+  }
   void set_orders(const std::vector<Routing>& routing, ScheduleKind kind, const burstgap::ModelParams& params) {
     for (int r = 0; r < p.ranks; ++r) {
       const TileLists tiles = build_tiles(p, layout.ranks[r]);
@@ -125,18 +129,23 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   const auto routing = synthetic_routing(p, c.synthetic());
   HostLinkGroup g(p, routing);
   const int rounds = std::min(o.iters, 5), per = std::max(1, (o.iters + rounds - 1) / rounds);
-  std::vector<double> ew, il;
-  std::vector<std::vector<std::uint16_t>> out_ew;
+  // Four schedules in turns: each order with SM stores and with the combine drain.
+  std::vector<double> us[2][2];  // [interleaved][drain]
+  std::vector<std::vector<std::uint16_t>> out[2][2];
   for (int round = -1; round < rounds; ++round)  // round -1: warm-up
-    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
-      g.set_orders(routing, kind, params);
-      const double us = g.time_us(round < 0 ? std::max(1, o.warmup) : per);
-      if (round < 0) continue;
-      (kind == ScheduleKind::expert_wave ? ew : il).push_back(us);
-      if (round != rounds - 1) continue;
-      if (kind == ScheduleKind::expert_wave) out_ew = g.outputs();
-      else row.max_rel_err = max_rel_diff_over_ranks(g.outputs(), out_ew);
-    }
+    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved})
+      for (int drain = 0; drain < 2; ++drain) {
+        const int il = kind == ScheduleKind::interleaved;
+        g.set_drain(drain);
+        g.set_orders(routing, kind, params);
+        const double t = g.time_us(round < 0 ? std::max(1, o.warmup) : per);
+        if (round < 0) continue;
+        us[il][drain].push_back(t);
+        if (round == rounds - 1) out[il][drain] = g.outputs();
+      }
+  g.set_drain(false);
+  row.max_rel_err = max_rel_diff_over_ranks(out[1][0], out[0][0]);
+  const bool drain_bitwise = out[0][1] == out[0][0] && out[1][1] == out[1][0];
   if (o.profile) {  // after all the timing, so that the timed launches carry no profiling code
     g.set_orders(routing, ScheduleKind::expert_wave, params);
     row.profile_expert_wave = g.profile(per);
@@ -144,12 +153,14 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
     row.profile_interleaved = g.profile(per);
     row.profiled = true;
   }
-  std::sort(ew.begin(), ew.end());
-  std::sort(il.begin(), il.end());
-  row.expert_wave_us = median_of_sorted(ew);
-  row.interleaved_us = median_of_sorted(il);
+  for (auto& by_order : us)
+    for (auto& v : by_order) std::sort(v.begin(), v.end());
+  row.expert_wave_us = median_of_sorted(us[0][0]);
+  row.interleaved_us = median_of_sorted(us[1][0]);
+  row.expert_wave_drain_us = median_of_sorted(us[0][1]);
+  row.interleaved_drain_us = median_of_sorted(us[1][1]);
   row.speedup = row.expert_wave_us / row.interleaved_us;
-  row.correct = row.max_rel_err <= kMaxRelErr;
+  row.correct = row.max_rel_err <= kMaxRelErr && drain_bitwise;
   return row;
 }
 

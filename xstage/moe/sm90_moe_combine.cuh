@@ -1,7 +1,7 @@
 // Phase 3 of the fused MoE kernel, the combine: once every (token, slot) row of this
 // rank's tokens is back in comb (the owners' counter, released by the L2 tiles of
-// every rank), out[t] = sum_k w[t,k] * comb[t,k] in fp32, in slot order, one bf16
-// rounding.
+// every rank; with the combine drain, every owner's drain flag), out[t] = sum_k w[t,k]
+// * comb[t,k] in fp32, in slot order, one bf16 rounding.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,14 @@
 
 namespace xstage::moe::device {
 
+// Where (token, slot) s's row is: comb[s]; with the combine drain, its return row, or
+// for a row this rank computed, its recv row of drain_stage.
+__device__ __forceinline__ const std::uint16_t* slot_row(const FusedArgs& a, const std::uint16_t* comb, std::size_t s) {
+  if (a.drain_stage == nullptr) return comb + s * a.hidden;
+  return a.send_rank[s] == a.rank ? a.drain_stage + static_cast<std::size_t>(a.send_row[s]) * a.hidden
+                                  : comb + static_cast<std::size_t>(a.return_row[s]) * a.hidden;
+}
+
 // Consumer threads only (ctid 0..255): 8 columns per thread and step.
 constexpr int kCombineBatch = 8;  // slots loaded before they are summed
 template <class Prof>
@@ -23,8 +31,16 @@ __device__ void combine(const FusedArgs& a, int ctid, Prof& prof) {
   constexpr int kCombineThreads = 128 * Shape::kConsumerWGs;
   auto tp = Prof::now();
   if (ctid == 0) {
-    const auto* cnt = static_cast<const unsigned*>(local_window_at(a, 0)) + kMaxLocalExperts;
-    sync::wait_geq_acquire(a.wait, cnt, a.combine_expect, MoeSite::combine_rows, -1, sync::kCtaBudgets);
+    const auto* flags = static_cast<const unsigned*>(local_window_at(a, 0));
+    if (a.drain_stage == nullptr) {
+      sync::wait_geq_acquire(a.wait, flags + kMaxLocalExperts, a.combine_expect, MoeSite::combine_rows, -1,
+                             sync::kCtaBudgets);
+    } else {  // every owner's side stream (this rank's too: its own L2 tiles have ended)
+#pragma unroll 1
+      for (int d = 0; d < a.ranks; ++d)
+        sync::wait_geq_acquire(a.wait, flags + kDrainFlagsIndex + d, a.epoch, MoeSite::drained_rows, d,
+                               sync::kCtaBudgets);
+    }
   }
   hopper::named_sync(kConsumersBar, kCombineThreads);
   tp = prof.end(C::combine_wait, tp);
@@ -46,7 +62,7 @@ __device__ void combine(const FusedArgs& a, int ctid, Prof& prof) {
         if (j0 + jj >= a.topk) break;
         const std::size_t s = static_cast<std::size_t>(tok) * a.topk + j0 + jj;
         w[jj] = a.weight[s];
-        raw[jj] = *reinterpret_cast<const uint4*>(comb + s * a.hidden + v * 8);
+        raw[jj] = *reinterpret_cast<const uint4*>(slot_row(a, comb, s) + v * 8);
       }
 #pragma unroll
       for (int jj = 0; jj < kCombineBatch; ++jj) {

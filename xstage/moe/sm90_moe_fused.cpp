@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "combine_drain.hpp"
 #include "xstage/moe/device_route.hpp"
 
 #include "common/check.hpp"
@@ -69,6 +70,12 @@ struct FusedMoe::Impl {
   char* window_local = nullptr;                   // this rank's window memory
   std::array<char*, kMaxRanks> plain{};           // FusedArgs::plain (null: LSA pointers)
   std::array<char*, kMaxRanks> plain_comb{};      // FusedArgs::plain_comb (null: in the window)
+  bool host_link = false;                         // a OneGpuGroup with WindowMemory::host
+  bool drain_on = false;                          // set_combine_drain
+  std::unique_ptr<CombineDrain> drain;            // made by the first set_combine_drain(true)
+  DeviceBuffer<int> return_row;                   // RankLayout::return_row (host link)
+  RankLayout drain_layout;                        // the inputs' layout and order (host link), for a
+  std::vector<WorkItem> drain_order;              // drain made after set_inputs
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
@@ -94,6 +101,7 @@ struct FusedMoe::Impl {
   DeviceBuffer<unsigned long long> kernel_profile;  // set_profile(true): [blocks][roles][fields] cycles
   int profiled_launches = 0;
   unsigned epoch = 0;
+  unsigned store_launches = 0;  // launches whose L2 rows went to the owners by SM stores
   const std::uint16_t *x = nullptr, *w1 = nullptr, *w2 = nullptr;
   bool have_inputs = false;
 
@@ -152,6 +160,7 @@ struct FusedMoe::Impl {
       plain[j] = g.window(j);
       plain_comb[j] = g.comb(j);
     }
+    host_link = g.memory() == WindowMemory::host;
     window_local = plain[r];
     init();
   }
@@ -257,6 +266,12 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload_on(m.recv_src_rank, R.recv_src_rank, st);
   upload_on(m.recv_src_slot, R.recv_src_slot, st);
   upload_on(m.items, order, st);
+  if (m.host_link) {
+    upload_on(m.return_row, R.return_row, st);
+    if (m.drain) m.drain->set_inputs(R, order);
+    m.drain_order = order;
+    m.drain_layout = R;
+  }
   m.n_items = static_cast<int>(order.size());
   m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
   XS_CHECK_CUDA(cudaMemcpyAsync(m.n_items_dev.get(), &m.n_items, sizeof(int), cudaMemcpyHostToDevice, st));
@@ -414,6 +429,21 @@ FusedMoe::Profile FusedMoe::profile() {
   return summarize_profile(f, blocks_, launches, khz);
 }
 
+void FusedMoe::set_combine_drain(bool on) {
+  Impl& m = *impl_;
+  XS_ASSERT(!on || m.host_link,
+            "moe fused: the combine drain needs a OneGpuGroup with WindowMemory::host (rank {})", m.rank_id);
+  XS_ASSERT(!on || m.inputs != Impl::Inputs::device,
+            "moe fused: the combine drain plans its copies on the host; rank {} routes on the device", m.rank_id);
+  if (on && !m.drain) {
+    XS_CHECK_CUDA(cudaSetDevice(m.device));
+    synchronize();
+    m.drain = std::make_unique<CombineDrain>(m.p, m.rank_id, m.max_rows);
+    if (m.have_inputs) m.drain->set_inputs(m.drain_layout, m.drain_order);
+  }
+  m.drain_on = on;
+}
+
 void FusedMoe::launch() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
@@ -472,15 +502,24 @@ void FusedMoe::launch() {
   a.max_m_blocks = m.max_m_blocks;
   a.gate = m.gate.get();
   a.dispatch_expect = m.dispatch_expect.get();
-  // Every (token, slot) of this rank comes back once per L2 n-block.
-  a.combine_expect = m.epoch * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
+  // Every (token, slot) of this rank comes back once per L2 n-block, in every launch
+  // without the combine drain (whose launches count on the drain flags instead).
+  if (!m.drain_on) ++m.store_launches;
+  a.combine_expect =
+      m.store_launches * static_cast<unsigned>(m.p.tokens_per_rank * m.p.topk * (m.p.hidden / kL2TileN));
   a.epoch = m.epoch;
   a.dispatch_first = m.dispatch.first;
   a.dispatch_step = m.dispatch.step;
   a.profile = m.kernel_profile.get();
   if (a.profile != nullptr) ++m.profiled_launches;
   a.wait = {sync::wait_budget_ns(), m.rank_id, static_cast<int>(sync::Kernel::moe), m.report.device()};
+  if (m.drain_on) {
+    a.drain_stage = m.drain->stage();
+    a.l2_done = m.drain->l2_done();
+    a.return_row = m.return_row.get();
+  }
   launch_fused(a, blocks_, st);
+  if (m.drain_on) m.drain->enqueue(st, m.epoch, m.plain, m.plain_comb);
 }
 
 void FusedMoe::synchronize() {

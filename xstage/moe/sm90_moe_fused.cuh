@@ -27,6 +27,9 @@
 //   3. combine consumers acquire combine_cnt >= combine_expect; out[t] =
 //              sum_k w[t,k] * comb[t,k] (fp32, slot order, one bf16 rounding).
 //              (sm90_moe_combine.cuh)
+//   Host-link combine drain (FusedArgs::drain_stage): L2 rows stay local in recv
+//   order, l2_done[e] counts each expert's tiles, the owners' side streams copy each
+//   source's ranges back and raise its drain flags, which the combine acquires instead.
 //
 // Inside a CTA (warp specialisation; FusedKernelShape in xstage/moe/kernel_plan.hpp):
 //   warpgroup 0  producer: setmaxnreg 56; warp 0 takes tickets (lane 0), looks up
@@ -103,9 +106,10 @@ __device__ void consumer(const FusedArgs& a, uint8_t* smem, Barriers& bar, Prof&
       hopper::named_sync(epi_bar, 128);
       if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL1, it.expert * a.max_m_blocks + it.m_block, 0});
     } else {
-      if (rows > 0) store_rows_to_owners(a, bar, it, acc0, acc1, bar.dest[slot.index] + wg * 64, staged, warp, lane);
+      if (rows > 0)
+        store_rows_to_owners(a, bar, it, acc0, acc1, bar.dest[slot.index] + wg * 64, staged, row0, warp, lane);
       hopper::named_sync(epi_bar, 128);
-      if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL2, 0, s.counts[wg]});
+      if (tid == 0) post_release(a, bar, wg, rel, {kReleaseL2, it.expert, s.counts[wg]});
     }
     hopper::mbar_arrive(&bar.item_empty[slot.index]);  // every thread: its last read of the slot
     slot.advance<Shape::kItemSlots>();

@@ -12,8 +12,8 @@
 // release agent (lane 0 of the producer warpgroup's warp 3) takes it (acquire.cta),
 // runs fence.acq_rel.sys, which waits for the tile's stores to drain (cumulative
 // through the two CTA-scope synchronisations), and the red.adds: l1_done[e, m] += 1
-// for an L1 tile, each owner's combine counter += its rows for an L2 tile. No consumer
-// waits for its stores to drain.
+// for an L1 tile, each owner's combine counter += its rows for an L2 tile (with the
+// combine drain: l2_done[e] += 1). No consumer waits for its stores to drain.
 #pragma once
 
 #include <cstddef>
@@ -85,10 +85,13 @@ __device__ __forceinline__ void store_h_rows(const FusedArgs& a, const WorkItem&
 
 // REMOTE STORE (L2): each of this warpgroup's output rows into its owner's
 // comb[token*k + slot], columns [n_block * 256, + 256), by the lane that holds it;
-// `dest` is the warpgroup's 64 rows of the item's Barriers::dest.
+// `dest` is the warpgroup's 64 rows of the item's Barriers::dest. With the combine
+// drain (a.drain_stage) the rows stay in HBM at their recv rows from row0 instead (a
+// local store; the owner's side stream copies them across).
 __device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const Barriers& bar, const WorkItem& it,
                                                      const float (&acc0)[64], const float (&acc1)[64],
-                                                     const int* dest, std::uint16_t* staged, int warp, int lane) {
+                                                     const int* dest, std::uint16_t* staged, int row0, int warp,
+                                                     int lane) {
   const int g = lane / 4, t = lane % 4;
   int d[kLaneRows];
 #pragma unroll
@@ -101,8 +104,11 @@ __device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const B
 #pragma unroll
     for (int i = 0; i < kLaneRows; ++i) {
       if (d[i] == kNoDest) continue;
-      std::uint16_t* dst = bar.comb_base[d[i] % kMaxRanks] + static_cast<std::size_t>(d[i] / kMaxRanks) * a.hidden +
-                           it.n_block * kL2TileN + c * 64 + (lane % 8) * 8;
+      const int col = it.n_block * kL2TileN + c * 64 + (lane % 8) * 8;
+      std::uint16_t* dst =
+          a.drain_stage != nullptr
+              ? a.drain_stage + static_cast<std::size_t>(row0 + lane_row(warp, lane, i)) * a.hidden + col
+              : bar.comb_base[d[i] % kMaxRanks] + static_cast<std::size_t>(d[i] / kMaxRanks) * a.hidden + col;
       *reinterpret_cast<uint4*>(dst) =
           *reinterpret_cast<const uint4*>(staged + lane_row(warp, lane, i) * Shape::kStagePitch + (lane % 8) * 8);
     }
@@ -179,6 +185,8 @@ __device__ void release_agent(const FusedArgs& a, Barriers& bar) {
         --running;
       } else if (req[w].kind == kReleaseL1) {
         sync::red_add_relaxed_sys(a.l1_done + req[w].index, 1u);
+      } else if (a.l2_done != nullptr) {  // the combine drain: the expert's side stream counts tiles
+        sync::red_add_relaxed_sys(a.l2_done + req[w].index, 1u);
       } else {
         add_combine_counts(a, req[w].counts);
       }

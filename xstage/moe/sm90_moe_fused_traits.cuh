@@ -17,7 +17,7 @@ using Shape = FusedKernelShape;
 enum ReleaseKind : int { kReleaseStop = -1, kReleaseL1 = 0, kReleaseL2 = 1 };
 struct ReleaseReq {
   int kind;                                  // ReleaseKind
-  int index;                                 // L1: l1_done index (expert * max_m_blocks + m)
+  int index;                                 // L1: l1_done index (expert * max_m_blocks + m); L2: expert
   unsigned long long counts;                 // L2: byte o = rows stored to owner o (<= 64)
 };
 

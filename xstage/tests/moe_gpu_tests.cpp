@@ -156,7 +156,8 @@ TEST(MoeFusedGpu, SingleRank) {
 // empty experts and same-rank top-k; three launches (cumulative counters), each within
 // tolerance of the reference and bitwise equal to the first. Returns every rank's output.
 std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
-                                                       moe::WindowMemory memory = moe::WindowMemory::device) {
+                                                       moe::WindowMemory memory = moe::WindowMemory::device,
+                                                       bool drain = false) {
   const auto routing = moe::synthetic_routing(c.p, c.routing);
   const auto layout = moe::build_layout(c.p, routing);
   const auto w = moe::random_weights(c.p, 23);
@@ -174,6 +175,7 @@ std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
     xd.push_back(xstage::upload(x[r]));
     fused.push_back(std::make_unique<moe::FusedMoe>(group, r, streams[r]));
     fused[r]->set_weights(w1[r].get(), w2[r].get());
+    fused[r]->set_combine_drain(drain);
     const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
     const auto cfg = moe::choose_schedule(c.kind, c.p, tiles, fused[r]->blocks(), xstage::burstgap::example_params("peer"));
     const auto order = moe::make_scheduler(cfg)->order(tiles);
@@ -459,18 +461,38 @@ TEST(MoeFusedGpu, EightRanksOnOneGpu) {
 }
 
 // The same P kernels with the combine rows in mapped pinned host memory (the L2
-// epilogue's stores over the host link; dispatch rows and counters in HBM): the outputs
-// equal the HBM group's bitwise.
+// epilogue's stores over the host link; dispatch rows and counters in HBM), and with
+// the combine drain (the rows copied across by each rank's side stream): the outputs
+// equal the HBM group's bitwise, launch after launch.
 TEST(MoeFusedGpu, HostLinkWindowsGiveTheHbmOutputsBitwise) {
   for (const Case& c : {Case{{2, 200, 8, 2, 512, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 8},
                              moe::ScheduleKind::interleaved, 2},
                         Case{{4, 130, 16, 6, 256, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 4},
-                             moe::ScheduleKind::expert_wave, 2}}) {
+                             moe::ScheduleKind::expert_wave, 2},
+                        Case{{8, 96, 16, 4, 512, 384}, {.zipf = 1.2, .empty_experts = 3, .same_rank = 0.5, .seed = 9},
+                             moe::ScheduleKind::interleaved, 3}}) {
     const auto hbm = run_on_one_gpu(c);
     const auto host = run_on_one_gpu(c, moe::WindowMemory::host);
+    const auto drained = run_on_one_gpu(c, moe::WindowMemory::host, true);
     ASSERT_EQ(host.size(), hbm.size());
-    for (std::size_t r = 0; r < hbm.size(); ++r)
+    ASSERT_EQ(drained.size(), hbm.size());
+    for (std::size_t r = 0; r < hbm.size(); ++r) {
       EXPECT_TRUE(host[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": host-link output differs";
+      EXPECT_TRUE(drained[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": drained output differs";
+    }
+  }
+}
+
+TEST(MoeFusedGpu, CombineDrainNeedsHostLinkWindows) {
+  const moe::Problem p{2, 64, 8, 2, 256, 256};
+  const auto layout = moe::build_layout(p, moe::synthetic_routing(p, {.seed = 3}));
+  moe::OneGpuGroup group(p, layout.max_rows());
+  moe::FusedMoe fused(group, 0, nullptr);
+  try {
+    fused.set_combine_drain(true);
+    ADD_FAILURE() << "no error";
+  } catch (const common::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("WindowMemory::host"), std::string::npos) << e.what();
   }
 }
 
@@ -489,7 +511,7 @@ TEST(MoeFusedGpu, RefusesMoreRanksThanGpus) {
 // not hang. Its producer's wait for the dispatch rows of a local expert times out first
 // (the waits inside its CTA, which that wait holds up, have twice the budget), ends the kernel, and
 // synchronize() throws one line naming the rank, the wait, and the ranks the rows come from.
-static int absent_peer_child(moe::WindowMemory memory) {
+static int absent_peer_child(moe::WindowMemory memory, bool drain = false) {
   const moe::Problem p{2, 200, 8, 2, 512, 256};
   const auto routing = moe::synthetic_routing(p, {.seed = 12});
   const auto layout = moe::build_layout(p, routing);
@@ -501,6 +523,7 @@ static int absent_peer_child(moe::WindowMemory memory) {
   auto w1 = xstage::upload(w.w1[0]), w2 = xstage::upload(w.w2[0]), xd = xstage::upload(x[0]);
   moe::FusedMoe fused(group, 0, stream);
   fused.set_weights(w1.get(), w2.get());
+  fused.set_combine_drain(drain);
   const auto tiles = moe::build_tiles(p, layout.ranks[0]);
   const auto cfg = moe::choose_schedule(moe::ScheduleKind::interleaved, p, tiles, fused.blocks(),
                                         xstage::burstgap::example_params("peer"));
@@ -521,13 +544,14 @@ static int absent_peer_child(moe::WindowMemory memory) {
 static int child_main(const std::string& name) {
   if (name == "absent") return absent_peer_child(moe::WindowMemory::device);
   if (name == "absent_host") return absent_peer_child(moe::WindowMemory::host);
+  if (name == "absent_drain") return absent_peer_child(moe::WindowMemory::host, true);
   return 2;
 }
 
 TEST(MoeFusedGpu, AbsentPeerTimesOutNamingTheWaitAndTheSources) {
   // `timeout` turns a hang into exit status 124 (a failure here, not a stuck test). With
   // the windows over the host link too: the counters the waits poll are host memory.
-  for (const char* child : {"absent", "absent_host"}) {
+  for (const char* child : {"absent", "absent_host", "absent_drain"}) {
     const auto [code, out] = common::run_self_as_child(child, "XSTAGE_WAIT_TIMEOUT_MS=300 timeout 60");
     EXPECT_EQ(code, 7) << child << ": " << out;
     EXPECT_NE(out.find("device wait timed out on rank 0"), std::string::npos) << child << ": " << out;

@@ -182,6 +182,38 @@ TEST(MoeLayout, DispatchCombineIdentityRoundTripIsBitwise) {
   }
 }
 
+// The host-link combine drain: each owner's (local expert, source) ranges copied whole
+// into the sources' return rows give every (token, slot) its row, as the direct combine
+// does; the copies never touch the owner's own rows and fill each return row once.
+TEST(MoeLayout, DrainedCombineEqualsTheDirectOne) {
+  for (int P : {2, 4, 8}) {
+    const auto p = small(P, 29, 16, 4);
+    const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 3, .same_rank = 0.5, .seed = 5});
+    const auto L = moe::build_layout(p, r);
+    // Recv rows that differ from each other: the row's index in every element.
+    std::vector<std::vector<moe::bf16_bits>> recv(P);
+    for (int d = 0; d < P; ++d) {
+      recv[d].resize(std::size_t(L.ranks[d].rows()) * p.hidden);
+      for (std::size_t i = 0; i < recv[d].size(); ++i) recv[d][i] = moe::bf16_bits(1000 * d + i / p.hidden);
+    }
+    EXPECT_EQ(moe::combine_rows_drained(L, recv, p.hidden), moe::combine_rows(L, recv, p.hidden)) << P;
+    std::vector<int> filled(P, 0);
+    for (int d = 0; d < P; ++d)
+      for (int e = 0; e < p.experts_per_rank(); ++e)
+        for (const auto& c : moe::drain_copies(L.ranks[d], e, P)) {
+          EXPECT_NE(c.dst_rank, d);
+          EXPECT_GE(c.src_row, L.ranks[d].expert_offset[e]);
+          EXPECT_LE(c.src_row + c.rows, L.ranks[d].expert_offset[e + 1]);
+          filled[c.dst_rank] += c.rows;
+        }
+    for (int s = 0; s < P; ++s) {
+      int remote = 0;
+      for (int d : L.ranks[s].send_rank) remote += d != s;
+      EXPECT_EQ(filled[s], remote) << "P " << P << " rank " << s;
+    }
+  }
+}
+
 TEST(MoeLayout, RejectsBadRouting) {
   const auto p = small(2, 2, 8, 2);
   std::vector<moe::Routing> r(2, moe::Routing{2, 2, {0, 1, 2, 2}, {1, 1, 1, 1}});

@@ -116,13 +116,6 @@ bool host_link_keeps_bits(HostLinkShare& s, const attention::FwdConfig& cfg,
   return true;
 }
 
-// cuStreamWaitValue32 through the runtime's driver entry point (no link against libcuda).
-using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-WaitValueFn wait_value_fn() {
-  static const auto fn = reinterpret_cast<WaitValueFn>(common::driver_function("cuStreamWaitValue32"));
-  return fn;
-}
-
 // The copy-engine drain over the host link. The fused kernel walks the owner_major order
 // in chunks of chunk_blocks row blocks and stores every owner's rows into HBM (the
 // remote owners' into their HBM copies, which stage them) with by_agent signals on one
@@ -164,11 +157,7 @@ struct CopyEngineDrain {
   CopyEngineDrain& operator=(const CopyEngineDrain&) = delete;
 
   uint32_t* chunk_counter(int owner, int c) const { return counter.get() + std::size_t(owner) * chunks + c; }
-  void wait_for(uint32_t* count, uint32_t value) {
-    const CUresult rc = wait_value_fn()(reinterpret_cast<CUstream>(side), reinterpret_cast<CUdeviceptr>(count), value,
-                                        CU_STREAM_WAIT_VALUE_GEQ);
-    XS_ASSERT(rc == CUDA_SUCCESS, "copy-engine drain: cuStreamWaitValue32 failed (CUresult {})", static_cast<int>(rc));
-  }
+  void wait_for(uint32_t* count, uint32_t value) { common::stream_wait_geq(side, count, value); }
   // Rows [c·chunk_rows, + rows) of this rank's heads of owner j, from its HBM copy to its
   // host buffer.
   void copy_rows(int j, int c, int64_t rows) {

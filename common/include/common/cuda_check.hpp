@@ -33,6 +33,13 @@ namespace common {
 // signature, so no target links against libcuda; throws common::Error naming it when the
 // driver lacks it. Callers cache the pointer (it does not change within a process).
 void* driver_function(const char* name);
+// Stream memory operations on the GPU's front end (no SM, no kernel), through
+// driver_function: `stream` waits until the 32-bit word at device address `word` is at
+// least `value` (cuStreamWaitValue32 GEQ, which compares cyclically: (int)(word - value)
+// >= 0; no timeout of its own), or writes `value` there once the stream's earlier work
+// is done and visible (cuStreamWriteValue32). Throw common::Error naming the call.
+void stream_wait_geq(cudaStream_t stream, const unsigned* word, unsigned value);
+void stream_write(cudaStream_t stream, unsigned* word, unsigned value);
 }  // namespace common
 
 // A plain-message check for .cu files (host code elsewhere uses XS_ASSERT).

@@ -94,6 +94,10 @@ struct HostLinkRow {
   BenchConfig config;
   double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch
   double speedup = 0;                             // expert_wave / interleaved
+  // The same two orders with the combine drain (FusedMoe::set_combine_drain: the copy
+  // engine carries the combine rows), medians; 0 where not measured. Their outputs
+  // must equal the SM stores' of the same order bitwise (part of `correct`).
+  double expert_wave_drain_us = 0, interleaved_drain_us = 0;
   double predicted_stall_expert_wave_us = 0;      // the advisor, for one rank's schedule
   double predicted_stall_interleaved_us = 0;
   double predicted_compute_us = 0;                // Expert-Wave's order on one rank's SMs (order_time_ns)
@@ -128,8 +132,10 @@ double host_link_combine_bytes(const BenchConfig& c);
 // Expert-Wave stall (> 1 % of the compute), the extremes over all, the predicted
 // speedup's median relative error, predicted and measured speedup where the model
 // predicts a win (>= 1.1), and the combine bytes per second of Expert-Wave's forward
-// (host_link_combine_bytes over its time: what the link carried at the least). The
-// results file's `summary`; null where no row counts.
+// (host_link_combine_bytes over its time: what the link carried at the least); over
+// the rows with drain times, Interleaved with the combine drain over Expert-Wave with
+// SM stores (geomean, max) and over Expert-Wave with the drain. The results file's
+// `summary`; null where no row counts.
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows);
 // A row of a `--link host` results file (host_link_row's keys) back as a HostLinkRow:
 // configuration, both times, the predictions and the check (not the Interleaved config).

@@ -25,6 +25,12 @@ struct RankLayout {
   std::vector<int> recv_src_rank;  // [rows] owner of the token
   std::vector<int> recv_src_slot;  // [rows] token * k + slot on the owner (its comb row)
   std::vector<int> recv_from;      // [P] rows this rank receives from each source
+  // The host-link combine drain (FusedMoe::set_combine_drain): this rank's L2 rows stay in
+  // recv order, and each (local expert, source) range goes back to its source as one copy.
+  // A source's return rows hold its ranges in (owner rank, owner's local expert) order.
+  std::vector<int> recv_start;     // [E/P * P + 1] first recv row of (local expert e, source s) at e * P + s
+  std::vector<int> return_start;   // [E/P * P] where that range starts in the source's return rows
+  std::vector<int> return_row;     // [T*k] row of each (token, slot)'s result in this rank's return rows
   int rows() const { return expert_offset.empty() ? 0 : expert_offset.back(); }
   int count(int local_expert) const { return expert_offset[local_expert + 1] - expert_offset[local_expert]; }
 };
@@ -38,6 +44,15 @@ Layout build_layout(const Problem& p, const std::vector<Routing>& routing);
 // Structural invariants (every (token, slot) sent once, maps inverse, offsets
 // monotone); throws naming the first broken one.
 void check_layout(const Layout& layout, const std::vector<Routing>& routing);
+
+// One copy of the combine drain: `rows` rows from the owner's recv-ordered L2 rows at
+// `src_row` to rank `dst_rank`'s return rows at `dst_row`.
+struct DrainCopy {
+  int src_row, dst_rank, dst_row, rows;
+};
+// Owner R's copies of local expert `local_expert`'s rows back to the other ranks (its own
+// rows stay: the combine reads them in place); empty ranges left out.
+std::vector<DrainCopy> drain_copies(const RankLayout& R, int local_expert, int ranks);
 
 // Sizes of the GPU planner's buffers (FusedMoe::route_on_device, moe/device_route.hpp).
 namespace route {
@@ -61,6 +76,12 @@ std::vector<std::vector<bf16_bits>> dispatch_rows(const Layout& layout, const st
                                                   int row_elems);
 std::vector<std::vector<bf16_bits>> combine_rows(const Layout& layout,
                                                  const std::vector<std::vector<bf16_bits>>& recv, int row_elems);
+// The same through the combine drain: every owner's drain_copies into the sources' return
+// rows [T*k, row_elems], then each (token, slot) read at return_row (or, for a row this
+// rank computed itself, at send_row of its own recv-shaped rows). Equal to combine_rows.
+std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& layout,
+                                                         const std::vector<std::vector<bf16_bits>>& recv,
+                                                         int row_elems);
 
 
 }  // namespace xstage::moe

@@ -37,6 +37,10 @@ inline constexpr int kFusedThreads = FusedKernelShape::kThreads;  // producer + 
 inline constexpr int kMaxLocalExperts = 512;     // flags area: 4 KiB of counters
 inline constexpr int kMaxRanks = 8;              // one NVLink domain of H200s
 inline constexpr std::size_t kFlagsBytes = 4096;
+// Flags word of owner d's drain flag (FusedMoe::set_combine_drain): d's side stream writes
+// its launch number there once its copies to this rank have landed.
+inline constexpr int kDrainFlagsIndex = kMaxLocalExperts + 8;
+static_assert((kDrainFlagsIndex + kMaxRanks) * sizeof(unsigned) <= kFlagsBytes, "drain flags");
 
 // The kernel's wait sites (sync::WaitReport::site; the kernel reports into the
 // launcher's own host-mapped report) and their names. Budgets (sync/wait.cuh): the
@@ -45,7 +49,8 @@ inline constexpr std::size_t kFlagsBytes = 4096;
 enum class MoeSite : int {
   start_gate, lsa_barrier, dispatch_rows, l1_row_block, combine_rows,  // counters
   item_full, item_empty, stage_full, stage_empty,                       // mbarriers
-  release_full, release_empty                                           // the release agent's queue
+  release_full, release_empty,                                          // the release agent's queue
+  drained_rows                                                          // the combine drain's flags
 };
 inline constexpr const char* kMoeSiteNames[] = {
     "start gate (after the LSA barrier)",
@@ -60,6 +65,7 @@ inline constexpr const char* kMoeSiteNames[] = {
     "release agent waits for a finished tile (index = bit mask of the consumer warpgroups still running; no tile "
     "for six budgets)",
     "mbarrier release_empty (consumer waits for the release agent; index = warpgroup * slots + slot)",
+    "combine rows copied back by an owner's drain stream (index = owner rank)",
 };
 inline constexpr sync::SiteNames kMoeSites{sync::Kernel::moe, "moe fused", kMoeSiteNames,
                                            static_cast<int>(std::size(kMoeSiteNames))};
@@ -102,6 +108,14 @@ struct FusedArgs {
   unsigned* gate;                  // local: block 0 releases the epoch after the LSA barrier
   const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
   unsigned combine_expect;         // cumulative combine count to wait for
+  // The host-link combine drain, or all null: L2 rows go to this rank's drain_stage in
+  // recv order (HBM) and l2_done[local expert] counts the tiles' warpgroup halves (only
+  // grows); the owners' side streams copy them into the sources' return rows (plain_comb)
+  // and raise the drain flags; the combine reads a row at return_row, or its own rows
+  // at send_row of drain_stage.
+  std::uint16_t* drain_stage;      // [max_rows, hidden]
+  unsigned* l2_done;               // [E/P]
+  const int* return_row;           // [T*k]
   unsigned epoch;                  // launch number, from 1
   int dispatch_first, dispatch_step;  // dispatch passes over local expert ids (moe::DispatchPlan)
   unsigned long long* profile;     // nullptr: an unprofiled launch; else see kProfileRoles
@@ -207,6 +221,15 @@ class FusedMoe {
   // moe --blocks). profile() reads the sums of the current count's CTAs: change it
   // only between profile() calls.
   void set_blocks(int n);
+  // The combine's rows over the host link by copy engine instead of SM stores (a
+  // OneGpuGroup with WindowMemory::host, inputs by set_inputs): the L2 epilogue stores
+  // into HBM in recv order, and a side stream per rank waits for each local expert's L2
+  // tiles (cuStreamWaitValue32 on the GPU's front end: no SM) and copies each source's
+  // range of them to that source's return rows, experts in the order their last L2 tile
+  // comes; then it raises the drain flags that the combine waits for (with its budget).
+  // No SM store crosses the link, so no SM's reads wait behind the stage. Each launch's
+  // stream joins its side stream. Next launch on.
+  void set_combine_drain(bool on);
   void launch();                      // one fused forward on rank.stream()
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a

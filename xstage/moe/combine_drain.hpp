@@ -1,0 +1,57 @@
+// The host-link combine drain of one rank of a OneGpuGroup (FusedMoe::set_combine_drain):
+// the L2 epilogue keeps its rows in HBM in recv order (stage), the release agent counts
+// each local expert's tiles (l2_done, only grows), and a side stream waits for each
+// expert's count and copies each source's range of its rows to that source's return
+// rows over the host link, then raises this owner's flag on every rank (the combine's
+// wait). The copy engine moves the bytes, so the SMs' reads do not wait behind the
+// post-issue stage as they do for SM stores (docs/xstage-host-link.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "common/device_buffer.hpp"
+#include "xstage/moe/layout.hpp"
+#include "xstage/moe/sm90_moe_fused.hpp"
+
+namespace xstage::moe {
+
+class CombineDrain {
+ public:
+  CombineDrain(const Problem& p, int rank, int max_rows);
+  ~CombineDrain();
+  CombineDrain(const CombineDrain&) = delete;
+  CombineDrain& operator=(const CombineDrain&) = delete;
+
+  // This forward's plan from the rank's layout and order: the experts in the order of
+  // their last L2 tile, each with its tile halves and its copies.
+  void set_inputs(const RankLayout& R, const std::vector<WorkItem>& order);
+  // Enqueues launch `epoch`'s waits, copies and flags on the side stream (after the
+  // kernel's launch on `main`) and makes `main` wait for them at its end. windows[r]: rank r's window (flags at word kDrainFlagsIndex);
+  // returns[r]: rank r's return rows (mapped host memory).
+  void enqueue(cudaStream_t main, unsigned epoch, const std::array<char*, kMaxRanks>& windows,
+               const std::array<char*, kMaxRanks>& returns);
+  void synchronize();  // the side stream
+  std::uint16_t* stage() { return stage_.get(); }
+  unsigned* l2_done() { return l2_done_.get(); }
+
+ private:
+  struct Expert {
+    int local = 0;
+    unsigned halves = 0;  // L2 tile halves released per forward (two per tile)
+    std::vector<DrainCopy> copies;
+  };
+  Problem p_;
+  int rank_;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  DeviceBuffer<std::uint16_t> stage_;
+  DeviceBuffer<unsigned> l2_done_;
+  std::vector<unsigned> total_;  // cumulative halves per local expert, as l2_done must reach
+  std::vector<Expert> experts_;  // this forward's, in the order their last L2 tile comes
+};
+
+}  // namespace xstage::moe
