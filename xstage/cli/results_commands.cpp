@@ -133,8 +133,10 @@ const SweepSection kMoeSection{
     {"tokens_per_rank", "experts", "topk", "hidden", "intermediate", "ep", "routing", "expert_wave_us", "interleaved_us",
      "speedup", "predicted_speedup", "predicted_compute_us", "predicted_stall_expert_wave_us",
      "predicted_stall_interleaved_us", "correct"},
-    "predicted_speedup", "speedup", "host_link_moe_speedup.png", "MoE over the host link: Interleaved vs Expert-Wave",
-    {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us"}};
+    "predicted_speedup", "speedup", "host_link_moe_speedup.png",
+    "MoE over the host link: the advisor's schedule vs Expert-Wave",
+    {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us", "schedule", "advised_us",
+     "predicted_expert_wave_us", "predicted_interleaved_us", "predicted_drain_us", "copy_op_us", "copy_GBps"}};
 
 // The section's rows (its keys) and the summary the bench wrote, with its command and date.
 nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {

@@ -13,12 +13,57 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/stats.hpp"
 #include "xstage/bench/report.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::moe {
+
+double predict_drain_us(double compute_us, const std::vector<double>& l2_end_us,
+                        const std::vector<double>& expert_bytes, const std::vector<int>& expert_copies, int ranks,
+                        double readback_bytes, const burstgap::CopyCosts& copy, const burstgap::ModelParams& link) {
+  XS_ASSERT(l2_end_us.size() == expert_bytes.size() && expert_bytes.size() == expert_copies.size(),
+            "drain prediction: {} end times, {} byte counts, {} copy counts", l2_end_us.size(), expert_bytes.size(),
+            expert_copies.size());
+  const double GBps = copy.GBps > 0 ? copy.GBps : link.drain_GBps;
+  std::vector<std::size_t> by_end(l2_end_us.size());
+  for (std::size_t e = 0; e < by_end.size(); ++e) by_end[e] = e;
+  std::sort(by_end.begin(), by_end.end(), [&](std::size_t a, std::size_t b) { return l2_end_us[a] < l2_end_us[b]; });
+  double link_free = 0;
+  for (std::size_t e : by_end) {
+    if (expert_copies[e] == 0) continue;
+    link_free = std::max(link_free, l2_end_us[e]) + copy.op_ms * 1e3 * (1 + expert_copies[e]) +
+                ranks * expert_bytes[e] / GBps * 1e-3;
+  }
+  // The flags' writes: one more stream operation after the last copy.
+  return std::max(compute_us, link_free + copy.op_ms * 1e3) + burstgap::read_blocked_drain_ns(link, readback_bytes) * 1e-3;
+}
+
+namespace {
+// Rank 0's side of the drain (the other ranks alike): per local expert its L2 tiles' end in
+// the Interleaved order, its remote bytes and copies; and the rows the combine reads back.
+double drain_us(const HostLinkRow& row, const Problem& p, const Layout& layout, const TileLists& tiles, int blocks,
+                const TileTimeModel& time, const burstgap::ModelParams& params) {
+  std::vector<double> l2_end;
+  const double compute_ns =
+      order_time_ns(p, tiles, make_scheduler(row.interleaved)->order(tiles), blocks, time, &l2_end);
+  const RankLayout& R = layout.ranks[0];
+  const int epr = p.experts_per_rank();
+  std::vector<double> bytes(epr, 0);
+  std::vector<int> copies(epr, 0);
+  const double row_bytes = double(p.hidden) * sizeof(bf16_bits);
+  for (int e = 0; e < epr; ++e) {
+    l2_end[e] *= 1e-3;
+    for (const DrainCopy& c : drain_copies(R, e, p.ranks)) bytes[e] += c.rows * row_bytes, ++copies[e];
+  }
+  long long remote_rows = 0;
+  for (int d : R.send_rank) remote_rows += d != 0;
+  return predict_drain_us(compute_ns * 1e-3, l2_end, bytes, copies, p.ranks, double(p.ranks) * remote_rows * row_bytes,
+                          row.copy, params);
+}
+}  // namespace
 
 void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params, int sms) {
   const Problem p = row.config.problem();
@@ -27,7 +72,8 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   const TileLists tiles = build_tiles(p, layout.ranks[0]);
   const int blocks = std::max(1, sms / p.ranks);  // OneGpuGroup's default per rank
   const TileTimeModel time;
-  const double blocked_us = burstgap::read_blocked_drain_ns(params, host_link_combine_bytes(row.config)) * 1e-3;
+  const double combine_bytes = host_link_combine_bytes(row.config);
+  const double blocked_us = burstgap::read_blocked_drain_ns(params, combine_bytes) * 1e-3;
   auto stall_us = [&](ScheduleKind kind, ScheduleConfig* out) {
     const ScheduleConfig cfg = choose_schedule(kind, p, tiles, blocks, params, time);
     if (out) *out = cfg;
@@ -40,8 +86,15 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   const OrderTimes compute = order_times(p, tiles, row.interleaved, time);  // on `blocks` (the config's SMs)
   row.predicted_compute_us = compute.expert_wave_ns * 1e-3;
   row.predicted_compute_interleaved_us = compute.interleaved_ns * 1e-3;
-  row.predicted_speedup = (row.predicted_compute_us + row.predicted_stall_expert_wave_us) /
-                          (row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us);
+  // With SM stores every rank's combine rows are in host memory, read back over the link.
+  const double readback_us = blocked_us;
+  row.predicted_expert_wave_us = row.predicted_compute_us + row.predicted_stall_expert_wave_us + readback_us;
+  row.predicted_interleaved_us =
+      row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us + readback_us;
+  row.predicted_drain_us = drain_us(row, p, layout, tiles, blocks, time, params);
+  row.schedule = row.predicted_drain_us < 0.99 * row.predicted_interleaved_us ? "drain" : "sm_stores";
+  row.predicted_speedup = row.predicted_expert_wave_us /
+                          (row.schedule == "drain" ? row.predicted_drain_us : row.predicted_interleaved_us);
 }
 
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
@@ -49,13 +102,16 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
   std::vector<double> then, now, then_err, now_err;
   for (const HostLinkRow& m : measured) {
     if (!m.correct) continue;
-    then.push_back(m.expert_wave_us / (m.predicted_compute_us + m.predicted_stall_expert_wave_us));
+    then.push_back(m.expert_wave_us / m.predicted_expert_wave_us);
     HostLinkRow r;
     r.config = m.config;
+    r.copy = m.copy;
     predict_host_link_row(r, params, sms);
-    now.push_back(m.expert_wave_us / (r.predicted_compute_us + r.predicted_stall_expert_wave_us));
+    now.push_back(m.expert_wave_us / r.predicted_expert_wave_us);
     then_err.push_back(std::abs(m.predicted_speedup / m.speedup - 1));
-    now_err.push_back(std::abs(r.predicted_speedup / m.speedup - 1));
+    // The schedule the row measured, as this model predicts it.
+    const double advised = m.schedule == "drain" ? r.predicted_drain_us : r.predicted_interleaved_us;
+    now_err.push_back(std::abs(r.predicted_expert_wave_us / advised / m.speedup - 1));
   }
   ModelCheck c;
   if (!now.empty()) {
@@ -72,10 +128,13 @@ double host_link_combine_bytes(const BenchConfig& c) {
 }
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
-  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order;
+  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores;
+  std::size_t drain_chosen = 0;
   for (const auto& r : rows) {
     if (!r.correct) continue;
     all.push_back(r.speedup);
+    stores.push_back(r.expert_wave_us / r.interleaved_us);
+    drain_chosen += r.schedule == "drain";
     if (r.interleaved_drain_us > 0 && r.expert_wave_drain_us > 0) {
       drain.push_back(r.expert_wave_us / r.interleaved_drain_us);
       drain_order.push_back(r.expert_wave_drain_us / r.interleaved_drain_us);
@@ -88,6 +147,8 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
   const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty(), drained = !drain.empty();
   return {{"rows_where_stall_predicted", where_stall.size()},
+          {"rows_where_drain_chosen", drain_chosen},
+          {"sm_stores_interleaved_over_expert_wave_geomean", or_null(any, any ? bench::geomean(stores) : 0)},
           {"rows_with_drain", drain.size()},
           {"drain_interleaved_over_expert_wave_geomean", or_null(drained, bench::geomean(drain))},
           {"drain_interleaved_over_expert_wave_max",
@@ -115,15 +176,25 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   m.expert_wave_us = d("expert_wave_us");
   m.interleaved_us = d("interleaved_us");
   m.speedup = d("speedup");
+  // Rows measured before the combine drain: Interleaved with SM stores was the schedule.
+  m.schedule = r.value("schedule", std::string("sm_stores"));
+  m.advised_us = r.value("advised_us", m.interleaved_us);
   m.predicted_compute_us = d("predicted_compute_us");
   // Files written before the order simulation predicted one compute time for both orders.
   m.predicted_compute_interleaved_us = r.value("predicted_compute_interleaved_us", m.predicted_compute_us);
   m.predicted_stall_expert_wave_us = d("predicted_stall_expert_wave_us");
   m.predicted_stall_interleaved_us = d("predicted_stall_interleaved_us");
   m.predicted_speedup = d("predicted_speedup");
-  // Rows measured before the combine drain have no drain times (0: not measured).
+  // Rows measured before the combine drain have no drain times (0: not measured), and
+  // predicted each order as compute + stall.
   m.expert_wave_drain_us = r.value("expert_wave_drain_us", 0.0);
   m.interleaved_drain_us = r.value("interleaved_drain_us", 0.0);
+  m.predicted_expert_wave_us =
+      r.value("predicted_expert_wave_us", m.predicted_compute_us + m.predicted_stall_expert_wave_us);
+  m.predicted_interleaved_us =
+      r.value("predicted_interleaved_us", m.predicted_compute_interleaved_us + m.predicted_stall_interleaved_us);
+  m.predicted_drain_us = r.value("predicted_drain_us", 0.0);
+  m.copy = {r.value("copy_op_us", 0.0) * 1e-3, r.value("copy_GBps", 0.0)};
   m.correct = r.at("correct").get<bool>();
   return m;
 }
@@ -135,25 +206,32 @@ void predict_host_link_sweep(const SweepOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> where_stall;
   double best = 0;
-  fmt::print("| tokens | E | k | hidden | I | P | routing | compute EW us | compute IL us | stall EW us | stall IL us | "
-             "IL over EW | IL wave / lag / split |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("| tokens | E | k | hidden | I | P | routing | compute EW us | stall EW us | EW us | IL stores us | "
+             "IL drain us | advised | EW over advised | IL wave / lag / split |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const BenchConfig& c : configs) {
     HostLinkRow r;
     r.config = c;
+    r.copy = kH200CopyCosts;
     predict_host_link_row(r, host, o.sms);
     const bool stall = r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us;
     if (stall) where_stall.push_back(r.predicted_speedup);
     best = std::max(best, r.predicted_speedup);
-    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.3f} | {} / {} / {} |\n",
+    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} | {:.3f} | {} / {} / {} "
+               "|\n",
                c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing, r.predicted_compute_us,
-               r.predicted_compute_interleaved_us, r.predicted_stall_expert_wave_us, r.predicted_stall_interleaved_us,
-               r.predicted_speedup, r.interleaved.wave_experts, r.interleaved.lag, r.interleaved.burst_split);
+               r.predicted_stall_expert_wave_us, r.predicted_expert_wave_us, r.predicted_interleaved_us,
+               r.predicted_drain_us, r.schedule, r.predicted_speedup, r.interleaved.wave_experts, r.interleaved.lag,
+               r.interleaved.burst_split);
     rows.push_back({{"tokens_per_rank", c.tokens_per_rank}, {"experts", c.experts}, {"topk", c.topk},
                     {"hidden", c.hidden}, {"intermediate", c.intermediate}, {"ep", c.ep}, {"routing", c.routing},
                     {"predicted_compute_us", r.predicted_compute_us},
                     {"predicted_compute_interleaved_us", r.predicted_compute_interleaved_us},
                     {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
                     {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},
+                    {"predicted_expert_wave_us", r.predicted_expert_wave_us},
+                    {"predicted_interleaved_us", r.predicted_interleaved_us},
+                    {"predicted_drain_us", r.predicted_drain_us}, {"schedule", r.schedule},
                     {"predicted_speedup", r.predicted_speedup},
                     {"interleaved_config",
                      {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
@@ -162,9 +240,10 @@ void predict_host_link_sweep(const SweepOptions& o) {
   double log_sum = 0;
   for (double x : where_stall) log_sum += std::log(x);
   const double geomean = where_stall.empty() ? 0 : std::exp(log_sum / where_stall.size());
-  fmt::print("predicted Interleaved over Expert-Wave: {} of {} rows with an Expert-Wave stall, geomean {:.3f} there; "
-             "maximum {:.3f} ({} SMs, fit {}/{})\n",
-             where_stall.size(), configs.size(), geomean, best, o.sms, host.pattern, host.store);
+  fmt::print("predicted Expert-Wave over the advisor's schedule: {} of {} rows with an Expert-Wave stall, geomean {:.3f} "
+             "there; maximum {:.3f} ({} SMs, fit {}/{}, copy engine {:.1f} GB/s and {:.1f} us per operation)\n",
+             where_stall.size(), configs.size(), geomean, best, o.sms, host.pattern, host.store, kH200CopyCosts.GBps,
+             kH200CopyCosts.op_ms * 1e3);
   if (o.json.empty()) return;
   const nlohmann::json out = {{"what", "the model's side of `xstage bench moe --link host`: predictions, nothing measured"},
                               {"command", o.command},

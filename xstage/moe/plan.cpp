@@ -106,7 +106,7 @@ TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& 
 }
 
 double order_time_ns(const Problem& p, const TileLists& t, const std::vector<WorkItem>& order, int blocks,
-                     const TileTimeModel& m) {
+                     const TileTimeModel& m, std::vector<double>* l2_end) {
   XS_ASSERT(blocks >= 1, "order_time_ns: blocks must be >= 1 (got {})", blocks);
   TileTimeModel compute_only = m;  // the tiles' own time; the weight stream bounds the whole below
   compute_only.hbm_gbps = std::numeric_limits<double>::infinity();
@@ -131,6 +131,7 @@ double order_time_ns(const Problem& p, const TileLists& t, const std::vector<Wor
   std::priority_queue<Request, std::vector<Request>, std::greater<>> asking;
   for (int b = 0; b < blocks; ++b) asking.push({0.0, b});
   double last = 0;
+  if (l2_end) l2_end->assign(std::size_t(t.experts), 0.0);
   for (const WorkItem& it : order) {
     const int b = asking.top().second;
     asking.pop();
@@ -139,6 +140,7 @@ double order_time_ns(const Problem& p, const TileLists& t, const std::vector<Wor
     const double start = std::max(free_at[std::size_t(b)], l1 ? 0.0 : l1_end[rb]);
     const double ns = l1 ? l1_ns[e] : l2_ns[e], end = start + ns;
     if (l1) l1_end[rb] = std::max(l1_end[rb], end);
+    else if (l2_end) (*l2_end)[e] = std::max((*l2_end)[e], end);
     free_at[std::size_t(b)] = end;
     last = std::max(last, end);
     // The producer issues the item's K steps into the ring, so it asks for its next
@@ -146,6 +148,8 @@ double order_time_ns(const Problem& p, const TileLists& t, const std::vector<Wor
     const int k_steps = (l1 ? p.hidden : p.intermediate) / kTileK;
     asking.push({std::max(start, end - ns * std::min(1.0, double(FusedKernelShape::kStages) / k_steps)), b});
   }
+  if (l2_end && last > 0 && stream_ns > last)
+    for (double& v : *l2_end) v *= stream_ns / last;
   return std::max(last, stream_ns);
 }
 

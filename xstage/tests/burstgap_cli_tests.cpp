@@ -194,14 +194,15 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
 }
 
 // The model's side of the host-link MoE sweep runs without a GPU: one table row per
-// selected configuration, and JSON rows whose speedup is (compute + Expert-Wave stall)
-// over (compute + Interleaved stall), the shipped host-link fit's.
+// selected configuration, and JSON rows whose speedup is Expert-Wave's forward (compute +
+// stall + the combine's reads back) over the advisor's schedule's (Interleaved with SM
+// stores or with the drain, whichever is predicted faster), the shipped host-link fit's.
 TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
   const CliResult r = xstage("bench moe --link host --predict-only --tokens 2048 --ep 4 --routing skewed --json " +
                              path("moe_predict.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2 + 12 + 1) << r.out;  // header, 12 shapes, summary
-  EXPECT_NE(r.out.find("predicted Interleaved over Expert-Wave: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted Expert-Wave over the advisor's schedule: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fit host/st16"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(path("moe_predict.json")));
   ASSERT_EQ(j["rows"].size(), 12u);
@@ -211,7 +212,13 @@ TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
                  ew = row["predicted_stall_expert_wave_us"], il = row["predicted_stall_interleaved_us"];
     EXPECT_GT(c, 0.0);
     EXPECT_GT(ci, 0.0);
-    EXPECT_NEAR(row["predicted_speedup"].get<double>(), (c + ew) / (ci + il), 1e-9);
+    const double ew_us = row["predicted_expert_wave_us"], il_us = row["predicted_interleaved_us"],
+                 drain_us = row["predicted_drain_us"];
+    EXPECT_GT(ew_us, c + ew);  // the combine's reads back
+    EXPECT_NEAR(ew_us - c - ew, il_us - ci - il, 1e-6);  // the same reads in either order
+    const bool drain = row["schedule"] == "drain";
+    EXPECT_EQ(drain, drain_us < 0.99 * il_us) << row;
+    EXPECT_NEAR(row["predicted_speedup"].get<double>(), ew_us / (drain ? drain_us : il_us), 1e-9);
     stalls += ew > 0.01 * c;
   }
   EXPECT_EQ(j["rows_where_stall_predicted"].get<int>(), stalls);

@@ -786,20 +786,44 @@ TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
                std::exception);
 }
 
-// The predicted side of `bench moe --link host`: the speedup is (compute + stall) EW
-// over IL, each order's compute its ticket simulation on rank 0's SMs / P. Interleaved's
-// split is the least-stall one for rank 0's own bursts; widened to all P ranks' it can
-// stall more than Expert-Wave (its gaps do not drain a P-fold burst), so no order is
-// asserted here.
+// The drain's forward by hand: experts leave in the order their L2 tiles end, each after
+// the link is free, one stream's fixed costs (its wait and copies) plus all P ranks'
+// bytes at the copy rate; the flags' write after the last; then the reads back at D.
+TEST(MoeHostLink, DrainPredictionByHand) {
+  bg::ModelParams link;
+  link.drain_GBps = 61;
+  const bg::CopyCosts copy{1e-3, 100};  // 1 us per stream operation, 100 GB/s
+  // Expert 1 ends first (10 us): 10 + 2 x 1 us + 2 ranks x 1 MB / 100 GB/s (20 us) = 32;
+  // expert 0 (30 us): max(32, 30) + 2 + 2 x 2 MB / 100 GB/s (40 us) = 74; expert 2 has no
+  // copies. The flags: 75.
+  const std::vector<double> end{30, 10, 500}, bytes{2e6, 1e6, 0};
+  const std::vector<int> copies{1, 1, 0};
+  EXPECT_NEAR(moe::predict_drain_us(50, end, bytes, copies, 2, 0, copy, link), 75, 1e-9);
+  EXPECT_NEAR(moe::predict_drain_us(100, end, bytes, copies, 2, 0, copy, link), 100, 1e-9);  // compute-bound
+  EXPECT_NEAR(moe::predict_drain_us(100, end, bytes, copies, 2, 61e3, copy, link), 101, 1e-9);  // + 61 kB at D
+  // No measured rate: the link fit's D.
+  EXPECT_NEAR(moe::predict_drain_us(0, {0}, {61e3}, {1}, 1, 0, {0, 0}, link), 1, 1e-9);
+  EXPECT_THROW(moe::predict_drain_us(0, {0, 1}, {1}, {1}, 1, 0, copy, link), std::exception);
+}
+
+// The predicted side of `bench moe --link host`: each order's forward with SM stores is
+// compute + stall + the combine's reads back, each order's compute its ticket simulation
+// on rank 0's SMs / P; Interleaved with the drain is predicted too, and the advisor takes
+// it where it is more than 1 % faster. Interleaved's split is the least-stall one for rank
+// 0's own bursts; widened to all P ranks' it can stall more than Expert-Wave (its gaps do
+// not drain a P-fold burst), so no order is asserted here.
 TEST(MoeHostLink, PredictionsOnTheHostFit) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
   const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
   int stalled = 0;
+  int drained = 0;
   for (const auto& c : moe::select_rows("standard", {.tokens = {128, 2048}, .routing = {"uniform"}})) {
     moe::HostLinkRow r;
     r.config = c;
+    r.copy = moe::kH200CopyCosts;
     moe::predict_host_link_row(r, host, 132);
+    drained += r.schedule == "drain";
     EXPECT_GT(r.predicted_compute_us, 0);
     EXPECT_GT(r.predicted_compute_interleaved_us, 0);
     // The stage holds the mainloops' reads while it drains: each order pays at least the
@@ -807,19 +831,29 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     const double blocked_us = double(c.ep) * c.tokens_per_rank * c.topk * c.hidden * 2 / host.drain_GBps * 1e-3;
     EXPECT_GE(r.predicted_stall_expert_wave_us, blocked_us * (1 - 1e-12));
     EXPECT_GE(r.predicted_stall_interleaved_us, blocked_us * (1 - 1e-12));
+    // Either order with SM stores also reads every combine row back over the link.
+    EXPECT_NEAR(r.predicted_expert_wave_us, r.predicted_compute_us + r.predicted_stall_expert_wave_us + blocked_us,
+                1e-9);
+    EXPECT_NEAR(r.predicted_interleaved_us,
+                r.predicted_compute_interleaved_us + r.predicted_stall_interleaved_us + blocked_us, 1e-9);
+    // The drain reads back only the other ranks' rows, and ends no earlier than the compute.
+    EXPECT_GE(r.predicted_drain_us, r.predicted_compute_interleaved_us);
+    EXPECT_LT(r.predicted_drain_us, r.predicted_compute_interleaved_us + r.predicted_stall_interleaved_us + blocked_us);
+    const bool drain = r.predicted_drain_us < 0.99 * r.predicted_interleaved_us;
+    EXPECT_EQ(r.schedule, drain ? "drain" : "sm_stores");
     EXPECT_NEAR(r.predicted_speedup,
-                (r.predicted_compute_us + r.predicted_stall_expert_wave_us) /
-                    (r.predicted_compute_interleaved_us + r.predicted_stall_interleaved_us),
-                1e-12);
+                r.predicted_expert_wave_us / (drain ? r.predicted_drain_us : r.predicted_interleaved_us), 1e-12);
     EXPECT_EQ(r.interleaved.kind, moe::ScheduleKind::interleaved);
     stalled += r.predicted_stall_expert_wave_us > 0;
   }
-  // The host link drains ~55 GB/s: most of these layers' combine stores back it up.
+  // The host link drains ~55 GB/s: most of these layers' combine stores back it up, and
+  // the copy engine hides them at 2048 tokens.
   EXPECT_GT(stalled, 0);
+  EXPECT_GT(drained, 0);
 }
 
-// The model check: measured Expert-Wave time over the row's own predictions and over
-// predict_host_link_row's for its configuration; rows not correct are left out.
+// The model check: measured Expert-Wave time over the row's own prediction of its forward
+// and over predict_host_link_row's for its configuration; rows not correct are left out.
 TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
@@ -827,8 +861,7 @@ TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   std::vector<moe::HostLinkRow> rows(3);
   for (int i = 0; i < 3; ++i) {
     rows[i].config = {.tokens_per_rank = 512, .experts = 64, .topk = 2, .hidden = 4096, .intermediate = 2048, .ep = 2};
-    rows[i].predicted_compute_us = 100;
-    rows[i].predicted_stall_expert_wave_us = 0;
+    rows[i].predicted_expert_wave_us = 100;
     rows[i].expert_wave_us = 100.0 * (i + 1);
     rows[i].correct = i < 2;
   }
@@ -839,7 +872,7 @@ TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   moe::HostLinkRow r;
   r.config = rows[0].config;
   moe::predict_host_link_row(r, host, 132);
-  const double predicted = r.predicted_compute_us + r.predicted_stall_expert_wave_us;
+  const double predicted = r.predicted_expert_wave_us;
   EXPECT_NEAR(c.current.min, 100.0 / predicted, 1e-12);
   EXPECT_NEAR(c.current.max, 200.0 / predicted, 1e-12);
 }

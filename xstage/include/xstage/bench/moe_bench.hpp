@@ -92,8 +92,12 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 // kernels' stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
 struct HostLinkRow {
   BenchConfig config;
-  double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch
-  double speedup = 0;                             // expert_wave / interleaved
+  double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch (SM stores)
+  // Expert-Wave (SM stores) over the advisor's schedule: Interleaved with the combine's
+  // transport it chose (`schedule`), measured (advised_us) and predicted.
+  double speedup = 0;
+  std::string schedule = "sm_stores";             // "sm_stores" or "drain"
+  double advised_us = 0;
   // The same two orders with the combine drain (FusedMoe::set_combine_drain: the copy
   // engine carries the combine rows), medians; 0 where not measured. Their outputs
   // must equal the SM stores' of the same order bitwise (part of `correct`).
@@ -102,7 +106,12 @@ struct HostLinkRow {
   double predicted_stall_interleaved_us = 0;
   double predicted_compute_us = 0;                // Expert-Wave's order on one rank's SMs (order_time_ns)
   double predicted_compute_interleaved_us = 0;    // the Interleaved order's
-  double predicted_speedup = 0;                   // (compute + stall) EW over (compute + stall) IL
+  // Forward times: each order with SM stores, compute + stall + the combine's reads of
+  // every rank's rows back over the link (bytes / D); Interleaved with the drain
+  // (predict_drain_us). The speedup is predicted_expert_wave_us over the advised one's.
+  double predicted_expert_wave_us = 0, predicted_interleaved_us = 0, predicted_drain_us = 0;
+  double predicted_speedup = 0;
+  burstgap::CopyCosts copy;                       // the copy engine, measured before the rows
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
   bool correct = false;
   ScheduleConfig interleaved;
@@ -110,8 +119,23 @@ struct HostLinkRow {
   KernelProfile profile_expert_wave, profile_interleaved;
 };
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
-// The predicted side of a row, on the host (CPU-tested): stalls, compute and speedup.
+// The predicted side of a row, on the host (CPU-tested): stalls, compute, both forward
+// times with SM stores and with the drain (the row's `copy` costs), the advisor's
+// schedule (the drain where predicted more than 1 % faster) and the speedup.
 void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params, int sms);
+// The combine drain's forward, in us: each local expert's rows leave when its last L2
+// tile ends (`l2_end_us`, the order's ticket simulation); an expert's copies of all P
+// ranks share the link (P x its remote bytes at the copy rate) after one stream's fixed
+// costs (its wait and its copies: the P streams' overlap); the forward ends with the
+// later of the compute and the last copy, then the combine reads the other ranks' rows
+// of every rank back over the link (`readback_bytes` / D). Per expert: remote bytes and
+// copies of one rank (the others alike).
+double predict_drain_us(double compute_us, const std::vector<double>& l2_end_us,
+                        const std::vector<double>& expert_bytes, const std::vector<int>& expert_copies, int ranks,
+                        double readback_bytes, const burstgap::CopyCosts& copy, const burstgap::ModelParams& link);
+// The typical copy costs on H200 for predictions without a GPU (--predict-only): the
+// probe's copy-engine rate (55.4 GB/s) and the Ulysses bench's stream operations (3.1-4.7 us).
+inline constexpr burstgap::CopyCosts kH200CopyCosts{4e-3, 55.4};
 // The model against measured rows: each row's Expert-Wave time over (compute + stall)
 // as predicted when it was measured (the row's own predictions) and as this build's
 // model predicts it now (predict_host_link_row again). Expert-Wave's order does not

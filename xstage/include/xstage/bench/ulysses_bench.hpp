@@ -126,10 +126,7 @@ double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burs
 // owner's output, and the copy engine moves such narrow rows slower than D (the exchange
 // after attention in docs/results/host_link.json: mostly 30-45 GB/s at P = 8, 45-60 at
 // P = 2).
-struct CopyCosts {
-  double op_ms = 0;
-  double GBps = 0;
-};
+using CopyCosts = burstgap::CopyCosts;
 // The copy-engine drain: tiles in owner_major order in chunks of `chunk_blocks` row
 // blocks (0: one per owner) on `grid` CTAs (static persistent schedule, uniform tiles: a
 // chunk's rows are done at the end of the round of its last tile), then each remote

@@ -223,6 +223,14 @@ Advice advise(const Params& params, const BurstProfile& profile);
 // them: `bytes` add bytes / D to it, in any order of the tiles, and the order can only
 // change the compute. Nanoseconds.
 double read_blocked_drain_ns(const ModelParams& p, double bytes);
+// The copy engine on a link, as a bench measures it before its rows: the fixed cost of one
+// stream operation (a met stream wait or a copy's issue, ms) and the rate of the copies it
+// makes (GB/s; 0: the link fit's drain rate D). Schedules that hand a link's bytes to the
+// copy engine (a drain) instead of SM stores are predicted with it.
+struct CopyCosts {
+  double op_ms = 0;
+  double GBps = 0;
+};
 
 // ============================================================================
 // Fitting and validation

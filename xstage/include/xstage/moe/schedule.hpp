@@ -74,8 +74,10 @@ TilesTime tiles_time(const Problem& p, const TileLists& t, const TileTimeModel& 
 // l1/l2_tile_ns without the weight stream); the weight stream bounds the whole from
 // below: every slab over the blocks' share of the HBM rate. In ns: the later of the
 // two, so the dependency waits and the tail count where the tiles are compute-bound.
+// With `l2_end`: each local expert's last L2 tile end (0 without L2 tiles), scaled to the
+// whole where the weight stream bounds it.
 double order_time_ns(const Problem& p, const TileLists& t, const std::vector<WorkItem>& order, int blocks,
-                     const TileTimeModel& m);
+                     const TileTimeModel& m, std::vector<double>* l2_end = nullptr);
 // Bytes one L2 tile's epilogue stores to remote owners (bf16), counted as a full tile:
 // counting only its valid rows owned by other ranks (far fewer at small token counts)
 // predicted almost no stall on the host link where the measured rows show one, as that
