@@ -16,13 +16,15 @@
 #    -> $OUT/qkv_host.json (the fused QKV projection's stores to the other owners over the host link; it
 #    orders its tiles with the shipped NVLink fits and predicts with the shipped host fit);
 # 5b. HOST_MOE=0 skips: `xstage bench moe --link host` per sweep of HOST_MOE_SWEEP (comma-separated, default
-#    standard; e.g. standard,eight for P = 2, 4 and 8; HOST_MOE_TOKENS, default 128,512,2048;
+#    standard; e.g. standard,eight for P = 2, 4 and 8; HOST_MOE_TOKENS, default 128,512,2048; HOST_MOE_ROUTING,
+#    default uniform,skewed;
 #    HOST_MOE_BUDGET_S per sweep, default 150) -> $OUT/moe_host_SWEEP.json, joined into one section;
 # 6. `xstage host-link-results` -> $OUT/host_link.json: a copy of docs/results/host_link.json with
 #    the parts this call measured replaced,
 #    copied over docs/results/host_link.json by the developer from the archive (the plots
 #    are drawn there: `--png-dir docs/img`, with PLplot);
-# 7. compute-sanitizer memcheck on the host-link GPU tests (HOST_SANITIZE=0 skips).
+# 7. compute-sanitizer memcheck on the host-link GPU tests, Ulysses', the probe's and the MoE's (SM stores
+#    and the combine drain) (HOST_SANITIZE=0 skips).
 HOST_T0=$(date +%s)
 HOST_BUDGET=${HOST_BUDGET_S:-540}
 host_step() { step_within "$HOST_T0" "$HOST_BUDGET" "$@"; }  # name, wanted seconds, command...
@@ -51,7 +53,8 @@ HOST_MOE_SWEEPS=()
 [ "${HOST_MOE:-1}" = 1 ] && IFS=, read -ra HOST_MOE_SWEEPS <<<"${HOST_MOE_SWEEP:-standard}"
 for sw in "${HOST_MOE_SWEEPS[@]}"; do
   host_step "host_moe_$sw" $(( ${HOST_MOE_BUDGET_S:-150} + 60 )) "$XS" bench moe --link host --sweep "$sw" \
-    --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --warmup 1 --iters 5 --budget-s "${HOST_MOE_BUDGET_S:-150}" \
+    --tokens "${HOST_MOE_TOKENS:-128,512,2048}" --routing "${HOST_MOE_ROUTING:-uniform,skewed}" --warmup 1 --iters 5 \
+    --budget-s "${HOST_MOE_BUDGET_S:-150}" \
     "${HOST_PARAMS[@]}" --json "$OUT/moe_host_$sw.json"
 done
 # What this call measured replaces its part of docs/results/host_link.json; the rest is kept.
@@ -71,4 +74,6 @@ if [ "${HOST_SANITIZE:-1}" = 1 ]; then
     "$HT/xstage_ulysses_gpu_tests" --gtest_filter='UlyssesHostLink.*'
   host_step host_memcheck_probe 90 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$HT/xstage_probe_gpu_tests" --gtest_filter='ProbeGpu.EveryStoreKind*'
+  host_step host_memcheck_moe 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    "$HT/xstage_moe_gpu_tests" --gtest_filter='MoeFusedGpu.HostLinkWindows*'
 fi

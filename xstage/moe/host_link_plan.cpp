@@ -1,11 +1,11 @@
 // The predicted side of `xstage bench moe --link host` (host only, CPU-tested): both
 // schedules of rank 0 with the one GPU's SMs split over the P emulated ranks, each
-// schedule's burst profile widened to the P ranks that burst into the one X-Stage
-// together, and each order's compute time by the ticket simulation (order_time_ns: its
-// dependency waits and tail, not only the tiles' sum). The host link's stage holds the
-// SMs' reads while it drains (burstgap::read_blocked_drain_ns), so the combine's bytes
-// over the link add bytes / D to the mainloops in either order; an order's stall is that
-// or, if larger, the advisor's issue stall for its bursts.
+// order's compute time by the ticket simulation (order_time_ns: its dependency waits and
+// tail, not only the tiles' sum). The host link's stage holds the SMs' reads while it
+// drains (burstgap::read_blocked_drain_ns), so with SM stores the combine's bytes over the
+// link add bytes / D to the mainloops in either order, and the combine reads them back
+// over the link after them; the combine drain moves them by copy engine as the experts'
+// L2 tiles end (predict_drain_us).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,11 +34,12 @@ double predict_drain_us(double compute_us, const std::vector<double>& l2_end_us,
   double link_free = 0;
   for (std::size_t e : by_end) {
     if (expert_copies[e] == 0) continue;
-    link_free = std::max(link_free, l2_end_us[e]) + copy.op_ms * 1e3 * (1 + expert_copies[e]) +
-                ranks * expert_bytes[e] / GBps * 1e-3;
+    link_free = std::max(link_free, l2_end_us[e]) + ranks * (copy.op_ms * 1e3 * (1 + expert_copies[e]) +
+                                                              expert_bytes[e] / GBps * 1e-3);
   }
-  // The flags' writes: one more stream operation after the last copy.
-  return std::max(compute_us, link_free + copy.op_ms * 1e3) + burstgap::read_blocked_drain_ns(link, readback_bytes) * 1e-3;
+  // The flags' writes: P per rank after its last copy.
+  return std::max(compute_us, link_free + ranks * ranks * copy.op_ms * 1e3) +
+         burstgap::read_blocked_drain_ns(link, readback_bytes) * 1e-3;
 }
 
 namespace {
@@ -74,15 +75,15 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   const TileTimeModel time;
   const double combine_bytes = host_link_combine_bytes(row.config);
   const double blocked_us = burstgap::read_blocked_drain_ns(params, combine_bytes) * 1e-3;
-  auto stall_us = [&](ScheduleKind kind, ScheduleConfig* out) {
-    const ScheduleConfig cfg = choose_schedule(kind, p, tiles, blocks, params, time);
-    if (out) *out = cfg;
-    burstgap::BurstProfile prof = burst_profile(cfg, p, tiles, time);
-    prof.sms = std::min(sms, prof.sms * p.ranks);  // every rank's kernel bursts into one stage
-    return std::max(blocked_us, burstgap::advise(params, prof).predicted_stall_ns * 1e-3);
-  };
-  row.predicted_stall_expert_wave_us = stall_us(ScheduleKind::expert_wave, nullptr);
-  row.predicted_stall_interleaved_us = stall_us(ScheduleKind::interleaved, &row.interleaved);
+  // Either order's stall is the combine's bytes at D: the stage holds the mainloops' reads
+  // while it drains, whatever the order. (The advisor's issue stall for the orders' bursts,
+  // widened to the P ranks, was also taken where larger: it counts every L2 tile as full
+  // and predicted Expert-Wave 1.2-2.2x too slow at 128-512 tokens, where the forward is
+  // the compute and the few rows cost little.) The advisor still picks Interleaved's
+  // wave, lag and split.
+  row.interleaved = choose_schedule(ScheduleKind::interleaved, p, tiles, blocks, params, time);
+  row.predicted_stall_expert_wave_us = blocked_us;
+  row.predicted_stall_interleaved_us = blocked_us;
   const OrderTimes compute = order_times(p, tiles, row.interleaved, time);  // on `blocks` (the config's SMs)
   row.predicted_compute_us = compute.expert_wave_ns * 1e-3;
   row.predicted_compute_interleaved_us = compute.interleaved_ns * 1e-3;
@@ -92,7 +93,7 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   row.predicted_interleaved_us =
       row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us + readback_us;
   row.predicted_drain_us = drain_us(row, p, layout, tiles, blocks, time, params);
-  row.schedule = row.predicted_drain_us < 0.99 * row.predicted_interleaved_us ? "drain" : "sm_stores";
+  row.schedule = row.predicted_drain_us < (1 - kDrainMargin) * row.predicted_interleaved_us ? "drain" : "sm_stores";
   row.predicted_speedup = row.predicted_expert_wave_us /
                           (row.schedule == "drain" ? row.predicted_drain_us : row.predicted_interleaved_us);
 }

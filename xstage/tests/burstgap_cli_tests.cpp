@@ -217,7 +217,7 @@ TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
     EXPECT_GT(ew_us, c + ew);  // the combine's reads back
     EXPECT_NEAR(ew_us - c - ew, il_us - ci - il, 1e-6);  // the same reads in either order
     const bool drain = row["schedule"] == "drain";
-    EXPECT_EQ(drain, drain_us < 0.99 * il_us) << row;
+    EXPECT_EQ(drain, drain_us < 0.85 * il_us) << row;  // moe::kDrainMargin, 15 %
     EXPECT_NEAR(row["predicted_speedup"].get<double>(), ew_us / (drain ? drain_us : il_us), 1e-9);
     stalls += ew > 0.01 * c;
   }
