@@ -445,6 +445,21 @@ void FusedMoe::set_combine_drain(bool on) {
 }
 
 void FusedMoe::launch() {
+  launch_kernel();
+  enqueue_drain();
+}
+
+void FusedMoe::launch_together(const std::vector<FusedMoe*>& ranks) {
+  for (FusedMoe* f : ranks) f->launch_kernel();
+  for (FusedMoe* f : ranks) f->enqueue_drain();
+}
+
+void FusedMoe::enqueue_drain() {
+  Impl& m = *impl_;
+  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.plain, m.plain_comb);
+}
+
+void FusedMoe::launch_kernel() {
   Impl& m = *impl_;
   XS_ASSERT(m.have_inputs && m.w1 && m.w2, "moe fused: set_weights and set_inputs before launch");
   XS_CHECK_CUDA(cudaSetDevice(m.device));
@@ -519,7 +534,6 @@ void FusedMoe::launch() {
     a.return_row = m.return_row.get();
   }
   launch_fused(a, blocks_, st);
-  if (m.drain_on) m.drain->enqueue(st, m.epoch, m.plain, m.plain_comb);
 }
 
 void FusedMoe::synchronize() {

@@ -191,7 +191,9 @@ std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
       xstage::fill_device(fused[r]->out(), 0xFF, sizeof(std::uint16_t) * c.p.tokens_per_rank * c.p.hidden);
     }
     XS_CHECK_CUDA(cudaDeviceSynchronize());
-    for (int r = 0; r < P; ++r) fused[r]->launch();  // all P before any wait
+    std::vector<moe::FusedMoe*> all;
+    for (auto& f : fused) all.push_back(f.get());
+    moe::FusedMoe::launch_together(all);  // all P before any wait
     for (int r = 0; r < P; ++r) fused[r]->synchronize();
     for (int r = 0; r < P; ++r) {
       const auto out = download_out(*fused[r], c.p);

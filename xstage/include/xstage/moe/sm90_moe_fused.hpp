@@ -228,9 +228,14 @@ class FusedMoe {
   // range of them to that source's return rows, experts in the order their last L2 tile
   // comes; then it raises the drain flags that the combine waits for (with its budget).
   // No SM store crosses the link, so no SM's reads wait behind the stage. Each launch's
-  // stream joins its side stream. Next launch on.
+  // stream joins its side stream. Next launch on. Launch the group's forwards with
+  // launch_together: a stream wait may hold up work that shares its hardware queue,
+  // and a rank's kernel queued behind another rank's wait would never start (at P = 8
+  // the dispatch waits timed out), so every kernel of a forward goes first.
   void set_combine_drain(bool on);
   void launch();                      // one fused forward on rank.stream()
+  // One forward of every rank given: all kernels, then the drains' stream operations.
+  static void launch_together(const std::vector<FusedMoe*>& ranks);
   // Waits for the stream; on a device error throws one line that names the
   // timed-out wait when the kernel reported one, and after route_on_device throws if a
   // router logit was not finite (those forwards ran with it ranked as +-FLT_MAX).
@@ -242,6 +247,8 @@ class FusedMoe {
   struct Impl;
   Impl* impl_;
   int sms_ = 0, blocks_ = 0;
+  void launch_kernel();
+  void enqueue_drain();
 };
 
 }  // namespace xstage::moe
