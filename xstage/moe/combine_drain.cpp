@@ -64,6 +64,4 @@ void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::array<c
   XS_CHECK_CUDA(cudaStreamWaitEvent(main, done_, 0));
 }
 
-void CombineDrain::synchronize() { XS_CHECK_CUDA(cudaStreamSynchronize(side_)); }
-
 }  // namespace xstage::moe

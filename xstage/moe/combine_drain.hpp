@@ -34,7 +34,6 @@ class CombineDrain {
   // returns[r]: rank r's return rows (mapped host memory).
   void enqueue(cudaStream_t main, unsigned epoch, const std::array<char*, kMaxRanks>& windows,
                const std::array<char*, kMaxRanks>& returns);
-  void synchronize();  // the side stream
   std::uint16_t* stage() { return stage_.get(); }
   unsigned* l2_done() { return l2_done_.get(); }
 

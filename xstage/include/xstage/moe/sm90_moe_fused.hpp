@@ -3,7 +3,7 @@
 // One FusedMoe per rank. Collective construction (window + device communicator),
 // then per forward: set_inputs (tokens, routing, layout, schedule order), launch.
 // Shared-window layout (same offsets on every rank):
-//   [0, 4 KiB)            flags: dispatch counters [E/P], then the combine counter
+//   [0, 4 KiB)            flags: dispatch counters [E/P], the combine counter, the drain flags [P]
 //   [recv_off, ...)       recv [max_rows, hidden] bf16  (written by sources' dispatch)
 //   [comb_off, ...)       comb [T*k, hidden] bf16      (written by experts' L2 epilogues)
 // Counters only grow: the host keeps the cumulative value each launch must reach
