@@ -119,9 +119,7 @@ void summarize(const std::vector<BenchRow>& ranks, const Problem& p, BenchRow& r
   row.signal = to_string(default_signal(p));
   row.speedup_vs_serial = row.serial_ms / row.fused_sender_ms;
   row.measured_stall_us = (row.fused_sender_ms - row.attention_ms) * 1e3;
-  const double remote_bytes =
-      double(p.ranks - 1) / p.ranks * double(p.batch * p.seq * p.heads_per_rank() * p.head_dim * 2);
-  row.nvlink_GBps = remote_bytes / (row.fused_sender_ms * 1e6);
+  row.nvlink_GBps = rank_remote_bytes(p) / (row.fused_sender_ms * 1e6);
   row.fused_equal = std::all_of(ranks.begin(), ranks.end(), [](const BenchRow& t) { return t.fused_equal; });
   row.coarse_equal = std::all_of(ranks.begin(), ranks.end(), [](const BenchRow& t) { return t.coarse_equal; });
 }
