@@ -25,8 +25,8 @@ CombineDrain::~CombineDrain() {  // the stage's cudaFree waits for the copies st
   cudaStreamDestroy(side_);
 }
 
-void CombineDrain::set_inputs(const RankLayout& R, const std::vector<WorkItem>& order) {
-  const int epr = p_.experts_per_rank();
+std::vector<DrainExpert> drain_plan(const RankLayout& R, const std::vector<WorkItem>& order, int ranks) {
+  const int epr = static_cast<int>(R.expert_offset.size()) - 1;
   std::vector<int> last(epr, -1);
   std::vector<unsigned> halves(epr, 0);
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
@@ -37,19 +37,20 @@ void CombineDrain::set_inputs(const RankLayout& R, const std::vector<WorkItem>& 
     last[it.expert] = i;
     halves[it.expert] += 2;  // each consumer warpgroup releases its half of every tile
   }
-  experts_.clear();
+  std::vector<DrainExpert> plan;
   for (int e = 0; e < epr; ++e)
-    if (last[e] >= 0) experts_.push_back({e, halves[e], drain_copies(R, e, p_.ranks)});
-  std::sort(experts_.begin(), experts_.end(),
-            [&](const Expert& a, const Expert& b) { return last[a.local] < last[b.local]; });
+    if (last[e] >= 0) plan.push_back({e, halves[e], drain_copies(R, e, ranks)});
+  std::sort(plan.begin(), plan.end(),
+            [&](const DrainExpert& a, const DrainExpert& b) { return last[a.local] < last[b.local]; });
+  return plan;
 }
 
-void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::array<char*, kMaxRanks>& windows,
-                           const std::array<char*, kMaxRanks>& returns) {
+void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
+                           const std::array<char*, kMaxRanks>& windows, const std::array<char*, kMaxRanks>& returns) {
   // No start signal: only this launch's counts meet the waits (they only grow), and the
   // stage is rewritten by the next launch only after `main` has joined this one.
   const std::size_t row_bytes = std::size_t(p_.hidden) * 2;
-  for (const Expert& e : experts_) {
+  for (const DrainExpert& e : plan) {
     total_[e.local] += e.halves;
     common::stream_wait_geq(side_, l2_done_.get() + e.local, total_[e.local]);
     for (const DrainCopy& c : e.copies)

@@ -19,6 +19,15 @@
 
 namespace xstage::moe {
 
+// One forward's plan of a rank's drain: its local experts in the order their last L2 tile
+// comes, each with its tile halves (two per tile) and its copies.
+struct DrainExpert {
+  int local = 0;
+  unsigned halves = 0;
+  std::vector<DrainCopy> copies;
+};
+std::vector<DrainExpert> drain_plan(const RankLayout& R, const std::vector<WorkItem>& order, int ranks);
+
 class CombineDrain {
  public:
   CombineDrain(const Problem& p, int rank, int max_rows);
@@ -26,23 +35,16 @@ class CombineDrain {
   CombineDrain(const CombineDrain&) = delete;
   CombineDrain& operator=(const CombineDrain&) = delete;
 
-  // This forward's plan from the rank's layout and order: the experts in the order of
-  // their last L2 tile, each with its tile halves and its copies.
-  void set_inputs(const RankLayout& R, const std::vector<WorkItem>& order);
-  // Enqueues launch `epoch`'s waits, copies and flags on the side stream (after the
-  // kernel's launch on `main`) and makes `main` wait for them at its end. windows[r]: rank r's window (flags at word kDrainFlagsIndex);
-  // returns[r]: rank r's return rows (mapped host memory).
-  void enqueue(cudaStream_t main, unsigned epoch, const std::array<char*, kMaxRanks>& windows,
-               const std::array<char*, kMaxRanks>& returns);
+  // Enqueues launch `epoch`'s waits, copies (`plan`) and flags on the side stream (after
+  // the kernel's launch on `main`) and makes `main` wait for them at its end. windows[r]:
+  // rank r's window (flags at word kDrainFlagsIndex); returns[r]: rank r's return rows
+  // (mapped host memory).
+  void enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
+               const std::array<char*, kMaxRanks>& windows, const std::array<char*, kMaxRanks>& returns);
   std::uint16_t* stage() { return stage_.get(); }
   unsigned* l2_done() { return l2_done_.get(); }
 
  private:
-  struct Expert {
-    int local = 0;
-    unsigned halves = 0;  // L2 tile halves released per forward (two per tile)
-    std::vector<DrainCopy> copies;
-  };
   Problem p_;
   int rank_;
   cudaStream_t side_ = nullptr;
@@ -50,7 +52,6 @@ class CombineDrain {
   DeviceBuffer<std::uint16_t> stage_;
   DeviceBuffer<unsigned> l2_done_;
   std::vector<unsigned> total_;  // cumulative halves per local expert, as l2_done must reach
-  std::vector<Expert> experts_;  // this forward's, in the order their last L2 tile comes
 };
 
 }  // namespace xstage::moe

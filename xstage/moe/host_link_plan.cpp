@@ -218,8 +218,8 @@ void predict_host_link_sweep(const SweepOptions& o) {
     const bool stall = r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us;
     if (stall) where_stall.push_back(r.predicted_speedup);
     best = std::max(best, r.predicted_speedup);
-    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} | {:.3f} | {} / {} / {} "
-               "|\n",
+    fmt::print("| {} | {} | {} | {} | {} | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {} | {:.3f} | "
+               "{} / {} / {} |\n",
                c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing, r.predicted_compute_us,
                r.predicted_stall_expert_wave_us, r.predicted_expert_wave_us, r.predicted_interleaved_us,
                r.predicted_drain_us, r.schedule, r.predicted_speedup, r.interleaved.wave_experts, r.interleaved.lag,
@@ -241,8 +241,8 @@ void predict_host_link_sweep(const SweepOptions& o) {
   double log_sum = 0;
   for (double x : where_stall) log_sum += std::log(x);
   const double geomean = where_stall.empty() ? 0 : std::exp(log_sum / where_stall.size());
-  fmt::print("predicted Expert-Wave over the advisor's schedule: {} of {} rows with an Expert-Wave stall, geomean {:.3f} "
-             "there; maximum {:.3f} ({} SMs, fit {}/{}, copy engine {:.1f} GB/s and {:.1f} us per operation)\n",
+  fmt::print("predicted Expert-Wave over the advisor's schedule: {} of {} rows with an Expert-Wave stall, "
+             "geomean {:.3f} there; maximum {:.3f} ({} SMs, fit {}/{}, copy engine {:.1f} GB/s and {:.1f} us per operation)\n",
              where_stall.size(), configs.size(), geomean, best, o.sms, host.pattern, host.store, kH200CopyCosts.GBps,
              kH200CopyCosts.op_ms * 1e3);
   if (o.json.empty()) return;

@@ -169,8 +169,8 @@ std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vec
   return comb;
 }
 
-std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L, const std::vector<std::vector<bf16_bits>>& recv,
-                                                         int n) {
+std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L,
+                                                         const std::vector<std::vector<bf16_bits>>& recv, int n) {
   const Problem& p = L.problem;
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
   std::vector<std::vector<bf16_bits>> ret(p.ranks, std::vector<bf16_bits>(tk * n, 0));

@@ -1,8 +1,9 @@
 // One configuration of `xstage bench moe --link host`: the P ranks on one GPU
 // (OneGpuGroup, WindowMemory::host: combine rows over the host link), both orders with SM
-// stores and with the combine drain (copy engine), sampled in turns. A sample: every rank's kernel `per` times on its own stream, all streams
-// released by one event; its time is the slowest stream's (the layer ends when the
-// last rank's combine has landed), per launch. The rows of both orders are checked
+// stores and with the combine drain (copy engine), sampled in turns. A sample: `per`
+// forwards of every rank (FusedMoe::launch_together), each rank on its own stream, all
+// streams released by one event; its time is the slowest stream's (the layer ends when
+// the last rank's combine has landed), per launch. The rows of both orders are checked
 // against each other (the same tiles in another order: within bf16 tolerance), and
 // each order's drained rows against its stored ones (bitwise). With
 // --profile, rank 0's phase shares of both orders in profiled forwards after the timing.

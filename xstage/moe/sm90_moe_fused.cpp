@@ -74,8 +74,7 @@ struct FusedMoe::Impl {
   bool drain_on = false;                          // set_combine_drain
   std::unique_ptr<CombineDrain> drain;            // made by the first set_combine_drain(true)
   DeviceBuffer<int> return_row;                   // RankLayout::return_row (host link)
-  RankLayout drain_layout;                        // the inputs' layout and order (host link), for a
-  std::vector<WorkItem> drain_order;              // drain made after set_inputs
+  std::vector<DrainExpert> drain_plan;            // the inputs' (host link)
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
@@ -268,9 +267,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload_on(m.items, order, st);
   if (m.host_link) {
     upload_on(m.return_row, R.return_row, st);
-    if (m.drain) m.drain->set_inputs(R, order);
-    m.drain_order = order;
-    m.drain_layout = R;
+    m.drain_plan = drain_plan(R, order, m.p.ranks);
   }
   m.n_items = static_cast<int>(order.size());
   m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
@@ -439,7 +436,6 @@ void FusedMoe::set_combine_drain(bool on) {
     XS_CHECK_CUDA(cudaSetDevice(m.device));
     synchronize();
     m.drain = std::make_unique<CombineDrain>(m.p, m.rank_id, m.max_rows);
-    if (m.have_inputs) m.drain->set_inputs(m.drain_layout, m.drain_order);
   }
   m.drain_on = on;
 }
@@ -456,7 +452,7 @@ void FusedMoe::launch_together(const std::vector<FusedMoe*>& ranks) {
 
 void FusedMoe::enqueue_drain() {
   Impl& m = *impl_;
-  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.plain, m.plain_comb);
+  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.drain_plan, m.plain, m.plain_comb);
 }
 
 void FusedMoe::launch_kernel() {
