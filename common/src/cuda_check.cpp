@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "common/check.hpp"
 
 namespace xstage::detail {
@@ -51,6 +53,14 @@ void stream_write(cudaStream_t stream, unsigned* word, unsigned value) {
   const CUresult rc = stream_value_fn(false)(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(word),
                                              value, CU_STREAM_WRITE_VALUE_DEFAULT);
   XS_ASSERT(rc == CUDA_SUCCESS, "cuStreamWriteValue32 failed (CUresult {})", static_cast<int>(rc));
+}
+
+void request_stream_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0); }
+
+int stream_queues() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const int n = v ? std::atoi(v) : 0;
+  return n >= 1 && n <= 32 ? n : 8;
 }
 
 }  // namespace common

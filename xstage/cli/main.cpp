@@ -8,6 +8,9 @@
 #include "common/files.hpp"
 #include "common/plot.hpp"
 #include "common/validate.hpp"
+#ifdef XSTAGE_HAVE_CUDA
+#include "common/cuda_check.hpp"
+#endif
 
 namespace xstage::cli {
 namespace {
@@ -84,6 +87,9 @@ int needs_gpu(const std::string& command, const std::string&) { needs_cuda(comma
 #endif
 
 int main(int argc, char** argv) {
+#ifdef XSTAGE_HAVE_CUDA
+  common::request_stream_queues();  // before any CUDA call
+#endif
   for (int i = 0; i < argc; ++i) {
     if (i) xstage::cli::append_command_line(" ");
     xstage::cli::append_command_line(i == 0 ? "xstage" : argv[i]);

@@ -46,14 +46,21 @@ std::vector<DrainExpert> drain_plan(const RankLayout& R, const std::vector<WorkI
 }
 
 void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
-                           const std::array<char*, kMaxRanks>& windows, const std::array<char*, kMaxRanks>& returns) {
+                           int experts_per_copy, const std::array<char*, kMaxRanks>& windows,
+                           const std::array<char*, kMaxRanks>& returns) {
   // No start signal: only this launch's counts meet the waits (they only grow), and the
   // stage is rewritten by the next launch only after `main` has joined this one.
   const std::size_t row_bytes = std::size_t(p_.hidden) * 2;
-  for (const DrainExpert& e : plan) {
-    total_[e.local] += e.halves;
-    common::stream_wait_geq(side_, l2_done_.get() + e.local, total_[e.local]);
-    for (const DrainCopy& c : e.copies)
+  const std::size_t step = std::size_t(std::max(experts_per_copy, 1));
+  for (std::size_t g = 0; g < plan.size(); g += step) {
+    std::vector<DrainCopy> copies;
+    for (std::size_t i = g; i < std::min(plan.size(), g + step); ++i) {
+      const DrainExpert& e = plan[i];
+      total_[e.local] += e.halves;
+      common::stream_wait_geq(side_, l2_done_.get() + e.local, total_[e.local]);
+      copies.insert(copies.end(), e.copies.begin(), e.copies.end());
+    }
+    for (const DrainCopy& c : merge_drain_copies(std::move(copies)))
       XS_CHECK_CUDA(cudaMemcpyAsync(returns[c.dst_rank] + std::size_t(c.dst_row) * row_bytes,
                                     reinterpret_cast<const char*>(stage_.get()) + std::size_t(c.src_row) * row_bytes,
                                     std::size_t(c.rows) * row_bytes, cudaMemcpyDefault, side_));

@@ -1,9 +1,9 @@
 // The host-link combine drain of one rank of a OneGpuGroup (FusedMoe::set_combine_drain):
-// the L2 epilogue keeps its rows in HBM in recv order (stage), the release agent counts
-// each local expert's tiles (l2_done, only grows), and a side stream waits for each
-// expert's count and copies each source's range of its rows to that source's return
-// rows over the host link, then raises this owner's flag on every rank (the combine's
-// wait). The copy engine moves the bytes, so the SMs' reads do not wait behind the
+// the L2 epilogue keeps its rows in HBM in (source, local expert) order (stage,
+// drain_stage_rows), the release agent counts each local expert's tiles (l2_done, only
+// grows), and a side stream waits for a group of experts' counts and copies each
+// source's rows of them to that source's return rows over the host link, then raises
+// this owner's flag on every rank (the combine's wait). The copy engine moves the bytes, so the SMs' reads do not wait behind the
 // post-issue stage as they do for SM stores (docs/xstage-host-link.md).
 #pragma once
 
@@ -35,11 +35,12 @@ class CombineDrain {
   CombineDrain(const CombineDrain&) = delete;
   CombineDrain& operator=(const CombineDrain&) = delete;
 
-  // Enqueues launch `epoch`'s waits, copies (`plan`) and flags on the side stream (after
+  // Enqueues launch `epoch`'s waits, copies (`plan`, every `experts_per_copy` experts'
+  // merged: merge_drain_copies) and flags on the side stream (after
   // the kernel's launch on `main`) and makes `main` wait for them at its end. windows[r]:
   // rank r's window (flags at word kDrainFlagsIndex); returns[r]: rank r's return rows
   // (mapped host memory).
-  void enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
+  void enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan, int experts_per_copy,
                const std::array<char*, kMaxRanks>& windows, const std::array<char*, kMaxRanks>& returns);
   std::uint16_t* stage() { return stage_.get(); }
   unsigned* l2_done() { return l2_done_.get(); }

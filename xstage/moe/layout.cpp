@@ -129,12 +129,51 @@ void check_layout(const Layout& L, const std::vector<Routing>& routing) {
   }
 }
 
+std::vector<int> drain_stage_rows(const RankLayout& R, int ranks) {
+  const int epr = static_cast<int>(R.expert_offset.size()) - 1;
+  std::vector<int> stage(R.rows(), -1);
+  int at = 0;
+  for (int s = 0; s < ranks; ++s)
+    for (int el = 0; el < epr; ++el) {
+      const std::size_t i = std::size_t(el) * ranks + s;
+      for (int row = R.recv_start[i]; row < R.recv_start[i + 1]; ++row) stage[row] = at++;
+    }
+  return stage;
+}
+
 std::vector<DrainCopy> drain_copies(const RankLayout& R, int el, int ranks) {
+  // The stage start of (el, s): the rows of every earlier source, then of s's earlier experts.
+  const int epr = static_cast<int>(R.expert_offset.size()) - 1;
+  auto range_rows = [&](int e, int s) {
+    const std::size_t i = std::size_t(e) * ranks + s;
+    return R.recv_start[i + 1] - R.recv_start[i];
+  };
   std::vector<DrainCopy> out;
+  int before = 0;  // stage rows of the sources before s
   for (int s = 0; s < ranks; ++s) {
-    const std::size_t at = std::size_t(el) * ranks + s;
-    const int rows = R.recv_start[at + 1] - R.recv_start[at];
-    if (s != R.rank && rows > 0) out.push_back({R.recv_start[at], s, R.return_start[at], rows});
+    int at = before;
+    for (int e = 0; e < el; ++e) at += range_rows(e, s);
+    const int rows = range_rows(el, s);
+    if (s != R.rank && rows > 0) out.push_back({at, s, R.return_start[std::size_t(el) * ranks + s], rows});
+    for (int e = 0; e < epr; ++e) before += range_rows(e, s);
+  }
+  return out;
+}
+
+std::vector<DrainCopy> merge_drain_copies(std::vector<DrainCopy> copies) {
+  std::sort(copies.begin(), copies.end(), [](const DrainCopy& a, const DrainCopy& b) {
+    return a.dst_rank != b.dst_rank ? a.dst_rank < b.dst_rank : a.dst_row < b.dst_row;
+  });
+  std::vector<DrainCopy> out;
+  for (const DrainCopy& c : copies) {
+    if (!out.empty()) {
+      DrainCopy& last = out.back();
+      if (last.dst_rank == c.dst_rank && last.src_row + last.rows == c.src_row && last.dst_row + last.rows == c.dst_row) {
+        last.rows += c.rows;
+        continue;
+      }
+    }
+    out.push_back(c);
   }
   return out;
 }
@@ -170,20 +209,34 @@ std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vec
 }
 
 std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L,
-                                                         const std::vector<std::vector<bf16_bits>>& recv, int n) {
+                                                         const std::vector<std::vector<bf16_bits>>& recv, int n,
+                                                         int experts_per_copy) {
+  XS_ASSERT(experts_per_copy >= 1, "combine drain: experts per copy must be >= 1 (got {})", experts_per_copy);
   const Problem& p = L.problem;
+  const int epr = p.experts_per_rank();
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
-  std::vector<std::vector<bf16_bits>> ret(p.ranks, std::vector<bf16_bits>(tk * n, 0));
-  for (int d = 0; d < p.ranks; ++d)
-    for (int el = 0; el < p.experts_per_rank(); ++el)
-      for (const DrainCopy& c : drain_copies(L.ranks[d], el, p.ranks))
-        std::copy_n(&recv[d][std::size_t(c.src_row) * n], std::size_t(c.rows) * n,
+  std::vector<std::vector<bf16_bits>> stage(p.ranks), ret(p.ranks, std::vector<bf16_bits>(tk * n, 0));
+  for (int d = 0; d < p.ranks; ++d) {
+    const RankLayout& R = L.ranks[d];
+    const std::vector<int> at = drain_stage_rows(R, p.ranks);
+    stage[d].assign(recv[d].size(), 0);
+    for (int row = 0; row < R.rows(); ++row)
+      std::copy_n(&recv[d][std::size_t(row) * n], n, &stage[d][std::size_t(at[row]) * n]);
+    for (int e0 = 0; e0 < epr; e0 += experts_per_copy) {
+      std::vector<DrainCopy> group;
+      for (int el = e0; el < std::min(epr, e0 + experts_per_copy); ++el)
+        for (const DrainCopy& c : drain_copies(R, el, p.ranks)) group.push_back(c);
+      for (const DrainCopy& c : merge_drain_copies(std::move(group)))
+        std::copy_n(&stage[d][std::size_t(c.src_row) * n], std::size_t(c.rows) * n,
                     &ret[c.dst_rank][std::size_t(c.dst_row) * n]);
+    }
+  }
   std::vector<std::vector<bf16_bits>> comb(p.ranks, std::vector<bf16_bits>(tk * n, 0));
   for (int s = 0; s < p.ranks; ++s) {
     const RankLayout& S = L.ranks[s];
+    const std::vector<int> at = drain_stage_rows(S, p.ranks);
     for (std::size_t i = 0; i < tk; ++i) {
-      const bf16_bits* from = S.send_rank[i] == s ? &recv[s][std::size_t(S.send_row[i]) * n]
+      const bf16_bits* from = S.send_rank[i] == s ? &stage[s][std::size_t(at[S.send_row[i]]) * n]
                                                   : &ret[s][std::size_t(S.return_row[i]) * n];
       std::copy_n(from, n, &comb[s][i * n]);
     }

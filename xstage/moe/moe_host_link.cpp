@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "common/check.hpp"
@@ -59,8 +60,8 @@ struct HostLinkGroup {
   HostLinkGroup(const HostLinkGroup&) = delete;
   HostLinkGroup& operator=(const HostLinkGroup&) = delete;
 
-  void set_drain(bool on) {
-    for (auto& f : fused) f->set_combine_drain(on);
+  void set_drain(bool on, int experts_per_copy) {
+    for (auto& f : fused) f->set_combine_drain(on, experts_per_copy);
   }
   void set_orders(const std::vector<Routing>& routing, ScheduleKind kind, const burstgap::ModelParams& params) {
     for (int r = 0; r < p.ranks; ++r) {
@@ -109,36 +110,57 @@ struct HostLinkGroup {
   }
 };
 
-// The copy engine on this GPU's host link, once per process (the drain's prediction): a
-// stream operation's fixed cost (32 met stream waits and 32 one-row copies back to back,
-// per operation) and the rate of one 64 MiB device-to-host copy; the second of two
-// passes each (the first warms the path up).
-burstgap::CopyCosts measure_copy_costs() {
-  static const burstgap::CopyCosts costs = [] {
-    constexpr std::size_t kBytes = std::size_t(64) << 20, kRow = 8192;
-    constexpr int kOps = 32;
-    DeviceBuffer<unsigned char> from(kBytes);
-    MappedHostBuffer<unsigned char> to(kBytes);
-    DeviceBuffer<unsigned> met(1);
-    fill_device(met.get(), 0, sizeof(unsigned));
-    cudaStream_t s;
-    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    bench::EventTimer timer(s, "copy-engine costs");
-    double ops_ms = 0, copy_ms = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      ops_ms = timer(
-          [&] {
-            common::stream_wait_geq(s, met.get(), 0);
-            XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kRow, cudaMemcpyDeviceToHost, s));
-          },
-          kOps);
-      copy_ms = timer([&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s)); },
-                      1);
-    }
-    XS_CHECK_CUDA(cudaStreamDestroy(s));
-    return burstgap::CopyCosts{ops_ms / (2 * kOps), double(kBytes) / (copy_ms * 1e6)};
-  }();
-  return costs;
+// The copy engine on this GPU's host link, once per process and rank count (the drain's
+// prediction): the rate of one 64 MiB device-to-host copy, and a stream operation's fixed
+// cost as the drain meets it: P streams at once (as the P side streams), each with 32 met
+// stream waits and 32 copies of 128 KiB (a drain copy at P = 8, 512 tokens), the slowest
+// stream's time less all their bytes at that rate, per operation. (One stream alone
+// read 1.2 us per operation, and with one-row copies 2 us, while each of the drain's
+// copies at P = 8 took about 4 us beyond its bytes.) The second of two passes each (the
+// first warms the path up).
+burstgap::CopyCosts measure_copy_costs(int ranks) {
+  static std::map<int, burstgap::CopyCosts> measured;
+  if (auto it = measured.find(ranks); it != measured.end()) return it->second;
+  constexpr std::size_t kBytes = std::size_t(64) << 20, kCopy = std::size_t(128) << 10;
+  constexpr int kOps = 32;
+  DeviceBuffer<unsigned char> from(kBytes);
+  MappedHostBuffer<unsigned char> to(kBytes);
+  DeviceBuffer<unsigned> met(1);
+  fill_device(met.get(), 0, sizeof(unsigned));
+  std::vector<cudaStream_t> s(ranks);
+  std::vector<cudaEvent_t> end(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+    XS_CHECK_CUDA(cudaEventCreate(&end[r]));
+  }
+  bench::EventTimer timer(s[0], "copy-engine costs");
+  double ops_ms = 0, copy_ms = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    copy_ms = timer([&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s[0])); },
+                    1);
+    ops_ms = timer(
+        [&] {
+          for (int r = 1; r < ranks; ++r) XS_CHECK_CUDA(cudaStreamWaitEvent(s[r], timer.start(), 0));
+          for (int i = 0; i < kOps; ++i)
+            for (int r = 0; r < ranks; ++r) {
+              const std::size_t at = ((std::size_t(r) * kOps + i) % (kBytes / kCopy)) * kCopy;
+              common::stream_wait_geq(s[r], met.get(), 0);
+              XS_CHECK_CUDA(cudaMemcpyAsync(to.host() + at, from.get() + at, kCopy, cudaMemcpyDeviceToHost, s[r]));
+            }
+          for (int r = 1; r < ranks; ++r) {
+            XS_CHECK_CUDA(cudaEventRecord(end[r], s[r]));
+            XS_CHECK_CUDA(cudaStreamWaitEvent(s[0], end[r], 0));
+          }
+        },
+        1);  // s[0] has joined the other streams
+  }
+  for (int r = 0; r < ranks; ++r) {
+    XS_CHECK_CUDA(cudaEventDestroy(end[r]));
+    XS_CHECK_CUDA(cudaStreamDestroy(s[r]));
+  }
+  const int ops = 2 * kOps * ranks;
+  const double bytes_ms = copy_ms * double(kOps) * ranks * kCopy / double(kBytes);
+  return measured[ranks] = {std::max(0.0, ops_ms - bytes_ms) / ops, double(kBytes) / (copy_ms * 1e6)};
 }
 
 // Over the ranks: the largest difference of one rank's outputs (max_rel_diff).
@@ -160,7 +182,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   HostLinkRow row;
   row.config = c;
-  row.copy = measure_copy_costs();
+  row.copy = measure_copy_costs(p.ranks);
   predict_host_link_row(row, params, sms);
   const auto routing = synthetic_routing(p, c.synthetic());
   HostLinkGroup g(p, routing);
@@ -172,14 +194,14 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved})
       for (int drain = 0; drain < 2; ++drain) {
         const int il = kind == ScheduleKind::interleaved;
-        g.set_drain(drain);
+        g.set_drain(drain, row.drain_experts_per_copy);
         g.set_orders(routing, kind, params);
         const double t = g.time_us(round < 0 ? std::max(1, o.warmup) : per);
         if (round < 0) continue;
         us[il][drain].push_back(t);
         if (round == rounds - 1) out[il][drain] = g.outputs();
       }
-  g.set_drain(false);
+  g.set_drain(false, 1);
   row.max_rel_err = max_rel_diff_over_ranks(out[1][0], out[0][0]);
   const bool drain_bitwise = out[0][1] == out[0][0] && out[1][1] == out[1][0];
   if (o.profile) {  // after all the timing, so that the timed launches carry no profiling code

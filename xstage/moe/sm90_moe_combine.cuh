@@ -16,11 +16,11 @@
 namespace xstage::moe::device {
 
 // Where (token, slot) s's row is: comb[s]; with the combine drain, its return row, or
-// for a row this rank computed, its recv row of drain_stage.
+// for a row this rank computed, the stage row of its recv row.
 __device__ __forceinline__ const std::uint16_t* slot_row(const FusedArgs& a, const std::uint16_t* comb, std::size_t s) {
   if (a.drain_stage == nullptr) return comb + s * a.hidden;
-  return a.send_rank[s] == a.rank ? a.drain_stage + static_cast<std::size_t>(a.send_row[s]) * a.hidden
-                                  : comb + static_cast<std::size_t>(a.return_row[s]) * a.hidden;
+  if (a.send_rank[s] != a.rank) return comb + static_cast<std::size_t>(a.return_row[s]) * a.hidden;
+  return a.drain_stage + static_cast<std::size_t>(a.drain_stage_row[a.send_row[s]]) * a.hidden;
 }
 
 // Consumer threads only (ctid 0..255): 8 columns per thread and step.

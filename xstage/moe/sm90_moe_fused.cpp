@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -73,7 +74,9 @@ struct FusedMoe::Impl {
   bool host_link = false;                         // a OneGpuGroup with WindowMemory::host
   bool drain_on = false;                          // set_combine_drain
   std::unique_ptr<CombineDrain> drain;            // made by the first set_combine_drain(true)
+  int drain_experts_per_copy = 1;                 // set_combine_drain
   DeviceBuffer<int> return_row;                   // RankLayout::return_row (host link)
+  DeviceBuffer<int> drain_stage_row;              // drain_stage_rows (host link)
   std::vector<DrainExpert> drain_plan;            // the inputs' (host link)
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
@@ -267,6 +270,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
   upload_on(m.items, order, st);
   if (m.host_link) {
     upload_on(m.return_row, R.return_row, st);
+    upload_on(m.drain_stage_row, drain_stage_rows(R, m.p.ranks), st);
     m.drain_plan = drain_plan(R, order, m.p.ranks);
   }
   m.n_items = static_cast<int>(order.size());
@@ -426,18 +430,29 @@ FusedMoe::Profile FusedMoe::profile() {
   return summarize_profile(f, blocks_, launches, khz);
 }
 
-void FusedMoe::set_combine_drain(bool on) {
+void FusedMoe::set_combine_drain(bool on, int experts_per_copy) {
   Impl& m = *impl_;
+  XS_ASSERT(experts_per_copy >= 1, "moe fused: experts per drain copy must be >= 1 (got {}, rank {})",
+            experts_per_copy, m.rank_id);
   XS_ASSERT(!on || m.host_link,
             "moe fused: the combine drain needs a OneGpuGroup with WindowMemory::host (rank {})", m.rank_id);
   XS_ASSERT(!on || m.inputs != Impl::Inputs::device,
             "moe fused: the combine drain plans its copies on the host; rank {} routes on the device", m.rank_id);
   if (on && !m.drain) {
+    // Each rank's kernel stream and drain stream want a hardware queue of their own
+    // (common::request_stream_queues); shared, the drains wait behind each other.
+    static bool warned = false;
+    if (2 * m.p.ranks > common::stream_queues() && !std::exchange(warned, true))
+      fmt::print(stderr,
+                 "moe fused: {} ranks' kernel and drain streams share {} hardware queues, so the drains "
+                 "serialize; set CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call\n",
+                 m.p.ranks, common::stream_queues());
     XS_CHECK_CUDA(cudaSetDevice(m.device));
     synchronize();
     m.drain = std::make_unique<CombineDrain>(m.p, m.rank_id, m.max_rows);
   }
   m.drain_on = on;
+  m.drain_experts_per_copy = experts_per_copy;
 }
 
 void FusedMoe::launch() {
@@ -452,7 +467,7 @@ void FusedMoe::launch_together(const std::vector<FusedMoe*>& ranks) {
 
 void FusedMoe::enqueue_drain() {
   Impl& m = *impl_;
-  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.drain_plan, m.plain, m.plain_comb);
+  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.drain_plan, m.drain_experts_per_copy, m.plain, m.plain_comb);
 }
 
 void FusedMoe::launch_kernel() {
@@ -528,6 +543,7 @@ void FusedMoe::launch_kernel() {
     a.drain_stage = m.drain->stage();
     a.l2_done = m.drain->l2_done();
     a.return_row = m.return_row.get();
+    a.drain_stage_row = m.drain_stage_row.get();
   }
   launch_fused(a, blocks_, st);
 }

@@ -27,9 +27,9 @@
 //   3. combine consumers acquire combine_cnt >= combine_expect; out[t] =
 //              sum_k w[t,k] * comb[t,k] (fp32, slot order, one bf16 rounding).
 //              (sm90_moe_combine.cuh)
-//   Host-link combine drain (FusedArgs::drain_stage): L2 rows stay local in recv
-//   order, l2_done[e] counts each expert's tiles, the owners' side streams copy each
-//   source's ranges back and raise its drain flags, which the combine acquires instead.
+//   Host-link combine drain (FusedArgs::drain_stage): L2 rows stay local in (source,
+//   expert) order, l2_done[e] counts each expert's tiles, the owners' side streams copy
+//   each source's ranges back and raise its drain flags, which the combine acquires instead.
 //
 // Inside a CTA (warp specialisation; FusedKernelShape in xstage/moe/kernel_plan.hpp):
 //   warpgroup 0  producer: setmaxnreg 56; warp 0 takes tickets (lane 0), looks up

@@ -86,16 +86,19 @@ __device__ __forceinline__ void store_h_rows(const FusedArgs& a, const WorkItem&
 // REMOTE STORE (L2): each of this warpgroup's output rows into its owner's
 // comb[token*k + slot], columns [n_block * 256, + 256), by the lane that holds it;
 // `dest` is the warpgroup's 64 rows of the item's Barriers::dest. With the combine
-// drain (a.drain_stage) the rows stay in HBM at their recv rows from row0 instead (a
-// local store; the owner's side stream copies them across).
+// drain (a.drain_stage) the rows stay in HBM at the stage rows of their recv rows (from
+// row0) instead (a local store; the owner's side stream copies them across).
 __device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const Barriers& bar, const WorkItem& it,
                                                      const float (&acc0)[64], const float (&acc1)[64],
                                                      const int* dest, std::uint16_t* staged, int row0, int warp,
                                                      int lane) {
   const int g = lane / 4, t = lane % 4;
-  int d[kLaneRows];
+  int d[kLaneRows], stage_row[kLaneRows];
 #pragma unroll
-  for (int i = 0; i < kLaneRows; ++i) d[i] = dest[lane_row(warp, lane, i)];
+  for (int i = 0; i < kLaneRows; ++i) {
+    d[i] = dest[lane_row(warp, lane, i)];
+    stage_row[i] = a.drain_stage != nullptr && d[i] != kNoDest ? a.drain_stage_row[row0 + lane_row(warp, lane, i)] : 0;
+  }
 #pragma unroll
   for (int c = 0; c < kL2TileN / 64; ++c) {
     __syncwarp();
@@ -107,7 +110,7 @@ __device__ __forceinline__ void store_rows_to_owners(const FusedArgs& a, const B
       const int col = it.n_block * kL2TileN + c * 64 + (lane % 8) * 8;
       std::uint16_t* dst =
           a.drain_stage != nullptr
-              ? a.drain_stage + static_cast<std::size_t>(row0 + lane_row(warp, lane, i)) * a.hidden + col
+              ? a.drain_stage + static_cast<std::size_t>(stage_row[i]) * a.hidden + col
               : bar.comb_base[d[i] % kMaxRanks] + static_cast<std::size_t>(d[i] / kMaxRanks) * a.hidden + col;
       *reinterpret_cast<uint4*>(dst) =
           *reinterpret_cast<const uint4*>(staged + lane_row(warp, lane, i) * Shape::kStagePitch + (lane % 8) * 8);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/cuda_check.hpp"
 #include "common/test_child.hpp"
 #include "xstage/moe/device_route.hpp"
 #include "xstage/moe/unfused.hpp"
@@ -157,7 +158,7 @@ TEST(MoeFusedGpu, SingleRank) {
 // tolerance of the reference and bitwise equal to the first. Returns every rank's output.
 std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
                                                        moe::WindowMemory memory = moe::WindowMemory::device,
-                                                       bool drain = false) {
+                                                       bool drain = false, int experts_per_copy = 1) {
   const auto routing = moe::synthetic_routing(c.p, c.routing);
   const auto layout = moe::build_layout(c.p, routing);
   const auto w = moe::random_weights(c.p, 23);
@@ -175,7 +176,7 @@ std::vector<std::vector<std::uint16_t>> run_on_one_gpu(const Case& c,
     xd.push_back(xstage::upload(x[r]));
     fused.push_back(std::make_unique<moe::FusedMoe>(group, r, streams[r]));
     fused[r]->set_weights(w1[r].get(), w2[r].get());
-    fused[r]->set_combine_drain(drain);
+    fused[r]->set_combine_drain(drain, experts_per_copy);
     const auto tiles = moe::build_tiles(c.p, layout.ranks[r]);
     const auto cfg = moe::choose_schedule(c.kind, c.p, tiles, fused[r]->blocks(), xstage::burstgap::example_params("peer"));
     const auto order = moe::make_scheduler(cfg)->order(tiles);
@@ -464,8 +465,9 @@ TEST(MoeFusedGpu, EightRanksOnOneGpu) {
 
 // The same P kernels with the combine rows in mapped pinned host memory (the L2
 // epilogue's stores over the host link; dispatch rows and counters in HBM), and with
-// the combine drain (the rows copied across by each rank's side stream): the outputs
-// equal the HBM group's bitwise, launch after launch.
+// the combine drain (the rows copied across by each rank's side stream, one expert's
+// at a time and three experts' merged): the outputs equal the HBM group's bitwise, launch
+// after launch.
 TEST(MoeFusedGpu, HostLinkWindowsGiveTheHbmOutputsBitwise) {
   for (const Case& c : {Case{{2, 200, 8, 2, 512, 256}, {.zipf = 1.0, .empty_experts = 2, .same_rank = 0.3, .seed = 8},
                              moe::ScheduleKind::interleaved, 2},
@@ -476,11 +478,14 @@ TEST(MoeFusedGpu, HostLinkWindowsGiveTheHbmOutputsBitwise) {
     const auto hbm = run_on_one_gpu(c);
     const auto host = run_on_one_gpu(c, moe::WindowMemory::host);
     const auto drained = run_on_one_gpu(c, moe::WindowMemory::host, true);
+    const auto merged = run_on_one_gpu(c, moe::WindowMemory::host, true, 3);
     ASSERT_EQ(host.size(), hbm.size());
     ASSERT_EQ(drained.size(), hbm.size());
+    ASSERT_EQ(merged.size(), hbm.size());
     for (std::size_t r = 0; r < hbm.size(); ++r) {
       EXPECT_TRUE(host[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": host-link output differs";
       EXPECT_TRUE(drained[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": drained output differs";
+      EXPECT_TRUE(merged[r] == hbm[r]) << "P = " << c.p.ranks << ", rank " << r << ": merged drain differs";
     }
   }
 }
@@ -563,4 +568,7 @@ TEST(MoeFusedGpu, AbsentPeerTimesOutNamingTheWaitAndTheSources) {
   }
 }
 
-int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }
+int main(int argc, char** argv) {
+  common::request_stream_queues();  // before any CUDA call
+  return common::test_main_with_children(argc, argv, child_main);
+}

@@ -182,36 +182,64 @@ TEST(MoeLayout, DispatchCombineIdentityRoundTripIsBitwise) {
   }
 }
 
-// The host-link combine drain: each owner's (local expert, source) ranges copied whole
-// into the sources' return rows give every (token, slot) its row, as the direct combine
-// does; the copies never touch the owner's own rows and fill each return row once.
+// The host-link combine drain: each owner's (local expert, source) ranges of its stage
+// copied into the sources' return rows give every (token, slot) its row, as the direct
+// combine does, also with several experts' copies merged; a copy holds one expert's rows
+// from one source, never the owner's own, and fills each return row once; all experts'
+// copies merge into one per source.
 TEST(MoeLayout, DrainedCombineEqualsTheDirectOne) {
   for (int P : {2, 4, 8}) {
     const auto p = small(P, 29, 16, 4);
     const auto r = moe::synthetic_routing(p, {.zipf = 1.0, .empty_experts = 3, .same_rank = 0.5, .seed = 5});
     const auto L = moe::build_layout(p, r);
+    const int epr = p.experts_per_rank();
     // Recv rows that differ from each other: the row's index in every element.
     std::vector<std::vector<moe::bf16_bits>> recv(P);
     for (int d = 0; d < P; ++d) {
       recv[d].resize(std::size_t(L.ranks[d].rows()) * p.hidden);
       for (std::size_t i = 0; i < recv[d].size(); ++i) recv[d][i] = moe::bf16_bits(1000 * d + i / p.hidden);
     }
-    EXPECT_EQ(moe::combine_rows_drained(L, recv, p.hidden), moe::combine_rows(L, recv, p.hidden)) << P;
+    for (int group : {1, 2, 3, epr})
+      EXPECT_EQ(moe::combine_rows_drained(L, recv, p.hidden, group), moe::combine_rows(L, recv, p.hidden))
+          << P << " " << group;
     std::vector<int> filled(P, 0);
-    for (int d = 0; d < P; ++d)
-      for (int e = 0; e < p.experts_per_rank(); ++e)
-        for (const auto& c : moe::drain_copies(L.ranks[d], e, P)) {
+    for (int d = 0; d < P; ++d) {
+      const auto& R = L.ranks[d];
+      const std::vector<int> stage = moe::drain_stage_rows(R, P);
+      std::vector<int> recv_of(R.rows(), -1);  // the inverse
+      for (int row = 0; row < R.rows(); ++row) {
+        ASSERT_TRUE(stage[row] >= 0 && stage[row] < R.rows() && recv_of[stage[row]] < 0) << P << " " << row;
+        recv_of[stage[row]] = row;
+      }
+      std::vector<moe::DrainCopy> all;
+      std::set<int> sources;
+      for (int e = 0; e < epr; ++e)
+        for (const auto& c : moe::drain_copies(R, e, P)) {
           EXPECT_NE(c.dst_rank, d);
-          EXPECT_GE(c.src_row, L.ranks[d].expert_offset[e]);
-          EXPECT_LE(c.src_row + c.rows, L.ranks[d].expert_offset[e + 1]);
+          for (int i = c.src_row; i < c.src_row + c.rows; ++i) {
+            const int row = recv_of[i];
+            EXPECT_TRUE(row >= R.expert_offset[e] && row < R.expert_offset[e + 1] && R.recv_src_rank[row] == c.dst_rank)
+                << "P " << P << " owner " << d << " expert " << e << " stage row " << i;
+          }
           filled[c.dst_rank] += c.rows;
+          sources.insert(c.dst_rank);
+          all.push_back(c);
         }
+      EXPECT_EQ(moe::merge_drain_copies(all).size(), sources.size()) << P << " " << d;
+    }
     for (int s = 0; s < P; ++s) {
       int remote = 0;
       for (int d : L.ranks[s].send_rank) remote += d != s;
       EXPECT_EQ(filled[s], remote) << "P " << P << " rank " << s;
     }
   }
+}
+
+TEST(MoeLayout, MergesOnlyCopiesThatContinueEachOther) {
+  using C = moe::DrainCopy;
+  // Contiguous in both (merged), a gap in the return rows, another destination.
+  const auto out = moe::merge_drain_copies({{10, 1, 0, 4}, {0, 2, 0, 5}, {14, 1, 4, 2}, {16, 1, 7, 1}});
+  EXPECT_EQ(out, (std::vector<C>{{10, 1, 0, 6}, {16, 1, 7, 1}, {0, 2, 0, 5}}));
 }
 
 TEST(MoeLayout, RejectsBadRouting) {
@@ -786,24 +814,30 @@ TEST(MoeFusedPlan, ProfileSharesFromCycleSums) {
                std::exception);
 }
 
-// The drain's forward by hand: experts leave in the order their L2 tiles end, each after
-// the link is free, one stream's fixed costs (its wait and copies) plus all P ranks'
-// bytes at the copy rate; the flags' write after the last; then the reads back at D.
+// The drain's forward by hand: experts leave in the order their L2 tiles end, in groups,
+// each after the link is free, one stream's fixed costs (its waits and merged copies) plus
+// all P ranks' bytes at the copy rate; the flags' write after the last; then the reads
+// back at D.
 TEST(MoeHostLink, DrainPredictionByHand) {
   bg::ModelParams link;
   link.drain_GBps = 61;
   const bg::CopyCosts copy{1e-3, 100};  // 1 us per stream operation, 100 GB/s
-  // Two ranks. Expert 1 ends first (10 us): 10 + 2 x (2 ops x 1 us + 1 MB / 100 GB/s (10
-  // us)) = 34; expert 0 (30 us): max(34, 30) + 2 x (2 + 20) = 78; expert 2 has no copies.
-  // The flags: 2 x 2 writes, 82.
-  const std::vector<double> end{30, 10, 500}, bytes{2e6, 1e6, 0};
-  const std::vector<int> copies{1, 1, 0};
-  EXPECT_NEAR(moe::predict_drain_us(50, end, bytes, copies, 2, 0, copy, link), 82, 1e-9);
-  EXPECT_NEAR(moe::predict_drain_us(100, end, bytes, copies, 2, 0, copy, link), 100, 1e-9);  // compute-bound
-  EXPECT_NEAR(moe::predict_drain_us(100, end, bytes, copies, 2, 61e3, copy, link), 101, 1e-9);  // + 61 kB at D
-  // No measured rate: the link fit's D.
-  EXPECT_NEAR(moe::predict_drain_us(0, {0}, {61e3}, {1}, 1, 0, {0, 0}, link), 1, 1e-9);
-  EXPECT_THROW(moe::predict_drain_us(0, {0, 1}, {1}, {1}, 1, 0, copy, link), std::exception);
+  const double row = 1e4;               // bytes: 100 rows are 1 MB, 10 us at 100 GB/s
+  // Two ranks. Expert 1 ends first (10 us): 10 + 2 x (2 ops x 1 us + 10 us) = 34; expert 0
+  // (30 us): max(34, 30) + 2 x (2 + 20) = 78. The flags: 2 x 2 writes, 82.
+  // Expert 0's rows follow expert 1's in the stage and in the return rows.
+  const std::vector<moe::DrainExpertCost> experts{{30, {{100, 1, 100, 200}}}, {10, {{0, 1, 0, 100}}}};
+  EXPECT_NEAR(moe::predict_drain_us(50, experts, 1, row, 2, 0, copy, link), 82, 1e-9);
+  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 0, copy, link), 100, 1e-9);  // compute-bound
+  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 61e3, copy, link), 101, 1e-9);  // + 61 kB at D
+  // Both in one group: after 30 us, 2 waits and one merged copy of 3 MB: 30 + 2 x (3 + 30)
+  // = 96, and the flags 100. Not merged (a gap in the return rows): one more op, 102.
+  EXPECT_NEAR(moe::predict_drain_us(50, experts, 2, row, 2, 0, copy, link), 100, 1e-9);
+  const std::vector<moe::DrainExpertCost> apart{{30, {{100, 1, 101, 200}}}, {10, {{0, 1, 0, 100}}}};
+  EXPECT_NEAR(moe::predict_drain_us(50, apart, 2, row, 2, 0, copy, link), 102, 1e-9);
+  // No measured rate: the link fit's D (61 kB, 1 us); no copy-engine op costs.
+  EXPECT_NEAR(moe::predict_drain_us(0, {{0, {{0, 1, 0, 1}}}}, 1, 61e3, 1, 0, {0, 0}, link), 1, 1e-9);
+  EXPECT_THROW(moe::predict_drain_us(0, experts, 0, row, 2, 0, copy, link), std::exception);
 }
 
 // The predicted side of `bench moe --link host`: each order's forward with SM stores is
@@ -824,6 +858,9 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     r.copy = moe::kH200CopyCosts;
     moe::predict_host_link_row(r, host, 132);
     drained += r.schedule == "drain";
+    // The drain's grouping: a power of two or all of one rank's experts.
+    const int epr = c.experts / c.ep, g = r.drain_experts_per_copy;
+    EXPECT_TRUE(g >= 1 && g <= epr && (g == epr || (g & (g - 1)) == 0)) << g;
     EXPECT_GT(r.predicted_compute_us, 0);
     EXPECT_GT(r.predicted_compute_interleaved_us, 0);
     // The stage holds the mainloops' reads while it drains: each order pays the combine's

@@ -711,7 +711,10 @@ TEST(UlyssesQkvGpu, AnOwnerThatNeverStartsTimesOutNamingIt) {
   EXPECT_NE(out.find("(index 0, expected 1, saw 0)"), std::string::npos) << out;
 }
 
-int main(int argc, char** argv) { return common::test_main_with_children(argc, argv, child_main); }
+int main(int argc, char** argv) {
+  common::request_stream_queues();  // before any CUDA call
+  return common::test_main_with_children(argc, argv, child_main);
+}
 
 // Over the host link (the other owners' outputs and counters in mapped pinned host
 // memory) the fused kernel writes exactly what it writes with every owner in HBM, for

@@ -40,6 +40,15 @@ void* driver_function(const char* name);
 // is done and visible (cuStreamWriteValue32). Throw common::Error naming the call.
 void stream_wait_geq(cudaStream_t stream, const unsigned* word, unsigned value);
 void stream_write(cudaStream_t stream, unsigned* word, unsigned value);
+// The device's hardware work queues. The runtime maps streams round-robin onto
+// CUDA_DEVICE_MAX_CONNECTIONS queues (8 unless set) and each queue runs in order, so a
+// stream memory wait holds every stream that shares its queue: with the P ranks of a
+// OneGpuGroup and their combine-drain streams (2P > 8 at P = 8) one rank's drain waited
+// behind another's, and the drain ran 10-15 % slower (measured on H200). Programs ask for
+// the most (32) before their first CUDA call; a value the user set is kept. The count is
+// fixed once the context exists.
+void request_stream_queues();
+int stream_queues();  // as CUDA_DEVICE_MAX_CONNECTIONS says (8 when unset or unreadable)
 }  // namespace common
 
 // A plain-message check for .cu files (host code elsewhere uses XS_ASSERT).

@@ -52,6 +52,9 @@ class EventTimer {
     XS_CHECK_CUDA(cudaEventElapsedTime(&t, e0_, e1_));
     return static_cast<double>(t);
   }
+  // The start event of the launches being timed: work on other streams that the timed
+  // time must hold waits for it (and its end joins the timer's stream inside launch()).
+  cudaEvent_t start() const { return e0_; }
 
  private:
   void wait_end() {

@@ -110,6 +110,7 @@ struct HostLinkRow {
   // every rank's rows back over the link (bytes / D); Interleaved with the drain
   // (predict_drain_us). The speedup is predicted_expert_wave_us over the advised one's.
   double predicted_expert_wave_us = 0, predicted_interleaved_us = 0, predicted_drain_us = 0;
+  int drain_experts_per_copy = 1;                 // the drain's grouping, the fastest predicted
   double predicted_speedup = 0;
   burstgap::CopyCosts copy;                       // the copy engine, measured before the rows
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
@@ -128,18 +129,25 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
 // 27 %); with a 1 % margin the choice was right in 66 of those rows, with 15 % in 90.
 inline constexpr double kDrainMargin = 0.15;
 void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params, int sms);
-// The combine drain's forward, in us: each local expert's rows leave when its last L2
-// tile ends (`l2_end_us`, the order's ticket simulation); an expert's copies of all P
-// ranks share the link (P x its remote bytes at the copy rate) and the copy engine's
-// stream operations (P x its wait and copies at the fixed cost each: the P side streams'
-// operations do not overlap; counting one stream's predicted P = 4 rows at 128-512 tokens
-// 1.5-1.8x fast); the forward ends with the later of the compute and the last copy (and
-// the P x P flag writes), then the combine reads the other ranks' rows of every rank back
-// over the link (`readback_bytes` / D). Per expert: remote bytes and copies of one rank
+// One local expert of one rank in the drain's prediction: when its last L2 tile ends
+// (the order's ticket simulation) and its copies (drain_copies).
+struct DrainExpertCost {
+  double l2_end_us = 0;
+  std::vector<DrainCopy> copies;
+};
+// The combine drain's forward, in us: the experts in the order their L2 tiles end, in
+// groups of `experts_per_copy` (FusedMoe::set_combine_drain); a group leaves when its last
+// expert's tiles end and the link is free, its copies merged (merge_drain_copies). A
+// group's copies of all P ranks share the link (P x its remote bytes at the copy rate) and
+// the copy engine's stream operations (P x its waits and copies at the fixed cost each:
+// the P side streams' operations do not overlap; counting one stream's predicted P = 4
+// rows at 128-512 tokens 1.5-1.8x fast); the forward ends with the later of the compute
+// and the last copy (and the P x P flag writes), then the combine reads the other ranks'
+// rows of every rank back over the link (`readback_bytes` / D). Per expert: one rank's
 // (the others alike).
-double predict_drain_us(double compute_us, const std::vector<double>& l2_end_us,
-                        const std::vector<double>& expert_bytes, const std::vector<int>& expert_copies, int ranks,
-                        double readback_bytes, const burstgap::CopyCosts& copy, const burstgap::ModelParams& link);
+double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& experts, int experts_per_copy,
+                        double row_bytes, int ranks, double readback_bytes, const burstgap::CopyCosts& copy,
+                        const burstgap::ModelParams& link);
 // The typical copy costs on H200 for predictions without a GPU (--predict-only): the
 // probe's copy-engine rate (55.4 GB/s) and the Ulysses bench's stream operations (3.1-4.7 us).
 inline constexpr burstgap::CopyCosts kH200CopyCosts{4e-3, 55.4};

@@ -25,9 +25,11 @@ struct RankLayout {
   std::vector<int> recv_src_rank;  // [rows] owner of the token
   std::vector<int> recv_src_slot;  // [rows] token * k + slot on the owner (its comb row)
   std::vector<int> recv_from;      // [P] rows this rank receives from each source
-  // The host-link combine drain (FusedMoe::set_combine_drain): this rank's L2 rows stay in
-  // recv order, and each (local expert, source) range goes back to its source as one copy.
-  // A source's return rows hold its ranges in (owner rank, owner's local expert) order.
+  // The host-link combine drain (FusedMoe::set_combine_drain): this rank's L2 rows go to a
+  // stage in (source, local expert) order (drain_stage_rows), so that a source's rows of
+  // consecutive local experts lie together there as they do in the source's return rows,
+  // which hold its ranges in (owner rank, owner's local expert) order: one copy can move
+  // a source's rows of several experts.
   std::vector<int> recv_start;     // [E/P * P + 1] first recv row of (local expert e, source s) at e * P + s
   std::vector<int> return_start;   // [E/P * P] where that range starts in the source's return rows
   std::vector<int> return_row;     // [T*k] row of each (token, slot)'s result in this rank's return rows
@@ -45,14 +47,20 @@ Layout build_layout(const Problem& p, const std::vector<Routing>& routing);
 // monotone); throws naming the first broken one.
 void check_layout(const Layout& layout, const std::vector<Routing>& routing);
 
-// One copy of the combine drain: `rows` rows from the owner's recv-ordered L2 rows at
-// `src_row` to rank `dst_rank`'s return rows at `dst_row`.
+// One copy of the combine drain: `rows` rows from the owner's stage at `src_row` to rank
+// `dst_rank`'s return rows at `dst_row`.
 struct DrainCopy {
   int src_row, dst_rank, dst_row, rows;
+  bool operator==(const DrainCopy&) const = default;
 };
+// Owner R's stage row of each of its recv rows: (source, local expert) order.
+std::vector<int> drain_stage_rows(const RankLayout& R, int ranks);
 // Owner R's copies of local expert `local_expert`'s rows back to the other ranks (its own
 // rows stay: the combine reads them in place); empty ranges left out.
 std::vector<DrainCopy> drain_copies(const RankLayout& R, int local_expert, int ranks);
+// The same copies with each run that continues another in both stage and return rows
+// (same destination) made one: a group of experts' copies, fewest operations.
+std::vector<DrainCopy> merge_drain_copies(std::vector<DrainCopy> copies);
 
 // Sizes of the GPU planner's buffers (FusedMoe::route_on_device, moe/device_route.hpp).
 namespace route {
@@ -76,12 +84,13 @@ std::vector<std::vector<bf16_bits>> dispatch_rows(const Layout& layout, const st
                                                   int row_elems);
 std::vector<std::vector<bf16_bits>> combine_rows(const Layout& layout,
                                                  const std::vector<std::vector<bf16_bits>>& recv, int row_elems);
-// The same through the combine drain: every owner's drain_copies into the sources' return
+// The same through the combine drain, `experts_per_copy` consecutive local experts' copies
+// merged (merge_drain_copies): every owner's stage, its copies into the sources' return
 // rows [T*k, row_elems], then each (token, slot) read at return_row (or, for a row this
-// rank computed itself, at send_row of its own recv-shaped rows). Equal to combine_rows.
+// rank computed itself, at its stage row). Equal to combine_rows.
 std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& layout,
                                                          const std::vector<std::vector<bf16_bits>>& recv,
-                                                         int row_elems);
+                                                         int row_elems, int experts_per_copy = 1);
 
 
 }  // namespace xstage::moe

@@ -108,14 +108,15 @@ struct FusedArgs {
   unsigned* gate;                  // local: block 0 releases the epoch after the LSA barrier
   const unsigned* dispatch_expect; // [E/P] cumulative dispatch count to wait for
   unsigned combine_expect;         // cumulative combine count to wait for
-  // The host-link combine drain, or all null: L2 rows go to this rank's drain_stage in
-  // recv order (HBM) and l2_done[local expert] counts the tiles' warpgroup halves (only
-  // grows); the owners' side streams copy them into the sources' return rows (plain_comb)
-  // and raise the drain flags; the combine reads a row at return_row, or its own rows
-  // at send_row of drain_stage.
+  // The host-link combine drain, or all null: L2 rows go to this rank's drain_stage at
+  // their stage rows ((source, local expert) order, HBM) and l2_done[local expert] counts
+  // the tiles' warpgroup halves (only grows); the owners' side streams copy them into the
+  // sources' return rows (plain_comb) and raise the drain flags; the combine reads a row
+  // at return_row, or its own rows at the stage row of their send_row.
   std::uint16_t* drain_stage;      // [max_rows, hidden]
   unsigned* l2_done;               // [E/P]
   const int* return_row;           // [T*k]
+  const int* drain_stage_row;      // [rows] stage row of each recv row (drain_stage_rows)
   unsigned epoch;                  // launch number, from 1
   int dispatch_first, dispatch_step;  // dispatch passes over local expert ids (moe::DispatchPlan)
   unsigned long long* profile;     // nullptr: an unprofiled launch; else see kProfileRoles
@@ -223,16 +224,20 @@ class FusedMoe {
   void set_blocks(int n);
   // The combine's rows over the host link by copy engine instead of SM stores (a
   // OneGpuGroup with WindowMemory::host, inputs by set_inputs): the L2 epilogue stores
-  // into HBM in recv order, and a side stream per rank waits for each local expert's L2
-  // tiles (cuStreamWaitValue32 on the GPU's front end: no SM) and copies each source's
-  // range of them to that source's return rows, experts in the order their last L2 tile
-  // comes; then it raises the drain flags that the combine waits for (with its budget).
-  // No SM store crosses the link, so no SM's reads wait behind the stage. Each launch's
-  // stream joins its side stream. Next launch on. Launch the group's forwards with
-  // launch_together: a stream wait may hold up work that shares its hardware queue,
-  // and a rank's kernel queued behind another rank's wait would never start (at P = 8
-  // the dispatch waits timed out), so every kernel of a forward goes first.
-  void set_combine_drain(bool on);
+  // into an HBM stage in (source, local expert) order, and a side stream per rank waits
+  // for each local expert's L2 tiles (cuStreamWaitValue32 on the GPU's front end: no SM)
+  // and, after every `experts_per_copy` experts in the order their last L2 tile comes,
+  // copies each source's rows of them to that source's return rows (one copy where they
+  // lie together: consecutive local experts); then it raises the drain flags that the
+  // combine waits for (with its budget). Fewer, larger copies cost fewer copy-engine
+  // operations but start later; the host-link advisor picks the count
+  // (predict_host_link_row). No SM store crosses the link, so no SM's reads wait behind
+  // the stage. Each launch's stream joins its side stream. Next launch on. Launch the
+  // group's forwards with launch_together: a stream wait may hold up work that shares its
+  // hardware queue, and a rank's kernel queued behind another rank's wait would never
+  // start (at P = 8 the dispatch waits timed out), so every kernel of a forward goes
+  // first; and give the process enough queues (common::request_stream_queues).
+  void set_combine_drain(bool on, int experts_per_copy = 1);
   void launch();                      // one fused forward on rank.stream()
   // One forward of every rank given: all kernels, then the drains' stream operations.
   static void launch_together(const std::vector<FusedMoe*>& ranks);
