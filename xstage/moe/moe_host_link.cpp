@@ -19,6 +19,7 @@
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "bench_inputs.hpp"
+#include "hbm_load.hpp"
 #include "xstage/moe/sm90_moe_fused.hpp"
 
 namespace xstage::moe {
@@ -113,11 +114,12 @@ struct HostLinkGroup {
 // The copy engine on this GPU's host link, once per process and rank count (the drain's
 // prediction): the rate of one 64 MiB device-to-host copy, and a stream operation's fixed
 // cost as the drain meets it: P streams at once (as the P side streams), each with 32 met
-// stream waits and 32 copies of 128 KiB (a drain copy at P = 8, 512 tokens), the slowest
-// stream's time less all their bytes at that rate, per operation. (One stream alone
-// read 1.2 us per operation, and with one-row copies 2 us, while each of the drain's
-// copies at P = 8 took about 4 us beyond its bytes.) The second of two passes each (the
-// first warms the path up).
+// stream waits and 32 copies of 128 KiB (a drain copy at P = 8, 512 tokens), while a load
+// streams HBM on every SM (as the MoE kernels do while the drain copies); the slowest
+// stream's time less all their bytes at that rate, per operation. (The rate holds under
+// that load; the cost per operation rises from 1.3 us to about 3 us at P = 8, and with 1.3
+// the drain at P = 8 measured 1.15x its prediction, median.) The second of two passes
+// each (the first warms the path up).
 burstgap::CopyCosts measure_copy_costs(int ranks) {
   static std::map<int, burstgap::CopyCosts> measured;
   if (auto it = measured.find(ranks); it != measured.end()) return it->second;
@@ -127,17 +129,17 @@ burstgap::CopyCosts measure_copy_costs(int ranks) {
   MappedHostBuffer<unsigned char> to(kBytes);
   DeviceBuffer<unsigned> met(1);
   fill_device(met.get(), 0, sizeof(unsigned));
-  std::vector<cudaStream_t> s(ranks);
+  HbmLoad load(std::size_t(256) << 20);
+  std::vector<cudaStream_t> s(ranks + 1);  // the last one runs the load
   std::vector<cudaEvent_t> end(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    XS_CHECK_CUDA(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
-    XS_CHECK_CUDA(cudaEventCreate(&end[r]));
-  }
+  for (auto& stream : s) XS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (auto& e : end) XS_CHECK_CUDA(cudaEventCreate(&e));
   bench::EventTimer timer(s[0], "copy-engine costs");
   double ops_ms = 0, copy_ms = 0;
   for (int pass = 0; pass < 2; ++pass) {
     copy_ms = timer([&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s[0])); },
                     1);
+    load.start(s[ranks], 5.0);
     ops_ms = timer(
         [&] {
           for (int r = 1; r < ranks; ++r) XS_CHECK_CUDA(cudaStreamWaitEvent(s[r], timer.start(), 0));
@@ -153,11 +155,11 @@ burstgap::CopyCosts measure_copy_costs(int ranks) {
           }
         },
         1);  // s[0] has joined the other streams
+    load.stop_after(s[0]);
+    XS_CHECK_CUDA(cudaStreamSynchronize(s[ranks]));
   }
-  for (int r = 0; r < ranks; ++r) {
-    XS_CHECK_CUDA(cudaEventDestroy(end[r]));
-    XS_CHECK_CUDA(cudaStreamDestroy(s[r]));
-  }
+  for (auto& e : end) XS_CHECK_CUDA(cudaEventDestroy(e));
+  for (auto& stream : s) XS_CHECK_CUDA(cudaStreamDestroy(stream));
   const int ops = 2 * kOps * ranks;
   const double bytes_ms = copy_ms * double(kOps) * ranks * kCopy / double(kBytes);
   return measured[ranks] = {std::max(0.0, ops_ms - bytes_ms) / ops, double(kBytes) / (copy_ms * 1e6)};
