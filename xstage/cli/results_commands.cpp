@@ -137,7 +137,7 @@ const SweepSection kMoeSection{
     "MoE over the host link: the advisor's schedule vs Expert-Wave",
     {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us", "schedule", "advised_us",
      "predicted_expert_wave_us", "predicted_interleaved_us", "predicted_drain_us", "drain_experts_per_copy", "copy_op_us",
-     "copy_GBps"}};
+     "copy_GBps", "sms"}};
 
 // The section's rows (its keys) and the summary the bench wrote, with its command and date.
 nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {
@@ -213,12 +213,12 @@ nlohmann::json summary_json(const common::Summary& s, const char* count) {
 
 // The MoE section's time-model check (moe::check_expert_wave_predictions): its measured
 // rows against the predictions they were measured with and against this build's model
-// (the shipped host-link fit, H200's 132 SMs as on the machine that measured them).
-nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
+// (the shipped host-link fit, each row's SM count or `sms` for rows without one).
+nlohmann::json moe_time_model_check(const nlohmann::json& rows, int sms) {
   std::vector<moe::HostLinkRow> measured;
   for (const auto& r : rows) measured.push_back(moe::host_link_row_from_json(r));
   const auto host = burstgap::read_params_or_default("").find("host", "st16");
-  const moe::ModelCheck c = moe::check_expert_wave_predictions(measured, host, 132);
+  const moe::ModelCheck c = moe::check_expert_wave_predictions(measured, host, sms);
   return {{"what", "Expert-Wave time measured / predicted (compute + stall), per correct row"},
           {"at_measurement", summary_json(c.at_measurement, "rows")},
           {"current_model", summary_json(c.current, "rows")},
@@ -231,9 +231,9 @@ nlohmann::json moe_time_model_check(const nlohmann::json& rows) {
 
 // The Ulysses section's drain-time check (ulysses::check_drain_predictions): its rows'
 // measured drains against the predictions they were measured with and against this
-// build's model (the shipped host-link fit, H200's 132 SMs as on the machine that
-// measured them). Rows without the drain's keys are left out.
-nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows) {
+// build's model (the shipped host-link fit, each row's SM count or `sms` for rows without
+// one). Rows without the drain's keys are left out.
+nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows, int sms) {
   std::vector<ulysses::HostLinkRow> parsed;
   for (const auto& j : rows) {
     if (!j.contains("fused_ce_owner_ms") || !j.contains("predicted_ce_owner_ms") || !j.contains("copy_op_us"))
@@ -241,7 +241,7 @@ nlohmann::json ulysses_drain_model_check(const nlohmann::json& rows) {
     parsed.push_back(ulysses::host_link_row_from_json(j));
   }
   const auto host = burstgap::read_params_or_default("").find("host", "st16");
-  const ulysses::DrainModelCheck c = ulysses::check_drain_predictions(parsed, host, 132);
+  const ulysses::DrainModelCheck c = ulysses::check_drain_predictions(parsed, host, sms);
   return {{"what", "copy-engine drain time measured / predicted, the advisor's chunks and one chunk per owner"},
           {"at_measurement", summary_json(c.at_measurement, "predictions")},
           {"current_model", summary_json(c.current, "predictions")},
@@ -279,7 +279,7 @@ void ulysses_achievable_bounds(nlohmann::json& section, int sms) {
 struct HostLinkInputs {
   std::string probe_dir, ulysses, png_dir, out;
   std::vector<std::string> moe;
-  int sms = 0;  // the SMs of the GPU that measured Ulysses rows without their own
+  int sms = 0;  // the SMs of the GPU that measured rows without their own
 };
 
 void write_host_link_results(const HostLinkInputs& in) {
@@ -303,9 +303,9 @@ void write_host_link_results(const HostLinkInputs& in) {
       plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
                                  (std::filesystem::path(in.png_dir) / sec->png).string());
   }
-  if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"]);
+  if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"], in.sms);
   if (j.contains("ulysses")) {
-    j["ulysses"]["drain_model_check"] = ulysses_drain_model_check(j["ulysses"]["rows"]);
+    j["ulysses"]["drain_model_check"] = ulysses_drain_model_check(j["ulysses"]["rows"], in.sms);
     ulysses_achievable_bounds(j["ulysses"], in.sms);
   }
   // Over every row of the fused-kernel sweeps together.
@@ -359,8 +359,8 @@ void add_host_link_results(CLI::App& app) {
   cmd->add_option("--moe", in->moe, "results file(s) of `xstage bench moe --link host --json`, repeatable: their rows "
                   "together, a configuration in two files from the later (default: keep the --out file's section)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--sms", in->sms, "SM count of the GPU that measured the Ulysses rows without their own `sms` "
-                  "(rows of older benches; 132 on H200), for the achievable bound's rounds")
+  cmd->add_option("--sms", in->sms, "SM count of the GPU that measured rows without their own `sms` (rows of "
+                  "older benches; 132 on H200), for the Ulysses achievable bound's rounds and the re-predicted rows")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--png-dir", in->png_dir, "folder for the predicted-against-measured speedup plots (needs PLplot)")
       ->check(common::validate::existing_folder());

@@ -120,7 +120,10 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     HostLinkRow r;
     r.config = m.config;
     r.copy = m.copy;
-    predict_host_link_row(r, params, sms);
+    const int row_sms = m.sms > 0 ? m.sms : sms;
+    XS_ASSERT(row_sms > 0, "MoE time-model check: a row ({} tokens, E {}, P {}) without its SM count; give the "
+              "SM count of the GPU that measured it (host-link-results --sms)", m.config.tokens_per_rank, m.config.experts, m.config.ep);
+    predict_host_link_row(r, params, row_sms);
     now.push_back(m.expert_wave_us / r.predicted_expert_wave_us);
     then_err.push_back(std::abs(m.predicted_speedup / m.speedup - 1));
     // The schedule the row measured, as this model predicts it.
@@ -209,6 +212,7 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
       r.value("predicted_interleaved_us", m.predicted_compute_interleaved_us + m.predicted_stall_interleaved_us);
   m.predicted_drain_us = r.value("predicted_drain_us", 0.0);
   m.copy = {r.value("copy_op_us", 0.0) * 1e-3, r.value("copy_GBps", 0.0)};
+  m.sms = r.value("sms", 0);  // rows of older benches have none
   m.correct = r.at("correct").get<bool>();
   return m;
 }
@@ -246,7 +250,7 @@ void predict_host_link_sweep(const SweepOptions& o) {
                     {"predicted_expert_wave_us", r.predicted_expert_wave_us},
                     {"predicted_interleaved_us", r.predicted_interleaved_us},
                     {"predicted_drain_us", r.predicted_drain_us},
-                    {"drain_experts_per_copy", r.drain_experts_per_copy}, {"schedule", r.schedule},
+                    {"drain_experts_per_copy", r.drain_experts_per_copy}, {"schedule", r.schedule}, {"sms", o.sms},
                     {"predicted_speedup", r.predicted_speedup},
                     {"interleaved_config",
                      {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},

@@ -185,6 +185,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   HostLinkRow row;
   row.config = c;
   row.copy = measure_copy_costs(p.ranks);
+  row.sms = sms;
   predict_host_link_row(row, params, sms);
   const auto routing = synthetic_routing(p, c.synthetic());
   HostLinkGroup g(p, routing);

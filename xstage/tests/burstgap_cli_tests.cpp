@@ -319,7 +319,7 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
     "rows": [{"tokens_per_rank": 512, "experts": 64, "topk": 2, "hidden": 4096, "intermediate": 2048, "ep": 4,
       "routing": "uniform", "expert_wave_us": 110.0, "interleaved_us": 100.0, "speedup": 1.1,
       "predicted_speedup": 1.21, "predicted_compute_us": 90.0, "predicted_stall_expert_wave_us": 20.0,
-      "predicted_stall_interleaved_us": 0.0, "correct": true, "not_kept": 7}]})";
+      "predicted_stall_interleaved_us": 0.0, "correct": true, "sms": 132, "not_kept": 7}]})";
   const CliResult r = xstage("host-link-results --moe " + moe + " -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string j = slurp(out);
@@ -376,7 +376,7 @@ TEST_F(BurstGapCli, HostLinkResultsBoundsUlyssesRowsWithTheirSms) {
 // Several MoE sweeps (the standard one and `--sweep eight`) make one section: rows of
 // both, a configuration measured in both taken from the later file, a profiled row's
 // phase shares kept, and the summary recomputed over the joined rows rather than copied
-// from either file.
+// from either file; rows without their SM count need --sms.
 TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   const std::string out = path("host_link.json"), a = path("moe_a.json"), b = path("moe_b.json");
   std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
@@ -396,7 +396,10 @@ TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   profiled.insert(profiled.rfind('}'), R"(, "profile": {"expert_wave": {"consumer_shares": {"combine": 0.4}}})");
   std::ofstream(b) << R"({"command": "bench moe b", "date": "d2", )" << summary << R"(, "rows": [)" << row(4, 200, 100, 50)
                    << "," << profiled << "]}";
-  const CliResult r = xstage("host-link-results --moe " + a + " --moe " + b + " -o " + out);
+  // Rows of benches that did not record their SM count are re-predicted on --sms, and
+  // without it are refused in one line.
+  expect_one_line_error(xstage("host-link-results --moe " + a + " --moe " + b + " -o " + out), "--sms");
+  const CliResult r = xstage("host-link-results --moe " + a + " --moe " + b + " --sms 132 -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto moe = nlohmann::json::parse(slurp(out))["moe"];
   ASSERT_EQ(moe["rows"].size(), 3u) << moe;

@@ -889,7 +889,8 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
 }
 
 // The model check: measured Expert-Wave time over the row's own prediction of its forward
-// and over predict_host_link_row's for its configuration; rows not correct are left out.
+// and over predict_host_link_row's for its configuration (on the row's SM count, else the
+// one given); rows not correct are left out.
 TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
@@ -911,6 +912,17 @@ TEST(MoeHostLink, ModelCheckComparesMeasuredTimesWithBothPredictions) {
   const double predicted = r.predicted_expert_wave_us;
   EXPECT_NEAR(c.current.min, 100.0 / predicted, 1e-12);
   EXPECT_NEAR(c.current.max, 200.0 / predicted, 1e-12);
+  // A row's own SM count is used; with none and no fallback the check refuses the row.
+  rows.resize(1);
+  rows[0].sms = 66;
+  moe::HostLinkRow half;
+  half.config = rows[0].config;
+  moe::predict_host_link_row(half, host, 66);
+  ASSERT_NE(half.predicted_expert_wave_us, predicted);
+  EXPECT_NEAR(moe::check_expert_wave_predictions(rows, host, 0).current.min, 100.0 / half.predicted_expert_wave_us,
+              1e-12);
+  rows[0].sms = 0;
+  EXPECT_THROW(moe::check_expert_wave_predictions(rows, host, 0), std::exception);
 }
 
 // The sweep's summary: rows not correct are left out; "a stall is predicted" means more

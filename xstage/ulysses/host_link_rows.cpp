@@ -172,7 +172,10 @@ DrainModelCheck check_drain_predictions(const std::vector<HostLinkRow>& rows, co
         r.predicted_ce_owner_ms <= 0)
       continue;
     const Problem p = r.config.problem();
-    const int grid = static_cast<int>(std::min<int64_t>(owner_major_tiles(p, r.rank).count(), sms));
+    const int row_sms = r.sms > 0 ? r.sms : sms;
+    XS_ASSERT(row_sms > 0, "Ulysses drain check: a row (S {}, P {}) without its SM count; give the SM count of the "
+              "GPU that measured it (host-link-results --sms)", p.seq, p.ranks);
+    const int grid = static_cast<int>(std::min<int64_t>(owner_major_tiles(p, r.rank).count(), row_sms));
     const CopyCosts copy{r.copy_op_us * 1e-3, r.copy_GBps > 0 ? r.copy_GBps : exchange_copy_GBps(r)};
     const double attention = r.attention_owner_ms > 0 ? r.attention_owner_ms : r.attention_row_major_ms;
     then.push_back(r.fused_ce_drain_ms / r.predicted_ce_drain_ms);

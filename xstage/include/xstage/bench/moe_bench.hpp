@@ -113,6 +113,7 @@ struct HostLinkRow {
   int drain_experts_per_copy = 1;                 // the drain's grouping, the fastest predicted
   double predicted_speedup = 0;
   burstgap::CopyCosts copy;                       // the copy engine, measured before the rows
+  int sms = 0;                                    // the GPU's SMs (0: not recorded), as predicted
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
   bool correct = false;
   ScheduleConfig interleaved;
@@ -161,6 +162,8 @@ struct ModelCheck {
   common::Summary at_measurement, current;  // of measured / predicted, over the same rows
   common::Summary speedup_error_at_measurement, speedup_error_current;
 };
+// Each row is re-predicted on its own SM count, or on `sms` where it has none (rows of
+// older benches); a row with neither is an error.
 ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measured, const burstgap::ModelParams& params,
                                          int sms);
 // Bytes of combine rows that one forward of all P ranks writes over the host link: every

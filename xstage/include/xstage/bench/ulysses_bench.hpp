@@ -178,7 +178,8 @@ struct HostLinkSummary {
 HostLinkSummary summarize_host_link(const std::vector<HostLinkRow>& rows);
 // The drain's time model on measured rows: measured over predicted drain time, for the
 // advisor's chunks and for one chunk per owner of each row, as predicted when measured
-// (the row's predicted_ce_*_ms) and as this build predicts it, on a GPU of `sms` SMs.
+// (the row's predicted_ce_*_ms) and as this build predicts it, on the row's SM count (or
+// `sms` for a row without one; a row with neither is an error).
 // A row without copy_GBps (measured before the bench recorded it) takes its copy rate
 // from its exchange after attention: the P - 1 whole-owner copies back to back.
 struct DrainModelCheck {
