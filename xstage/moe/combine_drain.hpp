@@ -3,8 +3,9 @@
 // drain_stage_rows), the release agent counts each local expert's tiles (l2_done, only
 // grows), and a side stream waits for a group of experts' counts and copies each
 // source's rows of them to that source's return rows over the host link, then raises
-// this owner's flag on every rank (the combine's wait). The copy engine moves the bytes, so the SMs' reads do not wait behind the
-// post-issue stage as they do for SM stores (docs/xstage-host-link.md).
+// this owner's flag on every rank (the combine's wait). The copy engine moves the bytes,
+// so the SMs' reads do not wait behind the post-issue stage as they do for SM stores
+// (docs/xstage-host-link.md).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -121,8 +121,10 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     r.config = m.config;
     r.copy = m.copy;
     const int row_sms = m.sms > 0 ? m.sms : sms;
-    XS_ASSERT(row_sms > 0, "MoE time-model check: a row ({} tokens, E {}, P {}) without its SM count; give the "
-              "SM count of the GPU that measured it (host-link-results --sms)", m.config.tokens_per_rank, m.config.experts, m.config.ep);
+    XS_ASSERT(row_sms > 0,
+              "MoE time-model check: a row ({} tokens, E {}, P {}) without its SM count; give the SM count of the "
+              "GPU that measured it (host-link-results --sms)",
+              m.config.tokens_per_rank, m.config.experts, m.config.ep);
     predict_host_link_row(r, params, row_sms);
     now.push_back(m.expert_wave_us / r.predicted_expert_wave_us);
     then_err.push_back(std::abs(m.predicted_speedup / m.speedup - 1));

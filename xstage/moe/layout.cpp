@@ -168,7 +168,9 @@ std::vector<DrainCopy> merge_drain_copies(std::vector<DrainCopy> copies) {
   for (const DrainCopy& c : copies) {
     if (!out.empty()) {
       DrainCopy& last = out.back();
-      if (last.dst_rank == c.dst_rank && last.src_row + last.rows == c.src_row && last.dst_row + last.rows == c.dst_row) {
+      const bool continues =
+          last.dst_rank == c.dst_rank && last.src_row + last.rows == c.src_row && last.dst_row + last.rows == c.dst_row;
+      if (continues) {
         last.rows += c.rows;
         continue;
       }

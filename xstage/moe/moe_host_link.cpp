@@ -137,8 +137,8 @@ burstgap::CopyCosts measure_copy_costs(int ranks) {
   bench::EventTimer timer(s[0], "copy-engine costs");
   double ops_ms = 0, copy_ms = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    copy_ms = timer([&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s[0])); },
-                    1);
+    copy_ms = timer(
+        [&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s[0])); }, 1);
     load.start(s[ranks], 5.0);
     ops_ms = timer(
         [&] {
