@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -148,10 +149,13 @@ double host_link_combine_bytes(const BenchConfig& c) {
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
   std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores;
-  std::size_t drain_chosen = 0;
+  std::size_t drain_chosen = 0, losing = 0;
+  std::map<int, std::vector<double>> by_ep;
   for (const auto& r : rows) {
     if (!r.correct) continue;
     all.push_back(r.speedup);
+    by_ep[r.config.ep].push_back(r.speedup);
+    losing += r.speedup < 1 - kLossTolerance;
     stores.push_back(r.expert_wave_us / r.interleaved_us);
     drain_chosen += r.schedule == "drain";
     if (r.interleaved_drain_us > 0 && r.expert_wave_drain_us > 0) {
@@ -165,7 +169,11 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
   }
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
   const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty(), drained = !drain.empty();
+  nlohmann::json geomean_by_ep = nlohmann::json::object();
+  for (const auto& [ep, v] : by_ep) geomean_by_ep[std::to_string(ep)] = bench::geomean(v);
   return {{"rows_where_stall_predicted", where_stall.size()},
+          {"rows_losing_more_than_3_percent", losing},
+          {"geomean_by_ep", geomean_by_ep},
           {"rows_where_drain_chosen", drain_chosen},
           {"sm_stores_interleaved_over_expert_wave_geomean", or_null(any, any ? bench::geomean(stores) : 0)},
           {"rows_with_drain", drain.size()},

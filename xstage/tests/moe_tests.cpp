@@ -943,6 +943,8 @@ TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
   EXPECT_DOUBLE_EQ(s["geomean_where_stall_predicted"].get<double>(), 4.0);
   EXPECT_DOUBLE_EQ(s["max_speedup"].get<double>(), 8.0);
   EXPECT_DOUBLE_EQ(s["min_speedup"].get<double>(), 0.5);
+  EXPECT_EQ(s["rows_losing_more_than_3_percent"].get<int>(), 1);  // 0.5; the failed row is not counted
+  EXPECT_DOUBLE_EQ(s["geomean_by_ep"]["2"].get<double>(), 2.0);   // the rows' default EP, cbrt(2 * 0.5 * 8)
   EXPECT_DOUBLE_EQ(s["speedup_prediction_median_abs_rel_error"].get<double>(), 0.875);  // of 0, 1, 0.875
   // Combine bytes per second of the Expert-Wave forward: P * T * k * hidden * 2 bytes.
   moe::HostLinkRow c = row(1.0, 1.0, 0, true);
