@@ -51,16 +51,15 @@ void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::vector<
   // No start signal: only this launch's counts meet the waits (they only grow), and the
   // stage is rewritten by the next launch only after `main` has joined this one.
   const std::size_t row_bytes = std::size_t(p_.hidden) * 2;
-  const std::size_t step = std::size_t(std::max(experts_per_copy, 1));
-  for (std::size_t g = 0; g < plan.size(); g += step) {
-    std::vector<DrainCopy> copies;
-    for (std::size_t i = g; i < std::min(plan.size(), g + step); ++i) {
+  std::vector<std::vector<DrainCopy>> copies;
+  for (const DrainExpert& e : plan) copies.push_back(e.copies);
+  for (const DrainGroup& g : group_drain(copies, experts_per_copy)) {
+    for (int i = g.first; i < g.first + g.count; ++i) {
       const DrainExpert& e = plan[i];
       total_[e.local] += e.halves;
       common::stream_wait_geq(side_, l2_done_.get() + e.local, total_[e.local]);
-      copies.insert(copies.end(), e.copies.begin(), e.copies.end());
     }
-    for (const DrainCopy& c : merge_drain_copies(std::move(copies)))
+    for (const DrainCopy& c : g.copies)
       XS_CHECK_CUDA(cudaMemcpyAsync(returns[c.dst_rank] + std::size_t(c.dst_row) * row_bytes,
                                     reinterpret_cast<const char*>(stage_.get()) + std::size_t(c.src_row) * row_bytes,
                                     std::size_t(c.rows) * row_bytes, cudaMemcpyDefault, side_));

@@ -25,26 +25,19 @@ namespace xstage::moe {
 double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& experts, int experts_per_copy,
                         double row_bytes, int ranks, double readback_bytes, const burstgap::CopyCosts& copy,
                         const burstgap::ModelParams& link) {
-  XS_ASSERT(experts_per_copy >= 1, "drain prediction: experts per copy must be >= 1 (got {})", experts_per_copy);
   const double GBps = copy.GBps > 0 ? copy.GBps : link.drain_GBps;
   const double op_us = copy.op_ms * 1e3;
-  std::vector<std::size_t> by_end(experts.size());
-  for (std::size_t e = 0; e < by_end.size(); ++e) by_end[e] = e;
+  std::vector<DrainExpertCost> by_end = experts;
   std::stable_sort(by_end.begin(), by_end.end(),
-                   [&](std::size_t a, std::size_t b) { return experts[a].l2_end_us < experts[b].l2_end_us; });
+                   [](const DrainExpertCost& a, const DrainExpertCost& b) { return a.l2_end_us < b.l2_end_us; });
+  std::vector<std::vector<DrainCopy>> copies;
+  for (const DrainExpertCost& e : by_end) copies.push_back(e.copies);
   double link_free = 0;
-  for (std::size_t g = 0; g < by_end.size(); g += std::size_t(experts_per_copy)) {
-    const std::size_t end = std::min(by_end.size(), g + std::size_t(experts_per_copy));
-    double ready = 0;
-    std::vector<DrainCopy> copies;
-    for (std::size_t i = g; i < end; ++i) {
-      ready = std::max(ready, experts[by_end[i]].l2_end_us);
-      copies.insert(copies.end(), experts[by_end[i]].copies.begin(), experts[by_end[i]].copies.end());
-    }
-    copies = merge_drain_copies(std::move(copies));
+  for (const DrainGroup& g : group_drain(copies, experts_per_copy)) {
+    const double ready = by_end[g.first + g.count - 1].l2_end_us;  // the group's last
     double rows = 0;
-    for (const DrainCopy& c : copies) rows += c.rows;
-    const double ops = double(end - g) + double(copies.size());  // the waits and the copies
+    for (const DrainCopy& c : g.copies) rows += c.rows;
+    const double ops = double(g.count) + double(g.copies.size());  // the waits and the copies
     link_free = std::max(link_free, ready) + ranks * (op_us * ops + rows * row_bytes / GBps * 1e-3);
   }
   // The flags' writes: P per rank after its last copy.

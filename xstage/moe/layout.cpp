@@ -210,10 +210,22 @@ std::vector<std::vector<bf16_bits>> combine_rows(const Layout& L, const std::vec
   return comb;
 }
 
+std::vector<DrainGroup> group_drain(const std::vector<std::vector<DrainCopy>>& copies, int experts_per_copy) {
+  XS_ASSERT(experts_per_copy >= 1, "combine drain: experts per copy must be >= 1 (got {})", experts_per_copy);
+  std::vector<DrainGroup> groups;
+  const int n = static_cast<int>(copies.size());
+  for (int first = 0; first < n; first += experts_per_copy) {
+    DrainGroup g{first, std::min(experts_per_copy, n - first), {}};
+    for (int i = first; i < first + g.count; ++i) g.copies.insert(g.copies.end(), copies[i].begin(), copies[i].end());
+    g.copies = merge_drain_copies(std::move(g.copies));
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
 std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L,
                                                          const std::vector<std::vector<bf16_bits>>& recv, int n,
                                                          int experts_per_copy) {
-  XS_ASSERT(experts_per_copy >= 1, "combine drain: experts per copy must be >= 1 (got {})", experts_per_copy);
   const Problem& p = L.problem;
   const int epr = p.experts_per_rank();
   const std::size_t tk = std::size_t(p.tokens_per_rank) * p.topk;
@@ -224,14 +236,12 @@ std::vector<std::vector<bf16_bits>> combine_rows_drained(const Layout& L,
     stage[d].assign(recv[d].size(), 0);
     for (int row = 0; row < R.rows(); ++row)
       std::copy_n(&recv[d][std::size_t(row) * n], n, &stage[d][std::size_t(at[row]) * n]);
-    for (int e0 = 0; e0 < epr; e0 += experts_per_copy) {
-      std::vector<DrainCopy> group;
-      for (int el = e0; el < std::min(epr, e0 + experts_per_copy); ++el)
-        for (const DrainCopy& c : drain_copies(R, el, p.ranks)) group.push_back(c);
-      for (const DrainCopy& c : merge_drain_copies(std::move(group)))
+    std::vector<std::vector<DrainCopy>> by_expert;
+    for (int el = 0; el < epr; ++el) by_expert.push_back(drain_copies(R, el, p.ranks));
+    for (const DrainGroup& g : group_drain(by_expert, experts_per_copy))
+      for (const DrainCopy& c : g.copies)
         std::copy_n(&stage[d][std::size_t(c.src_row) * n], std::size_t(c.rows) * n,
                     &ret[c.dst_rank][std::size_t(c.dst_row) * n]);
-    }
   }
   std::vector<std::vector<bf16_bits>> comb(p.ranks, std::vector<bf16_bits>(tk * n, 0));
   for (int s = 0; s < p.ranks; ++s) {

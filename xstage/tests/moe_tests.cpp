@@ -235,6 +235,23 @@ TEST(MoeLayout, DrainedCombineEqualsTheDirectOne) {
   }
 }
 
+// The drain's groups: experts in the order given, `experts_per_copy` at a time (the last
+// group shorter), each group's copies merged; zero per copy is refused.
+TEST(MoeLayout, GroupsTheDrainInTheOrderGiven) {
+  using C = moe::DrainCopy;
+  const std::vector<std::vector<C>> copies{{{0, 1, 0, 4}}, {{4, 1, 4, 2}, {0, 2, 0, 3}}, {}};
+  const auto groups = moe::group_drain(copies, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].first, 0);
+  EXPECT_EQ(groups[0].count, 2);
+  EXPECT_EQ(groups[0].copies, (std::vector<C>{{0, 1, 0, 6}, {0, 2, 0, 3}}));
+  EXPECT_EQ(groups[1].first, 2);
+  EXPECT_EQ(groups[1].count, 1);
+  EXPECT_TRUE(groups[1].copies.empty());
+  EXPECT_EQ(moe::group_drain(copies, 5).size(), 1u);
+  EXPECT_THROW(moe::group_drain(copies, 0), std::exception);
+}
+
 TEST(MoeLayout, MergesOnlyCopiesThatContinueEachOther) {
   using C = moe::DrainCopy;
   // Contiguous in both (merged), a gap in the return rows, another destination.

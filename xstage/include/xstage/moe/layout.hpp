@@ -61,6 +61,15 @@ std::vector<DrainCopy> drain_copies(const RankLayout& R, int local_expert, int r
 // The same copies with each run that continues another in both stage and return rows
 // (same destination) made one: a group of experts' copies, fewest operations.
 std::vector<DrainCopy> merge_drain_copies(std::vector<DrainCopy> copies);
+// The drain's groups: experts taken `experts_per_copy` at a time in the order given (the
+// order their L2 tiles end), each group's copies merged. `copies[i]` are the i-th
+// expert's (drain_copies); a group names its experts by that index. The side stream
+// (CombineDrain) and the prediction (predict_drain_us) both group through this.
+struct DrainGroup {
+  int first = 0, count = 0;      // experts [first, first + count) of the order
+  std::vector<DrainCopy> copies;
+};
+std::vector<DrainGroup> group_drain(const std::vector<std::vector<DrainCopy>>& copies, int experts_per_copy);
 
 // Sizes of the GPU planner's buffers (FusedMoe::route_on_device, moe/device_route.hpp).
 namespace route {
