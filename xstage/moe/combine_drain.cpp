@@ -45,15 +45,19 @@ std::vector<DrainExpert> drain_plan(const RankLayout& R, const std::vector<WorkI
   return plan;
 }
 
+std::vector<DrainGroup> drain_groups(const std::vector<DrainExpert>& plan, int experts_per_copy) {
+  std::vector<std::vector<DrainCopy>> copies;
+  for (const DrainExpert& e : plan) copies.push_back(e.copies);
+  return group_drain(copies, experts_per_copy);
+}
+
 void CombineDrain::enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
-                           int experts_per_copy, const std::array<char*, kMaxRanks>& windows,
+                           const std::vector<DrainGroup>& groups, const std::array<char*, kMaxRanks>& windows,
                            const std::array<char*, kMaxRanks>& returns) {
   // No start signal: only this launch's counts meet the waits (they only grow), and the
   // stage is rewritten by the next launch only after `main` has joined this one.
   const std::size_t row_bytes = std::size_t(p_.hidden) * 2;
-  std::vector<std::vector<DrainCopy>> copies;
-  for (const DrainExpert& e : plan) copies.push_back(e.copies);
-  for (const DrainGroup& g : group_drain(copies, experts_per_copy)) {
+  for (const DrainGroup& g : groups) {
     for (int i = g.first; i < g.first + g.count; ++i) {
       const DrainExpert& e = plan[i];
       total_[e.local] += e.halves;

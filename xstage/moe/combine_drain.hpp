@@ -28,6 +28,8 @@ struct DrainExpert {
   std::vector<DrainCopy> copies;
 };
 std::vector<DrainExpert> drain_plan(const RankLayout& R, const std::vector<WorkItem>& order, int ranks);
+// The plan's groups of `experts_per_copy` experts with their merged copies (group_drain).
+std::vector<DrainGroup> drain_groups(const std::vector<DrainExpert>& plan, int experts_per_copy);
 
 class CombineDrain {
  public:
@@ -36,13 +38,13 @@ class CombineDrain {
   CombineDrain(const CombineDrain&) = delete;
   CombineDrain& operator=(const CombineDrain&) = delete;
 
-  // Enqueues launch `epoch`'s waits, copies (`plan`, every `experts_per_copy` experts'
-  // merged: merge_drain_copies) and flags on the side stream (after
-  // the kernel's launch on `main`) and makes `main` wait for them at its end. windows[r]:
-  // rank r's window (flags at word kDrainFlagsIndex); returns[r]: rank r's return rows
-  // (mapped host memory).
-  void enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan, int experts_per_copy,
-               const std::array<char*, kMaxRanks>& windows, const std::array<char*, kMaxRanks>& returns);
+  // Enqueues launch `epoch`'s waits (`plan`), copies (its `groups`: drain_groups) and
+  // flags on the side stream (after the kernel's launch on `main`) and makes `main` wait
+  // for them at its end. windows[r]: rank r's window (flags at word kDrainFlagsIndex);
+  // returns[r]: rank r's return rows (mapped host memory).
+  void enqueue(cudaStream_t main, unsigned epoch, const std::vector<DrainExpert>& plan,
+               const std::vector<DrainGroup>& groups, const std::array<char*, kMaxRanks>& windows,
+               const std::array<char*, kMaxRanks>& returns);
   std::uint16_t* stage() { return stage_.get(); }
   unsigned* l2_done() { return l2_done_.get(); }
 

@@ -78,6 +78,7 @@ struct FusedMoe::Impl {
   DeviceBuffer<int> return_row;                   // RankLayout::return_row (host link)
   DeviceBuffer<int> drain_stage_row;              // drain_stage_rows (host link)
   std::vector<DrainExpert> drain_plan;            // the inputs' (host link)
+  std::vector<DrainGroup> drain_groups;           // drain_plan's, drain_experts_per_copy at a time
   DeviceBuffer<std::uint16_t> h, out;
   DeviceBuffer<float> weight;
   DeviceBuffer<int> expert, send_rank, send_row, expert_offset, recv_src_rank, recv_src_slot;
@@ -272,6 +273,7 @@ void FusedMoe::set_inputs(const std::uint16_t* x, const Routing& routing, const 
     upload_on(m.return_row, R.return_row, st);
     upload_on(m.drain_stage_row, drain_stage_rows(R, m.p.ranks), st);
     m.drain_plan = drain_plan(R, order, m.p.ranks);
+    m.drain_groups = drain_groups(m.drain_plan, m.drain_experts_per_copy);
   }
   m.n_items = static_cast<int>(order.size());
   m.dispatch = print_dispatch_once(m.p, dispatch_plan(order, m.p.experts_per_rank()), "order");
@@ -452,7 +454,10 @@ void FusedMoe::set_combine_drain(bool on, int experts_per_copy) {
     m.drain = std::make_unique<CombineDrain>(m.p, m.rank_id, m.max_rows);
   }
   m.drain_on = on;
-  m.drain_experts_per_copy = experts_per_copy;
+  if (experts_per_copy != m.drain_experts_per_copy) {
+    m.drain_experts_per_copy = experts_per_copy;
+    m.drain_groups = drain_groups(m.drain_plan, experts_per_copy);
+  }
 }
 
 void FusedMoe::launch() {
@@ -467,7 +472,7 @@ void FusedMoe::launch_together(const std::vector<FusedMoe*>& ranks) {
 
 void FusedMoe::enqueue_drain() {
   Impl& m = *impl_;
-  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.drain_plan, m.drain_experts_per_copy, m.plain, m.plain_comb);
+  if (m.drain_on) m.drain->enqueue(m.stream, m.epoch, m.drain_plan, m.drain_groups, m.plain, m.plain_comb);
 }
 
 void FusedMoe::launch_kernel() {
