@@ -147,6 +147,7 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"predicted_compute_interleaved_us", r.predicted_compute_interleaved_us},
                 {"predicted_expert_wave_us", r.predicted_expert_wave_us},
                 {"predicted_interleaved_us", r.predicted_interleaved_us}, {"predicted_drain_us", r.predicted_drain_us},
+                {"predicted_drain_expert_wave_us", r.predicted_drain_expert_wave_us},
                 {"drain_experts_per_copy", r.drain_experts_per_copy}, {"sms", r.sms},
                 {"predicted_speedup", r.predicted_speedup}, {"copy_op_us", r.copy.op_ms * 1e3},
                 {"copy_GBps", r.copy.GBps}, {"max_rel_err", r.max_rel_err},

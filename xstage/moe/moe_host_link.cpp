@@ -220,7 +220,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   row.interleaved_us = median_of_sorted(us[1][0]);
   row.expert_wave_drain_us = median_of_sorted(us[0][1]);
   row.interleaved_drain_us = median_of_sorted(us[1][1]);
-  row.advised_us = row.schedule == "drain" ? row.interleaved_drain_us : row.interleaved_us;
+  row.advised_us = row.measured_advised_us();
   row.speedup = row.expert_wave_us / row.advised_us;
   row.correct = row.max_rel_err <= kMaxRelErr && drain_bitwise;
   return row;

@@ -93,10 +93,11 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 struct HostLinkRow {
   BenchConfig config;
   double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch (SM stores)
-  // Expert-Wave (SM stores) over the advisor's schedule: Interleaved with the combine's
-  // transport it chose (`schedule`), measured (advised_us) and predicted.
+  // Expert-Wave (SM stores) over the advisor's schedule, measured (advised_us) and
+  // predicted: Interleaved with SM stores ("sm_stores"), or the combine drain in the order
+  // predicted faster with it ("drain": Interleaved, "drain_expert_wave": Expert-Wave).
   double speedup = 0;
-  std::string schedule = "sm_stores";             // "sm_stores" or "drain"
+  std::string schedule = "sm_stores";
   double advised_us = 0;
   // The same two orders with the combine drain (FusedMoe::set_combine_drain: the copy
   // engine carries the combine rows), medians; 0 where not measured. Their outputs
@@ -107,10 +108,11 @@ struct HostLinkRow {
   double predicted_compute_us = 0;                // Expert-Wave's order on one rank's SMs (order_time_ns)
   double predicted_compute_interleaved_us = 0;    // the Interleaved order's
   // Forward times: each order with SM stores, compute + stall + the combine's reads of
-  // every rank's rows back over the link (bytes / D); Interleaved with the drain
+  // every rank's rows back over the link (bytes / D); each order with the drain
   // (predict_drain_us). The speedup is predicted_expert_wave_us over the advised one's.
-  double predicted_expert_wave_us = 0, predicted_interleaved_us = 0, predicted_drain_us = 0;
-  int drain_experts_per_copy = 1;                 // the drain's grouping, the fastest predicted
+  double predicted_expert_wave_us = 0, predicted_interleaved_us = 0;
+  double predicted_drain_us = 0, predicted_drain_expert_wave_us = 0;  // Interleaved's, Expert-Wave's
+  int drain_experts_per_copy = 1;  // the grouping of the faster drain's order, the fastest predicted
   double predicted_speedup = 0;
   burstgap::CopyCosts copy;                       // the copy engine, measured before the rows
   int sms = 0;                                    // the GPU's SMs (0: not recorded), as predicted
@@ -119,11 +121,23 @@ struct HostLinkRow {
   ScheduleConfig interleaved;
   bool profiled = false;  // with BenchOptions::profile: rank 0's account of both orders
   KernelProfile profile_expert_wave, profile_interleaved;
+
+  bool drained() const { return schedule != "sm_stores"; }
+  bool drain_in_expert_wave() const { return schedule == "drain_expert_wave"; }
+  // The advised schedule's forward as measured (from the four timed ones) and as predicted.
+  double measured_advised_us() const {
+    return !drained() ? interleaved_us : drain_in_expert_wave() ? expert_wave_drain_us : interleaved_drain_us;
+  }
+  double predicted_advised_us() const {
+    return !drained() ? predicted_interleaved_us
+                      : drain_in_expert_wave() ? predicted_drain_expert_wave_us : predicted_drain_us;
+  }
 };
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
 // The predicted side of a row, on the host (CPU-tested): stalls, compute, both forward
 // times with SM stores and with the drain (the row's `copy` costs), the advisor's
-// schedule (the drain where predicted faster by more than kDrainMargin) and the speedup.
+// schedule (the drain, in the order predicted faster with it, where predicted faster than
+// Interleaved with SM stores by more than kDrainMargin) and the speedup.
 // The margin is the model's accepted error (15 %): the forward with SM stores reads
 // 0.79-1.08x as measured (median 0.87) on the standard sweep's 96 uniform rows, and where
 // the drain was predicted only a little faster it often lost (at 128-512 tokens, by up to
