@@ -16,10 +16,10 @@
 
 #include "common/check.hpp"
 #include "common/cuda_check.hpp"
+#include "xstage/bench/copy_costs.hpp"
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/moe_bench.hpp"
 #include "bench_inputs.hpp"
-#include "hbm_load.hpp"
 #include "xstage/moe/sm90_moe_fused.hpp"
 
 namespace xstage::moe {
@@ -115,54 +115,30 @@ struct HostLinkGroup {
 // prediction): the rate of one 64 MiB device-to-host copy, and a stream operation's fixed
 // cost as the drain meets it: P streams at once (as the P side streams), each with 32 met
 // stream waits and 32 copies of 128 KiB (a drain copy at P = 8, 512 tokens), while a load
-// streams HBM on every SM (as the MoE kernels do while the drain copies); the slowest
-// stream's time less all their bytes at that rate, per operation. (The rate holds under
-// that load; the cost per operation rises from 1.3 us to about 3 us at P = 8, and with 1.3
-// the drain at P = 8 measured 1.15x its prediction, median.) The second of two passes
-// each (the first warms the path up).
+// streams HBM on every SM (as the MoE kernels do while the drain copies). (The rate holds
+// under that load; the cost per operation rises from 1.3 us to about 3 us at P = 8, and
+// with 1.3 the drain at P = 8 measured 1.15x its prediction, median.)
 burstgap::CopyCosts measure_copy_costs(int ranks) {
   static std::map<int, burstgap::CopyCosts> measured;
   if (auto it = measured.find(ranks); it != measured.end()) return it->second;
   constexpr std::size_t kBytes = std::size_t(64) << 20, kCopy = std::size_t(128) << 10;
-  constexpr int kOps = 32;
+  constexpr int kPairs = 32;
   DeviceBuffer<unsigned char> from(kBytes);
   MappedHostBuffer<unsigned char> to(kBytes);
-  DeviceBuffer<unsigned> met(1);
-  fill_device(met.get(), 0, sizeof(unsigned));
-  HbmLoad load(std::size_t(256) << 20);
-  std::vector<cudaStream_t> s(ranks + 1);  // the last one runs the load
-  std::vector<cudaEvent_t> end(ranks);
-  for (auto& stream : s) XS_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (auto& e : end) XS_CHECK_CUDA(cudaEventCreate(&e));
-  bench::EventTimer timer(s[0], "copy-engine costs");
-  double ops_ms = 0, copy_ms = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    copy_ms = timer(
-        [&] { XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, s[0])); }, 1);
-    load.start(s[ranks], 5.0);
-    ops_ms = timer(
-        [&] {
-          for (int r = 1; r < ranks; ++r) XS_CHECK_CUDA(cudaStreamWaitEvent(s[r], timer.start(), 0));
-          for (int i = 0; i < kOps; ++i)
-            for (int r = 0; r < ranks; ++r) {
-              const std::size_t at = ((std::size_t(r) * kOps + i) % (kBytes / kCopy)) * kCopy;
-              common::stream_wait_geq(s[r], met.get(), 0);
-              XS_CHECK_CUDA(cudaMemcpyAsync(to.host() + at, from.get() + at, kCopy, cudaMemcpyDeviceToHost, s[r]));
-            }
-          for (int r = 1; r < ranks; ++r) {
-            XS_CHECK_CUDA(cudaEventRecord(end[r], s[r]));
-            XS_CHECK_CUDA(cudaStreamWaitEvent(s[0], end[r], 0));
-          }
-        },
-        1);  // s[0] has joined the other streams
-    load.stop_after(s[0]);
-    XS_CHECK_CUDA(cudaStreamSynchronize(s[ranks]));
-  }
-  for (auto& e : end) XS_CHECK_CUDA(cudaEventDestroy(e));
-  for (auto& stream : s) XS_CHECK_CUDA(cudaStreamDestroy(stream));
-  const int ops = 2 * kOps * ranks;
-  const double bytes_ms = copy_ms * double(kOps) * ranks * kCopy / double(kBytes);
-  return measured[ranks] = {std::max(0.0, ops_ms - bytes_ms) / ops, double(kBytes) / (copy_ms * 1e6)};
+  bench::CopyCostProbe probe;
+  probe.streams = ranks;
+  probe.pairs = kPairs;
+  probe.under_hbm_load = true;
+  probe.copy = [&](cudaStream_t stream, int r, int i) {
+    const std::size_t at = ((std::size_t(r) * kPairs + i) % (kBytes / kCopy)) * kCopy;
+    XS_CHECK_CUDA(cudaMemcpyAsync(to.host() + at, from.get() + at, kCopy, cudaMemcpyDeviceToHost, stream));
+  };
+  probe.copy_bytes = double(kCopy);
+  probe.bulk = [&](cudaStream_t stream) {
+    XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, stream));
+  };
+  probe.bulk_bytes = double(kBytes);
+  return measured[ranks] = bench::measure_copy_costs(probe);
 }
 
 // Over the ranks: the largest difference of one rank's outputs (max_rel_diff).

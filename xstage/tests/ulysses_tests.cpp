@@ -968,19 +968,19 @@ TEST(UlyssesHostLink, DrainPredictionsCheckedOnMeasuredRows) {
 
 // The drain in chunks, by hand: P = 2, S = 4096, H = 24, D = 128, rank 0, 132 CTAs,
 // chunks of 4 row blocks (48 tiles each): owner 1's chunks end in rounds 0, 0, 1, 1 of 3,
-// each 1,572,864 bytes plus the ops' fixed cost.
+// each 1,572,864 bytes plus the fixed cost of its two stream operations (wait, copy).
 TEST(UlyssesHostLink, ChunkedDrainPredictionAndChoice) {
   burstgap::ModelParams link;
   link.drain_GBps = 60;
   const Problem p{2, 1, 4096, 24, 128};
-  const double att = 0.15, r = att / 3, c = 1572864.0 / 60e6, op = 0.004;
-  double end = r + op + c;
-  end = std::max(end, r) + op + c;
-  end = std::max(end, 2 * r) + op + c;
-  end = std::max(end, 2 * r) + op + c;
+  const double att = 0.15, r = att / 3, c = 1572864.0 / 60e6, op = 0.004, ops = 2 * op;
+  double end = r + ops + c;
+  end = std::max(end, r) + ops + c;
+  end = std::max(end, 2 * r) + ops + c;
+  end = std::max(end, 2 * r) + ops + c;
   EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 4, {op}), std::max(att, end), 1e-12);
   // One chunk per owner: the whole owner after round 1 (chunk_blocks = 16 is the same).
-  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}), 2 * r + op + 4 * c, 1e-12);
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}), 2 * r + ops + 4 * c, 1e-12);
   EXPECT_DOUBLE_EQ(predict_copy_engine_drain_ms(p, 0, 132, att, link, 16, {op}),
                    predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op}));
   // The choice: finer chunks start the copies a round earlier here; with a fixed cost per
@@ -1002,20 +1002,20 @@ TEST(UlyssesHostLink, ChunkedDrainPredictionAndChoice) {
   row.copy_op_us = op * 1e3;
   advise_host_link_schedule(row, 132, link);
   EXPECT_NEAR(row.predicted_ce_drain_ms, std::max(att, end), 1e-12);
-  EXPECT_NEAR(row.predicted_ce_owner_ms, 2 * r + op + 4 * c, 1e-12);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 2 * r + ops + 4 * c, 1e-12);
   EXPECT_EQ(row.schedule, "copy_engine_drain");
   // Attention measured in the drain's own order is what the drain is predicted from.
   row.attention_owner_ms = 0.3;
   advise_host_link_schedule(row, 132, link);
-  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + op + 4 * c, 1e-12);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + ops + 4 * c, 1e-12);
   EXPECT_NEAR(row.predicted_sm_stores_ms, att + 6291456 / 60e6, 1e-12);
   // A measured copy rate replaces the link's drain rate for the copies (and only for them:
   // SM stores still drain at D); 0 keeps D.
   row.copy_GBps = 40;
   advise_host_link_schedule(row, 132, link);
-  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + op + 4 * 1572864.0 / 40e6, 1e-12);
+  EXPECT_NEAR(row.predicted_ce_owner_ms, 0.2 + ops + 4 * 1572864.0 / 40e6, 1e-12);
   EXPECT_NEAR(row.predicted_sm_stores_ms, att + 6291456 / 60e6, 1e-12);
-  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op, 40}), 2 * r + op + 4 * 1572864.0 / 40e6,
+  EXPECT_NEAR(predict_copy_engine_drain_ms(p, 0, 132, att, link, 0, {op, 40}), 2 * r + ops + 4 * 1572864.0 / 40e6,
               1e-12);
   // At any copy rate the advisor's chunk is predicted no slower than one chunk per owner.
   for (double rate : {20.0, 40.0, 60.0, 120.0}) {

@@ -57,12 +57,13 @@ double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double
   }
   const double round_ms = attention_ms / static_cast<double>(rounds);
   const double chunk_bytes = double(p.batch * p.rows_per_rank() * p.heads_per_rank() * p.head_dim) * 2 / chunks;
+  // A chunk costs two stream operations (its wait and its copy) and its bytes.
   double end = 0;
   for (int k = 1; k < p.ranks; ++k) {
     const int j = (rank + k) % p.ranks;
     for (int c = 0; c < chunks; ++c)
       end = std::max(end, double(last_round[static_cast<std::size_t>(j * chunks + c)] + 1) * round_ms) +
-            copy.op_ms + chunk_bytes / (rate * 1e6);  // B per ms
+            2 * copy.op_ms + chunk_bytes / (rate * 1e6);  // B per ms
   }
   return std::max(attention_ms, end);
 }

@@ -23,6 +23,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "xstage/attention/attention_cuda.hpp"
+#include "xstage/bench/copy_costs.hpp"
 #include "xstage/bench/event_timer.hpp"
 #include "xstage/bench/ulysses_bench.hpp"
 #include "xstage/sync/report.hpp"
@@ -159,13 +160,13 @@ struct CopyEngineDrain {
   uint32_t* chunk_counter(int owner, int c) const { return counter.get() + std::size_t(owner) * chunks + c; }
   void wait_for(uint32_t* count, uint32_t value) { common::stream_wait_geq(side, count, value); }
   // Rows [c·chunk_rows, + rows) of this rank's heads of owner j, from its HBM copy to its
-  // host buffer.
-  void copy_rows(int j, int c, int64_t rows) {
+  // host buffer, on `stream` (the side stream unless given).
+  void copy_rows(int j, int c, int64_t rows, cudaStream_t stream = nullptr) {
     const int64_t Hp = s.p.heads_per_rank(), D = s.p.head_dim;
     const std::size_t pitch = std::size_t(s.p.heads * D) * 2, width = std::size_t(Hp * D) * 2;
     const std::size_t first = std::size_t(c * chunk_rows * s.p.heads * D + s.rank * Hp * D);
     XS_CHECK_CUDA(cudaMemcpy2DAsync(s.host_out[j].host() + first, pitch, s.hbm_out[j].get() + first, pitch, width,
-                                    std::size_t(rows), cudaMemcpyDeviceToHost, side));
+                                    std::size_t(rows), cudaMemcpyDeviceToHost, stream ? stream : side));
   }
 
   // One forward on the legacy stream, joined with the side stream at its end. The side
@@ -185,26 +186,20 @@ struct CopyEngineDrain {
     XS_CHECK_CUDA(cudaEventRecord(done, side));
     XS_CHECK_CUDA(cudaStreamWaitEvent(nullptr, done));
   }
-  // What one chunk's stream operations cost when issued back to back: a wait that is
-  // already met and a one-row 2-D copy, `n` times on the idle side stream (ms each).
-  double op_overhead_ms(int n = 32) {
-    const int j = (s.rank + 1) % s.p.ranks;
-    return side_stream_ms([&] {
-             for (int i = 0; i < n; ++i) {
-               wait_for(chunk_counter(j, 0), 0);
-               copy_rows(j, 0, 1);
-             }
-           }) /
-           n;
-  }
-  // The copy engine's rate for this rank's rows: every remote owner's rows copied whole,
-  // back to back on the idle side stream (GB/s). Their fixed costs stay in: measured apart
-  // (op_overhead_ms) they overlap the copies in flight, and at small S would leave little.
-  double copy_rate_GBps() {
-    const double ms = side_stream_ms([&] {
-      for (int k = 1; k < s.p.ranks; ++k) copy_rows((s.rank + k) % s.p.ranks, 0, s.p.rows_per_rank());
-    });
-    return double(s.p.ranks - 1) * double(owner_rows_bytes()) / (ms * 1e6);
+  // The copy engine's costs for the drain's prediction (bench::measure_copy_costs): one
+  // stream, as the drain's side stream, with the drain's own copies on an idle GPU (the
+  // attention kernel computes more than it reads): one-row copies for the cost per
+  // operation, and for the rate every remote owner's rows copied whole, back to back,
+  // their fixed costs left in (at small S they are a large part of the copies' time).
+  burstgap::CopyCosts copy_costs() {
+    bench::CopyCostProbe probe;
+    probe.copy = [&](cudaStream_t stream, int, int) { copy_rows((s.rank + 1) % s.p.ranks, 0, 1, stream); };
+    probe.copy_bytes = double(owner_rows_bytes()) / double(s.p.rows_per_rank());
+    probe.bulk = [&](cudaStream_t stream) {
+      for (int k = 1; k < s.p.ranks; ++k) copy_rows((s.rank + k) % s.p.ranks, 0, s.p.rows_per_rank(), stream);
+    };
+    probe.bulk_bytes = double(s.p.ranks - 1) * double(owner_rows_bytes());
+    return bench::measure_copy_costs(probe);
   }
   // A timed batch of forwards ends here: each forward's copies waited for within the wait
   // budget, then the legacy stream (the kernels, the join).
@@ -226,25 +221,6 @@ struct CopyEngineDrain {
  private:
   std::size_t owner_rows_bytes() const {
     return std::size_t(s.p.rows_per_rank() * s.p.heads_per_rank() * s.p.head_dim) * 2;
-  }
-  // Milliseconds of what `enqueue` puts on the idle side stream; the second of two passes
-  // (the first warms the path up).
-  template <class F>
-  double side_stream_ms(F&& enqueue) {
-    cudaEvent_t t0 = nullptr, t1 = nullptr;
-    XS_CHECK_CUDA(cudaEventCreate(&t0));
-    XS_CHECK_CUDA(cudaEventCreate(&t1));
-    float ms = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      XS_CHECK_CUDA(cudaEventRecord(t0, side));
-      enqueue();
-      XS_CHECK_CUDA(cudaEventRecord(t1, side));
-      XS_CHECK_CUDA(cudaEventSynchronize(t1));
-      XS_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
-    }
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    return ms;
   }
   // A count that never arrived: the first one short of what the last forward expects,
   // named by rank, owner, chunk and counter, instead of a hang. The counters are read on a
@@ -303,8 +279,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   // The advisor's drain chunk, from the measured cost of a chunk's stream operations and
   // a first timing of attention alone (the full timing below takes the variants in turns).
   CopyEngineDrain owner_drain(s, 0);
-  const double op_ms = owner_drain.op_overhead_ms();
-  const CopyCosts copy{op_ms, owner_drain.copy_rate_GBps()};
+  const CopyCosts copy = owner_drain.copy_costs();
   const double attention_first =
       bench::launch_medians_in_turns(timer, {[&] { attention::flash_fwd_with(s.a, owner_cfg); }}, warmup, reps)[0];
   const int chunk_blocks = drain_chunk_blocks >= 0
@@ -353,7 +328,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, int rank, const burstgap::
   row.fused_ce_owner_ms = ms[6];
   row.exchange_after_ms = ms[7];
   row.drain_chunk_blocks = chunk_blocks;
-  row.copy_op_us = op_ms * 1e3;
+  row.copy_op_us = copy.op_ms * 1e3;
   row.copy_GBps = copy.GBps;
   row.remote_bytes = rank_remote_bytes(p);
   row.sms = sms;

@@ -89,7 +89,7 @@ struct HostLinkRow {
                                          // in the advisor's chunks (drain_chunk_blocks)
   double fused_ce_owner_ms = 0;          // the same drain with one chunk (one copy) per owner
   int drain_chunk_blocks = 0;            // the advisor's drain chunk, 128-row blocks (0: one per owner)
-  double copy_op_us = 0;                 // measured: one stream wait + one 2-D copy issued back to back
+  double copy_op_us = 0;                 // measured: one stream operation (a wait or a 2-D copy)
   double copy_GBps = 0;                  // measured: the copy engine's rate for this rank's rows of the remote
                                          // owners (whole-owner 2-D copies at the output's row pitch)
   double fused_guided_ms = 0;            // the advisor's schedule (one of the two above)
@@ -120,9 +120,10 @@ double rank_remote_bytes(const Problem& p);
 // (burstgap::read_blocked_drain_ns), so attention, which streams K and V, pays for the
 // remote bytes in full: attention + remote bytes / D, D the link fit's drain rate.
 double predict_sm_stores_ms(double attention_ms, double remote_bytes, const burstgap::ModelParams& link);
-// What one copy of the drain costs, as the bench measures it before a row: the fixed
-// cost of a chunk's stream operations (ms) and the copy engine's rate for this rank's
-// rows (GB/s; 0: the link fit's drain rate D). A rank writes 1/P of each row of an
+// What one copy of the drain costs, as the bench measures it before a row
+// (bench::measure_copy_costs): the fixed cost of a stream operation (ms; a chunk has two,
+// its wait and its copy) and the copy engine's rate for this rank's rows (GB/s; 0: the
+// link fit's drain rate D). A rank writes 1/P of each row of an
 // owner's output, and the copy engine moves such narrow rows slower than D (the exchange
 // after attention in docs/results/host_link.json: mostly 30-45 GB/s at P = 8, 45-60 at
 // P = 2).
@@ -130,8 +131,8 @@ using CopyCosts = burstgap::CopyCosts;
 // The copy-engine drain: tiles in owner_major order in chunks of `chunk_blocks` row
 // blocks (0: one per owner) on `grid` CTAs (static persistent schedule, uniform tiles: a
 // chunk's rows are done at the end of the round of its last tile), then each remote
-// owner's chunks leave in that order, one copy after another, each the fixed cost plus
-// its bytes at the copy rate; the forward ends with the later of attention and the last
+// owner's chunks leave in that order, one copy after another, each two operations' fixed
+// cost plus its bytes at the copy rate; the forward ends with the later of attention and the last
 // copy.
 double predict_copy_engine_drain_ms(const Problem& p, int rank, int grid, double attention_ms,
                                     const burstgap::ModelParams& link, int chunk_blocks = 0, CopyCosts copy = {});

@@ -1,7 +1,7 @@
 // A load that streams HBM (a copy between two device buffers, over and over) until a flag
-// in device memory is set or its time is up: the condition under which the host-link bench
-// measures the copy engine's per-operation cost, since the drain's copies run while the
-// MoE kernels stream weights and rows from HBM (and an idle GPU understates that cost).
+// in device memory is set or its time is up: the condition under which measure_copy_costs
+// times the copy engine's per-operation cost for drains whose copies run while kernels
+// stream their operands from HBM (the MoE mainloops; an idle GPU understates that cost).
 #include "hbm_load.hpp"
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "common/cuda_check.hpp"
 #include "xstage/sync/ptx.cuh"
 
-namespace xstage::moe {
+namespace xstage::bench {
 namespace {
 
 __global__ void hbm_stream(const uint4* src, uint4* dst, std::size_t n, const volatile unsigned* stop,
@@ -56,4 +56,4 @@ void HbmLoad::start(cudaStream_t stream, double max_s) {
 
 void HbmLoad::stop_after(cudaStream_t stream) { common::stream_write(stream, stop_.get(), 1); }
 
-}  // namespace xstage::moe
+}  // namespace xstage::bench

@@ -1,4 +1,5 @@
-// An HBM-streaming load for the host-link bench (hbm_load.cu). Private to xstage/moe.
+// An HBM-streaming load (hbm_load.cu), under which measure_copy_costs can time the copy
+// engine. Private to xstage/bench.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,7 +8,7 @@
 
 #include "common/device_buffer.hpp"
 
-namespace xstage::moe {
+namespace xstage::bench {
 
 class HbmLoad {
  public:
@@ -23,4 +24,4 @@ class HbmLoad {
   DeviceBuffer<unsigned long long> now_;
 };
 
-}  // namespace xstage::moe
+}  // namespace xstage::bench
