@@ -118,7 +118,7 @@ struct HostLinkGroup {
 // streams HBM on every SM (as the MoE kernels do while the drain copies). (The rate holds
 // under that load; the cost per operation rises from 1.3 us to about 3 us at P = 8, and
 // with 1.3 the drain at P = 8 measured 1.15x its prediction, median.)
-burstgap::CopyCosts measure_copy_costs(int ranks) {
+burstgap::CopyCosts host_link_copy_costs(int ranks) {
   static std::map<int, burstgap::CopyCosts> measured;
   if (auto it = measured.find(ranks); it != measured.end()) return it->second;
   constexpr std::size_t kBytes = std::size_t(64) << 20, kCopy = std::size_t(128) << 10;
@@ -160,7 +160,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   XS_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   HostLinkRow row;
   row.config = c;
-  row.copy = measure_copy_costs(p.ranks);
+  row.copy = host_link_copy_costs(p.ranks);
   row.sms = sms;
   predict_host_link_row(row, params, sms);
   const auto routing = synthetic_routing(p, c.synthetic());

@@ -166,9 +166,10 @@ struct DrainExpertCost {
 double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& experts, int experts_per_copy,
                         double row_bytes, int ranks, double readback_bytes, const burstgap::CopyCosts& copy,
                         const burstgap::ModelParams& link);
-// The typical copy costs on H200 for predictions without a GPU (--predict-only): the
-// probe's copy-engine rate (55.4 GB/s) and the Ulysses bench's stream operations (3.1-4.7 us).
-inline constexpr burstgap::CopyCosts kH200CopyCosts{4e-3, 55.4};
+// The typical copy costs on H200 for predictions without a GPU (--predict-only): as the
+// host-link bench measured them (a 64 MiB copy at 55.0-55.4 GB/s; 2.7-2.9 us a stream
+// operation under the HBM load, P = 2, 4, 8).
+inline constexpr burstgap::CopyCosts kH200CopyCosts{2.8e-3, 55.2};
 // The model against measured rows: each row's Expert-Wave time over (compute + stall)
 // as predicted when it was measured (the row's own predictions) and as this build's
 // model predicts it now (predict_host_link_row again). Expert-Wave's order does not
