@@ -105,8 +105,9 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
       row.predicted_compute_interleaved_us + row.predicted_stall_interleaved_us + readback_us;
   // With the drain the stage's stall is gone and the order decides when each expert's
   // rows can leave: Expert-Wave ends its experts' L2 tiles a wave at a time, Interleaved
-  // lags them by `lag` waves. Measured at P = 8 the Expert-Wave drain was the faster in 27
-  // of 28 rows (0.97x), at P = 2 the slower in 30 of 32 (1.03x); the model orders them so.
+  // lags them by `lag` waves. Which drain is faster depends on the rank's SMs (measured,
+  // the Expert-Wave one at P = 8 in most rows, the Interleaved one at P = 2), so both are
+  // predicted and the faster is taken.
   ScheduleConfig expert_wave = row.interleaved;
   expert_wave.kind = ScheduleKind::expert_wave;
   const DrainPrediction il = predict_drain(row, row.interleaved, p, layout, tiles, blocks, time, params);
