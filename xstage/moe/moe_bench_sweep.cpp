@@ -126,7 +126,7 @@ void write_png(const Curves& c, const std::string& card, const std::string& png)
 bench::Table host_link_table() {
   return bench::Table({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
                        {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"EW dr us", 9, ".1f"},
-                       {"IL dr us", 9, ".1f"}, {"advised", 9, "", false, true}, {"EW/adv", 6, ".3f"},
+                       {"IL dr us", 9, ".1f"}, {"advised", 17, "", false, true}, {"EW/adv", 6, ".3f"},
                        {"pred x", 6, ".3f"}, {"ok", 0}});
 }
 
