@@ -29,6 +29,7 @@
 #include "common/test_child.hpp"
 #include "xstage/attention/attention.hpp"
 #include "xstage/attention/attention_cuda.hpp"
+#include "xstage/bench/copy_costs.hpp"
 #include "xstage/bench/qkv_bench.hpp"
 #include "xstage/bench/ulysses_bench.hpp"
 #include "common/cuda_check.hpp"
@@ -765,4 +766,37 @@ TEST(UlyssesHostLink, QkvOutputsEqualTheHbmOnesBitwise) {
     EXPECT_GT(row.fused_host_ms, 0);
     EXPECT_GT(row.predicted_host_ms, row.owners_hbm_ms);
   }
+}
+
+// The copy engine's costs as both host-link benches measure them: device-to-host copies
+// into mapped host memory run at a PCIe rate (H200: about 55 GB/s; a gen-5 x16 link tops
+// out near 64), a stream operation costs microseconds, with one stream and with several
+// under the HBM load; a probe without copies is refused in one line.
+TEST(UlyssesHostLink, CopyCostsMeasureARateAndACostPerOperation) {
+  constexpr std::size_t kBytes = std::size_t(16) << 20, kCopy = std::size_t(64) << 10;
+  xstage::DeviceBuffer<unsigned char> from(kBytes);
+  xstage::MappedHostBuffer<unsigned char> to(kBytes);
+  for (int streams : {1, 3}) {
+    xstage::bench::CopyCostProbe probe;
+    probe.streams = streams;
+    probe.pairs = 8;
+    probe.under_hbm_load = streams > 1;
+    probe.copy = [&](cudaStream_t stream, int r, int i) {
+      const std::size_t at = std::size_t(r * 8 + i) * kCopy;
+      XS_CHECK_CUDA(cudaMemcpyAsync(to.host() + at, from.get() + at, kCopy, cudaMemcpyDeviceToHost, stream));
+    };
+    probe.copy_bytes = double(kCopy);
+    probe.bulk = [&](cudaStream_t stream) {
+      XS_CHECK_CUDA(cudaMemcpyAsync(to.host(), from.get(), kBytes, cudaMemcpyDeviceToHost, stream));
+    };
+    probe.bulk_bytes = double(kBytes);
+    const auto c = xstage::bench::measure_copy_costs(probe);
+    EXPECT_GT(c.GBps, 5.0) << streams;
+    EXPECT_LT(c.GBps, 80.0) << streams;
+    EXPECT_GT(c.op_ms, 0.0) << streams;
+    EXPECT_LT(c.op_ms, 0.1) << streams;
+  }
+  xstage::bench::CopyCostProbe none;
+  none.bulk_bytes = double(kBytes);
+  EXPECT_THROW(xstage::bench::measure_copy_costs(none), std::exception);
 }
