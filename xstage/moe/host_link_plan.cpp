@@ -46,11 +46,12 @@ double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& e
 }
 
 namespace {
-// Rank 0's side of the drain in one order (the other ranks alike): its local experts with
-// L2 tiles, each with its tiles' end in that order and its copies; the rows the combine
-// reads back. The grouping of the fastest prediction, fewest experts per copy on a tie.
+// One order on rank 0's SMs: its compute (the ticket simulation) and its forward with the
+// drain (the other ranks alike): the local experts with L2 tiles, each with its tiles' end
+// in that order and its copies; the rows the combine reads back. The grouping of the
+// fastest prediction, fewest experts per copy on a tie.
 struct DrainPrediction {
-  double us = 0;
+  double compute_us = 0, us = 0;
   int experts_per_copy = 1;
 };
 DrainPrediction predict_drain(const HostLinkRow& row, const ScheduleConfig& order, const Problem& p,
@@ -66,11 +67,11 @@ DrainPrediction predict_drain(const HostLinkRow& row, const ScheduleConfig& orde
   long long remote_rows = 0;
   for (int d : R.send_rank) remote_rows += d != 0;
   const double row_bytes = double(p.hidden) * sizeof(bf16_bits);
-  DrainPrediction best;
+  DrainPrediction best{compute_ns * 1e-3};
   for (int g = 1;; g = std::min(2 * g, epr)) {
-    const double us = predict_drain_us(compute_ns * 1e-3, experts, g, row_bytes, p.ranks,
+    const double us = predict_drain_us(best.compute_us, experts, g, row_bytes, p.ranks,
                                        double(p.ranks) * remote_rows * row_bytes, row.copy, params);
-    if (best.us == 0 || us < best.us) best = {us, g};
+    if (best.us == 0 || us < best.us) best.us = us, best.experts_per_copy = g;
     if (g == epr) break;
   }
   return best;
@@ -95,9 +96,13 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   row.interleaved = choose_schedule(ScheduleKind::interleaved, p, tiles, blocks, params, time);
   row.predicted_stall_expert_wave_us = blocked_us;
   row.predicted_stall_interleaved_us = blocked_us;
-  const OrderTimes compute = order_times(p, tiles, row.interleaved, time);  // on `blocks` (the config's SMs)
-  row.predicted_compute_us = compute.expert_wave_ns * 1e-3;
-  row.predicted_compute_interleaved_us = compute.interleaved_ns * 1e-3;
+  // Each order once on `blocks` SMs: its compute, and its forward with the drain.
+  ScheduleConfig expert_wave = row.interleaved;
+  expert_wave.kind = ScheduleKind::expert_wave;
+  const DrainPrediction il = predict_drain(row, row.interleaved, p, layout, tiles, blocks, time, params);
+  const DrainPrediction ew = predict_drain(row, expert_wave, p, layout, tiles, blocks, time, params);
+  row.predicted_compute_us = ew.compute_us;
+  row.predicted_compute_interleaved_us = il.compute_us;
   // With SM stores every rank's combine rows are in host memory, read back over the link.
   const double readback_us = blocked_us;
   row.predicted_expert_wave_us = row.predicted_compute_us + row.predicted_stall_expert_wave_us + readback_us;
@@ -108,10 +113,6 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   // lags them by `lag` waves. Which drain is faster depends on the rank's SMs (measured,
   // the Expert-Wave one at P = 8 in most rows, the Interleaved one at P = 2), so both are
   // predicted and the faster is taken.
-  ScheduleConfig expert_wave = row.interleaved;
-  expert_wave.kind = ScheduleKind::expert_wave;
-  const DrainPrediction il = predict_drain(row, row.interleaved, p, layout, tiles, blocks, time, params);
-  const DrainPrediction ew = predict_drain(row, expert_wave, p, layout, tiles, blocks, time, params);
   row.predicted_drain_us = il.us;
   row.predicted_drain_expert_wave_us = ew.us;
   const bool ew_faster = ew.us < il.us;

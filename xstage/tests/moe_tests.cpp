@@ -860,9 +860,10 @@ TEST(MoeHostLink, DrainPredictionByHand) {
 // The predicted side of `bench moe --link host`: each order's forward with SM stores is
 // compute + stall + the combine's reads back, each order's compute its ticket simulation
 // on rank 0's SMs / P; both orders with the drain are predicted too, and the advisor takes
-// the faster of them where it beats Interleaved with SM stores by more than kDrainMargin. Interleaved's split is the least-stall one for rank
-// 0's own bursts; widened to all P ranks' it can stall more than Expert-Wave (its gaps do
-// not drain a P-fold burst), so no order is asserted here.
+// the faster of them where it beats Interleaved with SM stores by more than kDrainMargin.
+// Interleaved's split is the least-stall one for rank 0's own bursts; widened to all P
+// ranks' it can stall more than Expert-Wave (its gaps do not drain a P-fold burst), so no
+// order is asserted here.
 TEST(MoeHostLink, PredictionsOnTheHostFit) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
