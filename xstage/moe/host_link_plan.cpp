@@ -112,13 +112,14 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   // rows can leave: Expert-Wave ends its experts' L2 tiles a wave at a time, Interleaved
   // lags them by `lag` waves. Which drain is faster depends on the rank's SMs (measured,
   // the Expert-Wave one at P = 8 in most rows, the Interleaved one at P = 2), so both are
-  // predicted and the faster is taken.
+  // predicted; Interleaved's is taken only where predicted faster by more than the
+  // model's error on their ratio (kDrainOrderMargin).
   row.predicted_drain_us = il.us;
   row.predicted_drain_expert_wave_us = ew.us;
-  const bool ew_faster = ew.us < il.us;
-  row.drain_experts_per_copy = ew_faster ? ew.experts_per_copy : il.experts_per_copy;
-  const bool drain = std::min(il.us, ew.us) < (1 - kDrainMargin) * row.predicted_interleaved_us;
-  row.schedule = !drain ? "sm_stores" : ew_faster ? "drain_expert_wave" : "drain";
+  const bool il_order = il.us < (1 - kDrainOrderMargin) * ew.us;
+  row.drain_experts_per_copy = il_order ? il.experts_per_copy : ew.experts_per_copy;
+  const bool drain = (il_order ? il.us : ew.us) < (1 - kDrainMargin) * row.predicted_interleaved_us;
+  row.schedule = !drain ? "sm_stores" : il_order ? "drain" : "drain_expert_wave";
   row.predicted_speedup = row.predicted_expert_wave_us / row.predicted_advised_us();
 }
 
