@@ -118,8 +118,10 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   row.predicted_drain_expert_wave_us = ew.us;
   const bool il_order = il.us < (1 - kDrainOrderMargin) * ew.us;
   row.drain_experts_per_copy = il_order ? il.experts_per_copy : ew.experts_per_copy;
-  const bool drain = (il_order ? il.us : ew.us) < (1 - kDrainMargin) * row.predicted_interleaved_us;
-  row.schedule = !drain ? "sm_stores" : il_order ? "drain" : "drain_expert_wave";
+  const bool il_stores = row.predicted_interleaved_us < row.predicted_expert_wave_us;
+  const double stores_us = il_stores ? row.predicted_interleaved_us : row.predicted_expert_wave_us;
+  const bool drain = (il_order ? il.us : ew.us) < (1 - kDrainMargin) * stores_us;
+  row.schedule = drain ? (il_order ? "drain" : "drain_expert_wave") : il_stores ? "sm_stores" : "expert_wave";
   row.predicted_speedup = row.predicted_expert_wave_us / row.predicted_advised_us();
 }
 
@@ -160,7 +162,7 @@ double host_link_combine_bytes(const BenchConfig& c) {
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
   std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores;
-  std::size_t drain_chosen = 0, losing = 0;
+  std::size_t drain_chosen = 0, losing = 0, kept = 0;
   std::map<int, std::vector<double>> by_ep;
   for (const auto& r : rows) {
     if (!r.correct) continue;
@@ -169,6 +171,7 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
     losing += r.speedup < 1 - kLossTolerance;
     stores.push_back(r.expert_wave_us / r.interleaved_us);
     drain_chosen += r.drained();
+    kept += r.kept_expert_wave();
     if (r.interleaved_drain_us > 0 && r.expert_wave_drain_us > 0) {
       drain.push_back(r.expert_wave_us / r.interleaved_drain_us);
       drain_order.push_back(r.expert_wave_drain_us / r.interleaved_drain_us);
@@ -186,6 +189,7 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
           {"rows_losing_more_than_3_percent", losing},
           {"geomean_by_ep", geomean_by_ep},
           {"rows_where_drain_chosen", drain_chosen},
+          {"rows_where_expert_wave_kept", kept},
           {"sm_stores_interleaved_over_expert_wave_geomean", or_null(any, any ? bench::geomean(stores) : 0)},
           {"rows_with_drain", drain.size()},
           {"drain_interleaved_over_expert_wave_geomean", or_null(drained, bench::geomean(drain))},

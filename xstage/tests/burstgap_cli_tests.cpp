@@ -219,10 +219,12 @@ TEST_F(BurstGapCli, BenchMoeHostLinkPredictsWithoutAGpu) {
     EXPECT_NEAR(ew_us - c - ew, il_us - ci - il, 1e-6);  // the same reads in either order
     const bool il_order = il_drain_us < 0.98 * ew_drain_us;  // moe::kDrainOrderMargin, 2 %
     const double drain_us = il_order ? il_drain_us : ew_drain_us;
-    const bool drain = drain_us < 0.85 * il_us;  // moe::kDrainMargin, 15 %
-    const std::string want = !drain ? "sm_stores" : il_order ? "drain" : "drain_expert_wave";
+    const double stores_us = std::min(il_us, ew_us);
+    const bool drain = drain_us < 0.85 * stores_us;  // moe::kDrainMargin, 15 %
+    const std::string want =
+        drain ? (il_order ? "drain" : "drain_expert_wave") : il_us < ew_us ? "sm_stores" : "expert_wave";
     EXPECT_EQ(row["schedule"], want) << row;
-    EXPECT_NEAR(row["predicted_speedup"].get<double>(), ew_us / (drain ? drain_us : il_us), 1e-9);
+    EXPECT_NEAR(row["predicted_speedup"].get<double>(), ew_us / (drain ? drain_us : stores_us), 1e-9);
     stalls += ew > 0.01 * c;
   }
   EXPECT_EQ(j["rows_where_stall_predicted"].get<int>(), stalls);
