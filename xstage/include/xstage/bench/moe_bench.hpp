@@ -146,7 +146,8 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
 // in Expert-Wave's; otherwise Interleaved with SM stores where predicted faster than
 // Expert-Wave, else Expert-Wave itself. Where the model predicts no gain the baseline
 // stays, so every measured gain is one the model predicted (where both orders were
-// predicted equal, Interleaved measured 0.95-1.08x, geomean 1.02, over two runs).
+// predicted equal, Interleaved with SM stores measured 0.95-1.18x, geomean 1.02-1.03, in
+// three calls: a gain the model does not see, and losses up to 5 %).
 // The margin is the model's accepted error (15 %): the forward with SM stores reads
 // 0.79-1.08x as measured (median 0.87) on the standard sweep's 96 uniform rows, and where
 // the drain was predicted only a little faster it often lost (at 128-512 tokens, by up to
