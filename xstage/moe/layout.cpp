@@ -129,33 +129,39 @@ void check_layout(const Layout& L, const std::vector<Routing>& routing) {
   }
 }
 
-std::vector<int> drain_stage_rows(const RankLayout& R, int ranks) {
+namespace {
+// The one place of the stage's order: the first stage row of each (local expert el,
+// source s) range, at el * ranks + s, with the ranges laid out source by source and,
+// within a source, expert by expert.
+std::vector<int> drain_stage_starts(const RankLayout& R, int ranks) {
   const int epr = static_cast<int>(R.expert_offset.size()) - 1;
-  std::vector<int> stage(R.rows(), -1);
+  std::vector<int> start(std::size_t(epr) * ranks, 0);
   int at = 0;
   for (int s = 0; s < ranks; ++s)
     for (int el = 0; el < epr; ++el) {
       const std::size_t i = std::size_t(el) * ranks + s;
-      for (int row = R.recv_start[i]; row < R.recv_start[i + 1]; ++row) stage[row] = at++;
+      start[i] = at;
+      at += R.recv_start[i + 1] - R.recv_start[i];
     }
+  return start;
+}
+}  // namespace
+
+std::vector<int> drain_stage_rows(const RankLayout& R, int ranks) {
+  const std::vector<int> start = drain_stage_starts(R, ranks);
+  std::vector<int> stage(R.rows(), -1);
+  for (std::size_t i = 0; i < start.size(); ++i)
+    for (int row = R.recv_start[i]; row < R.recv_start[i + 1]; ++row) stage[row] = start[i] + row - R.recv_start[i];
   return stage;
 }
 
 std::vector<DrainCopy> drain_copies(const RankLayout& R, int el, int ranks) {
-  // The stage start of (el, s): the rows of every earlier source, then of s's earlier experts.
-  const int epr = static_cast<int>(R.expert_offset.size()) - 1;
-  auto range_rows = [&](int e, int s) {
-    const std::size_t i = std::size_t(e) * ranks + s;
-    return R.recv_start[i + 1] - R.recv_start[i];
-  };
+  const std::vector<int> start = drain_stage_starts(R, ranks);
   std::vector<DrainCopy> out;
-  int before = 0;  // stage rows of the sources before s
   for (int s = 0; s < ranks; ++s) {
-    int at = before;
-    for (int e = 0; e < el; ++e) at += range_rows(e, s);
-    const int rows = range_rows(el, s);
-    if (s != R.rank && rows > 0) out.push_back({at, s, R.return_start[std::size_t(el) * ranks + s], rows});
-    for (int e = 0; e < epr; ++e) before += range_rows(e, s);
+    const std::size_t i = std::size_t(el) * ranks + s;
+    const int rows = R.recv_start[i + 1] - R.recv_start[i];
+    if (s != R.rank && rows > 0) out.push_back({start[i], s, R.return_start[i], rows});
   }
   return out;
 }
