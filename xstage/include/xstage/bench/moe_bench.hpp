@@ -157,7 +157,7 @@ inline constexpr double kDrainMargin = 0.15;
 // Expert-Wave's) is off by a median 2.0 % (144 uniform rows, P = 2, 4, 8), and the drains
 // often lie closer than that. Within it Expert-Wave's order is taken: its experts' rows
 // leave first (Interleaved's lag holds each expert's copies back by `lag` waves, measured
-// 0.5-1 expert's time at P = 8), so it depends least on the tiles' predicted rate.
+// 0.3-1.3 experts' time at P = 8), so it depends least on the tiles' predicted rate.
 inline constexpr double kDrainOrderMargin = 0.02;
 // A row "loses" where the advisor's schedule is more than this much slower than
 // Expert-Wave (speedup below 0.97): the bench's no-loss goal.
