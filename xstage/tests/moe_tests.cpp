@@ -861,7 +861,9 @@ TEST(MoeHostLink, DrainPredictionByHand) {
 // compute + stall + the combine's reads back, each order's compute its ticket simulation
 // on rank 0's SMs / P; both orders with the drain are predicted too, and the advisor takes
 // Interleaved's drain where it beats Expert-Wave's by more than kDrainOrderMargin (else
-// Expert-Wave's), where that beats Interleaved with SM stores by more than kDrainMargin.
+// Expert-Wave's), where that beats the faster order with SM stores by more than
+// kDrainMargin; otherwise Interleaved with SM stores where predicted faster, else
+// Expert-Wave itself.
 // Interleaved's split is the least-stall one for rank 0's own bursts; widened to all P
 // ranks' it can stall more than Expert-Wave (its gaps do not drain a P-fold burst), so no
 // order is asserted here.
