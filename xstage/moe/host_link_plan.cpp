@@ -265,8 +265,8 @@ void predict_host_link_sweep(const SweepOptions& o) {
                "{:.3f} | {} / {} / {} |\n",
                c.tokens_per_rank, c.experts, c.topk, c.hidden, c.intermediate, c.ep, c.routing, r.predicted_compute_us,
                r.predicted_stall_expert_wave_us, r.predicted_expert_wave_us, r.predicted_interleaved_us,
-               r.predicted_drain_us, r.predicted_drain_expert_wave_us, r.schedule, r.predicted_speedup, r.interleaved.wave_experts, r.interleaved.lag,
-               r.interleaved.burst_split);
+               r.predicted_drain_us, r.predicted_drain_expert_wave_us, r.schedule, r.predicted_speedup,
+               r.interleaved.wave_experts, r.interleaved.lag, r.interleaved.burst_split);
     rows.push_back({{"tokens_per_rank", c.tokens_per_rank}, {"experts", c.experts}, {"topk", c.topk},
                     {"hidden", c.hidden}, {"intermediate", c.intermediate}, {"ep", c.ep}, {"routing", c.routing},
                     {"predicted_compute_us", r.predicted_compute_us},

@@ -126,15 +126,18 @@ struct HostLinkRow {
   bool drained() const { return schedule == "drain" || schedule == "drain_expert_wave"; }
   bool drain_in_expert_wave() const { return schedule == "drain_expert_wave"; }
   bool kept_expert_wave() const { return schedule == "expert_wave"; }
-  // The advised schedule's forward as measured (from the four timed ones) and as predicted.
+  // The advised schedule's one of the four forwards (each order with SM stores and with
+  // the drain); as measured (the four timed ones) and as predicted.
+  double advised_of(double expert_wave, double interleaved, double drain_expert_wave, double drain) const {
+    if (kept_expert_wave()) return expert_wave;
+    return !drained() ? interleaved : drain_in_expert_wave() ? drain_expert_wave : drain;
+  }
   double measured_advised_us() const {
-    if (kept_expert_wave()) return expert_wave_us;
-    return !drained() ? interleaved_us : drain_in_expert_wave() ? expert_wave_drain_us : interleaved_drain_us;
+    return advised_of(expert_wave_us, interleaved_us, expert_wave_drain_us, interleaved_drain_us);
   }
   double predicted_advised_us() const {
-    if (kept_expert_wave()) return predicted_expert_wave_us;
-    return !drained() ? predicted_interleaved_us
-                      : drain_in_expert_wave() ? predicted_drain_expert_wave_us : predicted_drain_us;
+    return advised_of(predicted_expert_wave_us, predicted_interleaved_us, predicted_drain_expert_wave_us,
+                      predicted_drain_us);
   }
 };
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o);
