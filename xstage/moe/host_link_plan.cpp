@@ -118,8 +118,10 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   row.predicted_drain_expert_wave_us = ew.us;
   const bool il_order = il.us < (1 - kDrainOrderMargin) * ew.us;
   row.drain_experts_per_copy = il_order ? il.experts_per_copy : ew.experts_per_copy;
-  const bool il_stores = row.predicted_interleaved_us < row.predicted_expert_wave_us;
-  const double stores_us = il_stores ? row.predicted_interleaved_us : row.predicted_expert_wave_us;
+  // Interleaved with SM stores only where it wins by more than the model's error on the
+  // two orders' ratio (kSmOrderMargin); the drain is still weighed against the faster one.
+  const bool il_stores = row.predicted_interleaved_us < (1 - kSmOrderMargin) * row.predicted_expert_wave_us;
+  const double stores_us = std::min(row.predicted_interleaved_us, row.predicted_expert_wave_us);
   const bool drain = (il_order ? il.us : ew.us) < (1 - kDrainMargin) * stores_us;
   row.schedule = drain ? (il_order ? "drain" : "drain_expert_wave") : il_stores ? "sm_stores" : "expert_wave";
   row.predicted_speedup = row.predicted_expert_wave_us / row.predicted_advised_us();

@@ -862,8 +862,8 @@ TEST(MoeHostLink, DrainPredictionByHand) {
 // on rank 0's SMs / P; both orders with the drain are predicted too, and the advisor takes
 // Interleaved's drain where it beats Expert-Wave's by more than kDrainOrderMargin (else
 // Expert-Wave's), where that beats the faster order with SM stores by more than
-// kDrainMargin; otherwise Interleaved with SM stores where predicted faster, else
-// Expert-Wave itself.
+// kDrainMargin; otherwise Interleaved with SM stores where predicted faster by more than
+// kSmOrderMargin, else Expert-Wave itself.
 // Interleaved's split is the least-stall one for rank 0's own bursts; widened to all P
 // ranks' it can stall more than Expert-Wave (its gaps do not drain a P-fold burst), so no
 // order is asserted here.
@@ -901,11 +901,12 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     EXPECT_GE(r.predicted_drain_expert_wave_us, r.predicted_compute_us);
     const bool il_order = r.predicted_drain_us < (1 - moe::kDrainOrderMargin) * r.predicted_drain_expert_wave_us;
     const double drain_us = il_order ? r.predicted_drain_us : r.predicted_drain_expert_wave_us;
-    const bool il_stores = r.predicted_interleaved_us < r.predicted_expert_wave_us;
+    const bool il_stores = r.predicted_interleaved_us < (1 - moe::kSmOrderMargin) * r.predicted_expert_wave_us;
     const double stores_us = std::min(r.predicted_interleaved_us, r.predicted_expert_wave_us);
     const bool drain = drain_us < (1 - moe::kDrainMargin) * stores_us;
     EXPECT_EQ(r.schedule, drain ? (il_order ? "drain" : "drain_expert_wave") : il_stores ? "sm_stores" : "expert_wave");
-    EXPECT_NEAR(r.predicted_speedup, r.predicted_expert_wave_us / (drain ? drain_us : stores_us), 1e-12);
+    const double advised_us = drain ? drain_us : il_stores ? r.predicted_interleaved_us : r.predicted_expert_wave_us;
+    EXPECT_NEAR(r.predicted_speedup, r.predicted_expert_wave_us / advised_us, 1e-12);
     kept += r.schedule == "expert_wave";
     EXPECT_EQ(r.interleaved.kind, moe::ScheduleKind::interleaved);
     stalled += r.predicted_stall_expert_wave_us > 0;
