@@ -87,9 +87,10 @@ BenchRow run_bench(const BenchConfig& c, const burstgap::ModelParams& params, co
 // `xstage bench moe --link host` (xstage/moe/moe_host_link.cpp): the P ranks of one
 // configuration on one GPU (moe::OneGpuGroup, SMs / P CTAs each, all P kernels at once)
 // with its combine rows in mapped pinned host memory (WindowMemory::host), so the L2
-// epilogue's stores to the owners cross the host link. Expert-Wave against the advisor's Interleaved (on the host-link fit), with the
-// model's predictions beside the measured times. The one GPU's X-Stage takes all P
-// kernels' stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
+// epilogue's stores to the owners cross the host link, or the combine drain's copies do.
+// Expert-Wave against the advisor's schedule (on the host-link fit), with the model's
+// predictions beside the measured times. The one GPU's X-Stage takes all P kernels'
+// stores, so the advisor is asked about P x (SMs / P) SMs bursting together.
 struct HostLinkRow {
   BenchConfig config;
   double expert_wave_us = 0, interleaved_us = 0;  // medians; slowest rank of each launch (SM stores)
@@ -147,10 +148,11 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
 // faster order with SM stores by more than kDrainMargin, in Interleaved's order where
 // that drain is predicted faster than Expert-Wave's by more than kDrainOrderMargin, else
 // in Expert-Wave's; otherwise Interleaved with SM stores where predicted faster than
-// Expert-Wave by more than kSmOrderMargin, else Expert-Wave itself. Where the model predicts no gain the baseline
-// stays, so every measured gain is one the model predicted (where both orders were
-// predicted equal, Interleaved with SM stores measured 0.95-1.18x, geomean 1.02-1.03, in
-// three calls: a gain the model does not see, and losses up to 5 %).
+// Expert-Wave by more than kSmOrderMargin, else Expert-Wave itself. Where the model
+// predicts no gain the baseline stays, so every measured gain is one the model predicted
+// (where both orders were predicted equal, Interleaved with SM stores measured
+// 0.95-1.20x, geomean 1.02-1.03, in four calls: a gain the model does not see, and losses
+// up to 5 %).
 // The margin is the model's accepted error (15 %): the forward with SM stores reads
 // 0.79-1.08x as measured (median 0.87) on the standard sweep's 96 uniform rows, and where
 // the drain was predicted only a little faster it often lost (at 128-512 tokens, by up to
