@@ -919,6 +919,21 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
   EXPECT_GT(kept, 0);
 }
 
+namespace {
+// One configuration's predicted host-link row on the shipped host fit, 132 SMs and the
+// H200's copy-engine costs.
+moe::HostLinkRow predict_on_host_fit(const moe::BenchConfig& c) {
+  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
+  XS_ASSERT(src != nullptr, "run through ctest (XSTAGE_SOURCE_DIR)");
+  const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
+  moe::HostLinkRow r;
+  r.config = c;
+  r.copy = moe::kH200CopyCosts;
+  moe::predict_host_link_row(r, host, 132);
+  return r;
+}
+}  // namespace
+
 // With the drain the order decides when each expert's rows leave. At P = 8 (16 SMs a
 // rank, a wave of one or two experts) Interleaved's lag holds the last waves' rows back
 // and the Expert-Wave drain is predicted faster (measured 0.93x at this shape, 8192
@@ -926,15 +941,9 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
 // Interleaved drain is predicted faster by less than the model's error on the ratio
 // (kDrainOrderMargin), the drain goes in Expert-Wave's order.
 TEST(MoeHostLink, DrainOrderFollowsThePredictedTime) {
-  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
-  const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
-  auto predict = [&](int ep, int tokens) {
-    moe::HostLinkRow r;
-    r.config = {.tokens_per_rank = tokens, .experts = 64, .topk = 2, .hidden = 7168, .intermediate = 3072, .ep = ep};
-    r.copy = moe::kH200CopyCosts;
-    moe::predict_host_link_row(r, host, 132);
-    return r;
+  auto predict = [](int ep, int tokens) {
+    return predict_on_host_fit(
+        {.tokens_per_rank = tokens, .experts = 64, .topk = 2, .hidden = 7168, .intermediate = 3072, .ep = ep});
   };
   const moe::HostLinkRow eight = predict(8, 8192), two = predict(2, 8192), close = predict(2, 512);
   EXPECT_LT(eight.predicted_drain_expert_wave_us, eight.predicted_drain_us);
@@ -967,15 +976,9 @@ TEST(MoeHostLink, DrainOrderFollowsThePredictedTime) {
 // predicted about 2 % faster with it (measured 0.963 and 0.983 of Expert-Wave): Expert-Wave
 // is kept; E 64, k 2, 3072 x 8192 about 4 % faster: Interleaved is taken.
 TEST(MoeHostLink, SmStoreOrderNeedsMoreThanTheMargin) {
-  const char* src = std::getenv("XSTAGE_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
-  const auto host = bg::read_params(std::string(src) + "/xstage/data/h200_host_params.json").find("host", "st16");
-  auto predict = [&](int experts, int topk) {
-    moe::HostLinkRow r;
-    r.config = {.tokens_per_rank = 512, .experts = experts, .topk = topk, .hidden = 3072, .intermediate = 8192, .ep = 8};
-    r.copy = moe::kH200CopyCosts;
-    moe::predict_host_link_row(r, host, 132);
-    return r;
+  auto predict = [](int experts, int topk) {
+    return predict_on_host_fit(
+        {.tokens_per_rank = 512, .experts = experts, .topk = topk, .hidden = 3072, .intermediate = 8192, .ep = 8});
   };
   const moe::HostLinkRow close = predict(128, 6), clear = predict(64, 2);
   for (const moe::HostLinkRow* r : {&close, &clear}) EXPECT_FALSE(r->drained()) << r->schedule;
