@@ -109,12 +109,13 @@ void print_run(const nlohmann::json& r, const std::string& link) {
 
 // A fused-kernel sweep over the host link (`xstage bench ulysses|moe --link host --json`):
 // which bench wrote it, the row keys kept, and the row keys of its speedup (predicted and
-// measured), with its plot's file and title.
+// measured), with its plot's file and title and the row key of its rank count (one
+// colour per count in the plot).
 struct SweepSection {
   const char* name;  // key in host_link.json
   const char* bench;
   std::vector<const char*> keys;
-  const char *predicted, *measured, *png, *title;
+  const char *predicted, *measured, *png, *title, *ranks;
   std::vector<const char*> optional_keys = {};  // copied where a row has them (keys added later)
 };
 const SweepSection kUlyssesSection{
@@ -124,7 +125,7 @@ const SweepSection kUlyssesSection{
      "predicted_speedup_vs_row_major", "speedup_vs_exchange_after", "stall_predicted", "link_GBps", "bitwise_equal",
      "correct"},
     "predicted_speedup_vs_row_major", "speedup_vs_row_major", "host_link_ulysses_speedup.png",
-    "Ulysses over the host link: the advisor's schedule vs row-major",
+    "Ulysses over the host link: the advisor's schedule vs row-major", "P",
     {"schedule", "fused_sm_guided_ms", "fused_ce_drain_ms", "predicted_sm_stores_ms", "predicted_ce_drain_ms",
      "attention_row_major_ms", "attention_owner_ms", "fused_ce_owner_ms", "predicted_ce_owner_ms", "drain_chunk_blocks",
      "copy_op_us", "copy_GBps", "hiding_bound_vs_row_major", "sms"}};
@@ -134,7 +135,7 @@ const SweepSection kMoeSection{
      "speedup", "predicted_speedup", "predicted_compute_us", "predicted_stall_expert_wave_us",
      "predicted_stall_interleaved_us", "correct"},
     "predicted_speedup", "speedup", "host_link_moe_speedup.png",
-    "MoE over the host link: the advisor's schedule vs Expert-Wave",
+    "MoE over the host link: the advisor's schedule vs Expert-Wave", "ep",
     {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us", "schedule", "advised_us",
      "predicted_expert_wave_us", "predicted_interleaved_us", "predicted_drain_us", "predicted_drain_expert_wave_us",
      "drain_experts_per_copy", "copy_op_us", "copy_GBps", "sms"}};
@@ -184,24 +185,28 @@ nlohmann::json moe_section(const std::vector<std::string>& files) {
   return out;
 }
 
-// One dot per configuration: predicted against measured speedup (keys `predicted` and
-// `measured` of each row), and the diagonal.
-void plot_predicted_vs_measured(const nlohmann::json& rows, const char* predicted, const char* measured,
-                                const std::string& title, const std::string& png) {
-  common::plot::Series dots{.label = "configurations", .line = common::plot::LineStyle::none};
+// One dot per configuration, one colour per rank count: predicted against measured
+// speedup (the section's keys of each row), and the diagonal.
+void plot_predicted_vs_measured(const nlohmann::json& rows, const SweepSection& sec, const std::string& png) {
+  std::map<int, common::plot::Series> by_ranks;
   double lo = 1, hi = 1;
   for (const auto& r : rows) {
-    dots.x.push_back(r.at(predicted).get<double>());
-    dots.y.push_back(r.at(measured).get<double>());
+    const int p = r.at(sec.ranks).get<int>();
+    common::plot::Series& dots = by_ranks[p];
+    dots.label = fmt::format("P = {}", p);
+    dots.line = common::plot::LineStyle::none;
+    dots.x.push_back(r.at(sec.predicted).get<double>());
+    dots.y.push_back(r.at(sec.measured).get<double>());
     lo = std::min({lo, dots.x.back(), dots.y.back()});
     hi = std::max({hi, dots.x.back(), dots.y.back()});
   }
   common::plot::Chart c;
-  c.title = title;
+  c.title = sec.title;
   c.x = {.label = "predicted speedup"};
   c.y = {.label = "measured speedup"};
-  c.series = {dots, {.label = "measured = predicted", .x = {lo * 0.98, hi * 1.02}, .y = {lo * 0.98, hi * 1.02},
-                     .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none}};
+  for (auto& [p, dots] : by_ranks) c.series.push_back(std::move(dots));
+  c.series.push_back({.label = "measured = predicted", .x = {lo * 0.98, hi * 1.02}, .y = {lo * 0.98, hi * 1.02},
+                      .line = common::plot::LineStyle::dashed, .marker = common::plot::Marker::none});
   common::plot::write_chart(c, png);
   fmt::print("wrote {}\n", png);
 }
@@ -300,8 +305,7 @@ void write_host_link_results(const HostLinkInputs& in) {
       if (r["correct"].get<bool>())
         errors.push_back(std::abs(r[sec->predicted].get<double>() / r[sec->measured].get<double>() - 1));
     if (!in.png_dir.empty())
-      plot_predicted_vs_measured(j[sec->name]["rows"], sec->predicted, sec->measured, sec->title,
-                                 (std::filesystem::path(in.png_dir) / sec->png).string());
+      plot_predicted_vs_measured(j[sec->name]["rows"], *sec, (std::filesystem::path(in.png_dir) / sec->png).string());
   }
   if (j.contains("moe")) j["moe"]["time_model_check"] = moe_time_model_check(j["moe"]["rows"], in.sms);
   if (j.contains("ulysses")) {

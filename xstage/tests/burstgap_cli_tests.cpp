@@ -321,7 +321,7 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   std::ofstream(out) << R"({"probe": {"card": "H200", "gpus": 1, "date": "d0", "command": "probe",
     "backpressure_ratio": 61.0, "backpressure_ratio_mean": 60.0, "backpressure_ratio_by_store": {},
     "holdout_median_rel_error": 0.06, "min_gap_rel_error": 0.19, "sustained_drain_GBps": 52.7},
-    "ulysses": {"rows_where_stall_predicted": 0, "rows": [{"correct": true,
+    "ulysses": {"rows_where_stall_predicted": 0, "rows": [{"correct": true, "P": 2,
       "predicted_speedup_vs_row_major": 1.0, "speedup_vs_row_major": 0.9}]}})";
   std::ofstream(moe) << R"({"command": "bench moe", "date": "d1", "summary": {"rows_where_stall_predicted": 1},
     "rows": [{"tokens_per_rank": 512, "experts": 64, "topk": 2, "hidden": 4096, "intermediate": 2048, "ep": 4,
@@ -347,6 +347,13 @@ TEST_F(BurstGapCli, HostLinkResultsKeepsThePartsNotGiven) {
   const auto drain = nlohmann::json::parse(j)["ulysses"]["drain_model_check"];
   EXPECT_EQ(drain["current_model"]["predictions"].get<int>(), 0) << drain;
   expect_one_line_error(xstage("host-link-results --moe " + moe + " -o " + path("fresh.json")), "give --probe");
+  // Both sweeps' predicted-against-measured plots, one colour per rank count.
+  if (!draws_charts()) return;
+  fs::create_directories(work_dir() / "png");
+  const CliResult drawn = xstage("host-link-results -o " + out + " --png-dir " + path("png"));
+  ASSERT_EQ(drawn.code, 0) << drawn.err;
+  for (const char* f : {"host_link_moe_speedup.png", "host_link_ulysses_speedup.png"})
+    EXPECT_GT(fs::file_size(work_dir() / "png" / f), 1000u) << f;
 }
 
 // The Ulysses rows' achievable bound needs the SM count: a row's own `sms`, else --sms
