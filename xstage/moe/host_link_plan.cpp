@@ -163,7 +163,8 @@ double host_link_combine_bytes(const BenchConfig& c) {
 }
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
-  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores;
+  std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores,
+      hiding, compute;
   std::size_t drain_chosen = 0, losing = 0, kept = 0;
   std::map<int, std::vector<double>> by_ep;
   for (const auto& r : rows) {
@@ -182,6 +183,10 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
     if (r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us) where_stall.push_back(r.speedup);
     if (r.predicted_speedup >= 1.1) win_predicted.push_back(r.predicted_speedup), win_measured.push_back(r.speedup);
     if (r.expert_wave_us > 0) combine_GBps.push_back(host_link_combine_bytes(r.config) / (r.expert_wave_us * 1e3));
+    if (r.expert_wave_hbm_us > 0) {
+      hiding.push_back(r.expert_wave_us / r.expert_wave_hbm_us);
+      compute.push_back(r.expert_wave_hbm_us / r.predicted_compute_us);
+    }
   }
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
   const bool any = !all.empty(), win = !win_predicted.empty(), timed = !combine_GBps.empty(), drained = !drain.empty();
@@ -207,7 +212,11 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
           {"geomean_where_win_predicted", or_null(win, bench::geomean(win_measured))},
           {"combine_GBps_median", or_null(timed, timed ? common::median(combine_GBps) : 0)},
           {"combine_GBps_max",
-           or_null(timed, timed ? *std::max_element(combine_GBps.begin(), combine_GBps.end()) : 0)}};
+           or_null(timed, timed ? *std::max_element(combine_GBps.begin(), combine_GBps.end()) : 0)},
+          // Expert-Wave over the link against in HBM: what hiding every combine byte gives;
+          // and the HBM forward against the ticket simulation's compute.
+          {"hiding_bound_geomean", or_null(!hiding.empty(), bench::geomean(hiding))},
+          {"hbm_over_predicted_compute_median", or_null(!compute.empty(), compute.empty() ? 0 : common::median(compute))}};
 }
 
 HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
@@ -233,6 +242,7 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   // predicted each order as compute + stall.
   m.expert_wave_drain_us = r.value("expert_wave_drain_us", 0.0);
   m.interleaved_drain_us = r.value("interleaved_drain_us", 0.0);
+  m.expert_wave_hbm_us = r.value("expert_wave_hbm_us", 0.0);
   m.predicted_expert_wave_us =
       r.value("predicted_expert_wave_us", m.predicted_compute_us + m.predicted_stall_expert_wave_us);
   m.predicted_interleaved_us =

@@ -1,11 +1,13 @@
 // One configuration of `xstage bench moe --link host`: the P ranks on one GPU
 // (OneGpuGroup, WindowMemory::host: combine rows over the host link), both orders with SM
-// stores and with the combine drain (copy engine), sampled in turns. A sample: `per`
+// stores and with the combine drain (copy engine), sampled in turns; then Expert-Wave
+// with every window in HBM (a second group, after the first is freed: the reference
+// without the link). A sample: `per`
 // forwards of every rank (FusedMoe::launch_together), each rank on its own stream, all
 // streams released by one event; its time is the slowest stream's (the layer ends when
 // the last rank's combine has landed), per launch. The rows of both orders are checked
 // against each other (the same tiles in another order: within bf16 tolerance), and
-// each order's drained rows against its stored ones (bitwise). With
+// each order's drained rows, and the HBM group's, against the stored ones (bitwise). With
 // --profile, rank 0's phase shares of both orders in profiled forwards after the timing.
 #include <cuda_runtime.h>
 
@@ -37,8 +39,8 @@ struct HostLinkGroup {
   std::vector<cudaEvent_t> done;
   cudaEvent_t start = nullptr;
 
-  HostLinkGroup(const Problem& prob, const std::vector<Routing>& routing)
-      : p(prob), layout(build_layout(prob, routing)), group(prob, layout.max_rows(), WindowMemory::host) {
+  HostLinkGroup(const Problem& prob, const std::vector<Routing>& routing, WindowMemory memory)
+      : p(prob), layout(build_layout(prob, routing)), group(prob, layout.max_rows(), memory) {
     XS_CHECK_CUDA(cudaEventCreate(&start));
     for (int r = 0; r < p.ranks; ++r) {
       cudaStream_t s;
@@ -149,6 +151,23 @@ double max_rel_diff_over_ranks(const std::vector<std::vector<std::uint16_t>>& a,
   return worst;
 }
 
+// Expert-Wave with every window in HBM, the same inputs: its median forward (`rounds`
+// samples of `per` after a warm-up) and its outputs.
+struct HbmReference {
+  double us = 0;
+  std::vector<std::vector<std::uint16_t>> out;
+};
+HbmReference expert_wave_in_hbm(const Problem& p, const std::vector<Routing>& routing,
+                                const burstgap::ModelParams& params, int warmup, int rounds, int per) {
+  HostLinkGroup g(p, routing, WindowMemory::device);
+  g.set_orders(routing, ScheduleKind::expert_wave, params);
+  g.time_us(std::max(1, warmup));
+  std::vector<double> us;
+  for (int round = 0; round < rounds; ++round) us.push_back(g.time_us(per));
+  std::sort(us.begin(), us.end());
+  return {median_of_sorted(us), g.outputs()};
+}
+
 }  // namespace
 
 HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParams& params, const BenchOptions& o) {
@@ -164,7 +183,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   row.sms = sms;
   predict_host_link_row(row, params, sms);
   const auto routing = synthetic_routing(p, c.synthetic());
-  HostLinkGroup g(p, routing);
+  auto g = std::make_unique<HostLinkGroup>(p, routing, WindowMemory::host);
   const int rounds = std::min(o.iters, 5), per = std::max(1, (o.iters + rounds - 1) / rounds);
   // Four schedules in turns: each order with SM stores and with the combine drain.
   std::vector<double> us[2][2];  // [interleaved][drain]
@@ -173,23 +192,27 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
     for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved})
       for (int drain = 0; drain < 2; ++drain) {
         const int il = kind == ScheduleKind::interleaved;
-        g.set_drain(drain, row.drain_experts_per_copy);
-        g.set_orders(routing, kind, params);
-        const double t = g.time_us(round < 0 ? std::max(1, o.warmup) : per);
+        g->set_drain(drain, row.drain_experts_per_copy);
+        g->set_orders(routing, kind, params);
+        const double t = g->time_us(round < 0 ? std::max(1, o.warmup) : per);
         if (round < 0) continue;
         us[il][drain].push_back(t);
-        if (round == rounds - 1) out[il][drain] = g.outputs();
+        if (round == rounds - 1) out[il][drain] = g->outputs();
       }
-  g.set_drain(false, 1);
+  g->set_drain(false, 1);
   row.max_rel_err = max_rel_diff_over_ranks(out[1][0], out[0][0]);
   const bool drain_bitwise = out[0][1] == out[0][0] && out[1][1] == out[1][0];
   if (o.profile) {  // after all the timing, so that the timed launches carry no profiling code
-    g.set_orders(routing, ScheduleKind::expert_wave, params);
-    row.profile_expert_wave = g.profile(per);
-    g.set_orders(routing, ScheduleKind::interleaved, params);
-    row.profile_interleaved = g.profile(per);
+    g->set_orders(routing, ScheduleKind::expert_wave, params);
+    row.profile_expert_wave = g->profile(per);
+    g->set_orders(routing, ScheduleKind::interleaved, params);
+    row.profile_interleaved = g->profile(per);
     row.profiled = true;
   }
+  g.reset();  // its windows and weights, before the HBM group takes as much again
+  const HbmReference hbm = expert_wave_in_hbm(p, routing, params, o.warmup, rounds, per);
+  row.expert_wave_hbm_us = hbm.us;
+  const bool hbm_bitwise = hbm.out == out[0][0];
   for (auto& by_order : us)
     for (auto& v : by_order) std::sort(v.begin(), v.end());
   row.expert_wave_us = median_of_sorted(us[0][0]);
@@ -198,7 +221,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   row.interleaved_drain_us = median_of_sorted(us[1][1]);
   row.advised_us = row.measured_advised_us();
   row.speedup = row.expert_wave_us / row.advised_us;
-  row.correct = row.max_rel_err <= kMaxRelErr && drain_bitwise;
+  row.correct = row.max_rel_err <= kMaxRelErr && drain_bitwise && hbm_bitwise;
   return row;
 }
 

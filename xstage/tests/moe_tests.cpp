@@ -1055,6 +1055,14 @@ TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
   c.expert_wave_us = 1000;  // 4 * 1000 * 2 * 4096 * 2 B = 65.536 MB in 1 ms
   EXPECT_DOUBLE_EQ(moe::host_link_combine_bytes(c.config), 65.536e6);
   EXPECT_NEAR(moe::host_link_summary({c})["combine_GBps_median"].get<double>(), 65.536, 1e-9);
+  // With Expert-Wave measured in HBM: the hiding bound (over the link / in HBM) and the
+  // HBM forward over the predicted compute; rows without it count in neither.
+  EXPECT_TRUE(moe::host_link_summary({c})["hiding_bound_geomean"].is_null());
+  moe::HostLinkRow h = c;
+  h.expert_wave_hbm_us = 500, h.predicted_compute_us = 400;
+  const auto with_hbm = moe::host_link_summary({c, h});
+  EXPECT_DOUBLE_EQ(with_hbm["hiding_bound_geomean"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(with_hbm["hbm_over_predicted_compute_median"].get<double>(), 1.25);
   const auto none = moe::host_link_summary({row(1.0, 1.0, 0, false)});
   EXPECT_TRUE(none["geomean_where_stall_predicted"].is_null());
   EXPECT_TRUE(none["speedup_prediction_median_abs_rel_error"].is_null());
