@@ -126,7 +126,8 @@ void write_png(const Curves& c, const std::string& card, const std::string& png)
 bench::Table host_link_table() {
   return bench::Table({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
                        {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"EW dr us", 9, ".1f"},
-                       {"IL dr us", 9, ".1f"}, {"advised", 17, "", false, true}, {"EW/adv", 6, ".3f"},
+                       {"IL dr us", 9, ".1f"}, {"EW HBM us", 9, ".1f"}, {"advised", 17, "", false, true},
+                       {"EW/adv", 6, ".3f"},
                        {"pred x", 6, ".3f"}, {"ok", 0}});
 }
 
@@ -155,7 +156,8 @@ bench::Row host_link_row(const HostLinkRow& r) {
                  {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                   {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};
   row.cells = {b.tokens_per_rank, b.experts, b.topk, b.hidden, b.intermediate, b.ep, b.routing,
-               r.expert_wave_us, r.interleaved_us, r.expert_wave_drain_us, r.interleaved_drain_us, r.schedule,
+               r.expert_wave_us, r.interleaved_us, r.expert_wave_drain_us, r.interleaved_drain_us,
+               r.expert_wave_hbm_us, r.schedule,
                r.speedup, r.predicted_speedup, std::string(r.correct ? "yes" : "NO")};
   if (r.profiled)
     row.values["profile"] = {{"expert_wave", profile_json(r.profile_expert_wave)},
