@@ -127,8 +127,7 @@ bench::Table host_link_table() {
   return bench::Table({{"T", 5}, {"E", 5}, {"k", 3}, {"hid", 5}, {"I", 5}, {"P", 2}, {"routing", 7, "", true},
                        {"EW us", 9, ".1f", false, true}, {"IL us", 9, ".1f"}, {"EW dr us", 9, ".1f"},
                        {"IL dr us", 9, ".1f"}, {"EW HBM us", 9, ".1f"}, {"advised", 17, "", false, true},
-                       {"EW/adv", 6, ".3f"},
-                       {"pred x", 6, ".3f"}, {"ok", 0}});
+                       {"EW/adv", 6, ".3f"}, {"pred x", 6, ".3f"}, {"ok", 0}});
 }
 
 bench::Row host_link_row(const HostLinkRow& r) {
