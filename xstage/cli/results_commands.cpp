@@ -192,9 +192,10 @@ void plot_predicted_vs_measured(const nlohmann::json& rows, const SweepSection& 
   double lo = 1, hi = 1;
   for (const auto& r : rows) {
     const int p = r.at(sec.ranks).get<int>();
-    common::plot::Series& dots = by_ranks[p];
-    dots.label = fmt::format("P = {}", p);
-    dots.line = common::plot::LineStyle::none;
+    common::plot::Series& dots =
+        by_ranks.try_emplace(p, common::plot::Series{.label = fmt::format("P = {}", p),
+                                                     .line = common::plot::LineStyle::none})
+            .first->second;
     dots.x.push_back(r.at(sec.predicted).get<double>());
     dots.y.push_back(r.at(sec.measured).get<double>());
     lo = std::min({lo, dots.x.back(), dots.y.back()});

@@ -216,7 +216,8 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
           // Expert-Wave over the link against in HBM: what hiding every combine byte gives;
           // and the HBM forward against the ticket simulation's compute.
           {"hiding_bound_geomean", or_null(!hiding.empty(), bench::geomean(hiding))},
-          {"hbm_over_predicted_compute_median", or_null(!compute.empty(), compute.empty() ? 0 : common::median(compute))}};
+          {"hbm_over_predicted_compute_median",
+           or_null(!compute.empty(), compute.empty() ? 0 : common::median(compute))}};
 }
 
 HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
