@@ -6,8 +6,9 @@
 # 1. own build (MOE_ONE_BUILD_DIR, default build-moe-one): the xstage CLI and the MoE GPU tests;
 # 2. the MoE GPU tests (MOE_ONE_TESTS=0 skips): EP = 1, the P = 2, 4, 8 one-GPU stand-ins,
 #    the host-link windows, the absent peer;
-# 3. `xstage bench moe --sweep one --routing uniform --tokens MOE_ONE_TOKENS (default
-#    512,2048,8192) --profile` into a copy of docs/results/moe.json ($OUT/moe.json: its
+# 3. `xstage bench moe --sweep one --routing MOE_ONE_ROUTING (default uniform,balanced: the
+#    issue's routing, and every expert at the mean count as cuBLAS bmm has it) --tokens
+#    MOE_ONE_TOKENS (default 512,2048,8192) --profile` into a copy of docs/results/moe.json ($OUT/moe.json: its
 #    multi-GPU rows and head stay, the EP = 1 rows and one_gpu_* keys are this run's; copy it
 #    back from the archive): fused, the unfused path and the cuBLAS expert GEMMs per row;
 # 4. Nsight Compute on the fused kernel of MOE_ONE_NCU_ROWS (sweep-one row indices, default
@@ -25,9 +26,9 @@ mo_step moe_one_configure 120 cmake -S "$ROOT" -B "$MB" -G Ninja -DCMAKE_BUILD_T
 mo_step moe_one_build 400 cmake --build "$MB" -j "$(nproc)" --target xstage xstage_moe_gpu_tests
 [ "${MOE_ONE_TESTS:-1}" = 1 ] && mo_step moe_one_tests 150 "$MB/xstage/tests/xstage_moe_gpu_tests"
 cp "$ROOT/docs/results/moe.json" "$OUT/moe.json"
-mo_step moe_one_bench "${MOE_ONE_BENCH_S:-260}" env XSTAGE_SOURCE_DIR="$ROOT" "$MX" bench moe --sweep one \
-  --routing uniform --tokens "${MOE_ONE_TOKENS:-512,2048,8192}" --warmup 2 --iters 10 --profile \
-  --budget-s "$(( ${MOE_ONE_BENCH_S:-260} - 40 ))" --json "$OUT/moe.json"
+mo_step moe_one_bench "${MOE_ONE_BENCH_S:-330}" env XSTAGE_SOURCE_DIR="$ROOT" "$MX" bench moe --sweep one \
+  --routing "${MOE_ONE_ROUTING:-uniform,balanced}" --tokens "${MOE_ONE_TOKENS:-512,2048,8192}" --warmup 2 --iters 10 --profile \
+  --budget-s "$(( ${MOE_ONE_BENCH_S:-330} - 40 ))" --json "$OUT/moe.json"
 
 NCU_METRICS=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,\
 dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,\
@@ -43,8 +44,8 @@ for row in ${MOE_ONE_NCU_ROWS:-38 36}; do
 done
 
 {
-  echo "---- bench moe --sweep one (uniform) ----"
-  grep -E "^ *[0-9]+ .* uniform|fused / |geometric|order simulation" "$OUT/moe_one_bench.log" | tail -45
+  echo "---- bench moe --sweep one ----"
+  grep -E "^ *[0-9]+ .* (uniform|balanced)|fused / |geometric|order simulation" "$OUT/moe_one_bench.log" | tail -80
   for row in ${MOE_ONE_NCU_ROWS:-38 36}; do
     [ -f "$OUT/ncu_$row.csv" ] || continue
     echo "---- ncu, sweep-one row $row ----"
@@ -53,4 +54,4 @@ done
   done
 } >"$OUT/moe_one_table.txt"
 cat "$OUT/moe_one_table.txt"
-note moe_one "$(grep -c "uniform" "$OUT/moe_one_bench.log" 2>/dev/null) rows; $(grep -h "fused / cuBLAS" "$OUT/moe_one_bench.log" 2>/dev/null | sed 's/.*tokens: geomean/ /' | tr '\n' ';')"
+note moe_one "$(grep -cE "^ *[0-9]+ .* (uniform|balanced)" "$OUT/moe_one_bench.log" 2>/dev/null) rows; $(grep -h "fused / cuBLAS" "$OUT/moe_one_bench.log" 2>/dev/null | sed 's/.*tokens: geomean/ /' | tr '\n' ';')"

@@ -29,8 +29,10 @@ void add_moe_commands(CLI::App& app) {
       ->check(v::min(1, "ranks"));
   cmd->add_option("--tokens", o->filter.tokens, "Only these tokens per rank, comma-separated")->delimiter(',')
       ->check(v::min(1, "tokens"));
-  cmd->add_option("--routing", o->filter.routing, "Only these routings, comma-separated (uniform, skewed)")
-      ->delimiter(',')->check(CLI::IsMember({"uniform", "skewed"}));
+  cmd->add_option("--routing", o->filter.routing,
+                  "Only these routings, comma-separated (uniform, skewed; balanced: every expert the mean count, "
+                  "not in the default sweeps)")
+      ->delimiter(',')->check(CLI::IsMember({"uniform", "skewed", "balanced"}));
   cmd->add_option("--budget-s", o->budget_s, "Start no new configuration after this many seconds (0: no limit)")
       ->check(v::min(0, "s", "0: no limit"))
       ->capture_default_str();

@@ -10,16 +10,17 @@
 namespace xstage::moe {
 
 SyntheticRouting BenchConfig::synthetic() const {
-  XS_ASSERT(routing == "uniform" || routing == "skewed", "bench moe: routing must be uniform or skewed (got '{}')",
-            routing);
-  return {.zipf = routing == "skewed" ? 1.2 : 0.0, .seed = 7};
+  XS_ASSERT(routing == "uniform" || routing == "skewed" || routing == "balanced",
+            "bench moe: routing must be uniform, skewed or balanced (got '{}')", routing);
+  return {.zipf = routing == "skewed" ? 1.2 : 0.0, .seed = 7, .balanced = routing == "balanced"};
 }
 
-std::vector<BenchConfig> bench_sweep(const std::string& name) {
+std::vector<BenchConfig> bench_sweep(const std::string& name, const std::vector<std::string>& routings) {
+  XS_ASSERT(!routings.empty(), "bench moe: a sweep needs at least one routing");
   std::vector<BenchConfig> out;
   if (name == "quick") {
     for (int ep : {2, 4})
-      for (const char* r : {"uniform", "skewed"})
+      for (const auto& r : routings)
         for (int t : {128, 512}) out.push_back({t, 16, 2, 1024, 512, ep, r});
     return out;
   }
@@ -32,12 +33,12 @@ std::vector<BenchConfig> bench_sweep(const std::string& name) {
                                : name == "one" ? std::vector<int>{1}
                                                : std::vector<int>{2, 4};
   // Routing innermost, then tokens: a run cut short by a time budget still has
-  // both routings and every token count of the shapes it reached.
+  // every routing and every token count of the shapes it reached.
   for (int ep : eps)
     for (auto [e, k] : ek)
       for (auto [h, i] : hi)
         for (int t : {128, 512, 2048, 8192})
-          for (const char* r : {"uniform", "skewed"}) out.push_back({t, e, k, h, i, ep, r});
+          for (const auto& r : routings) out.push_back({t, e, k, h, i, ep, r});
   return out;
 }
 
@@ -49,7 +50,9 @@ bool listed(const std::vector<T>& allowed, const T& v) {
 }  // namespace
 
 std::vector<BenchConfig> select_rows(const std::string& sweep, const SweepFilter& f) {
-  std::vector<BenchConfig> configs = bench_sweep(sweep);
+  // --only indexes the sweep of the default routings; a routing list otherwise makes the rows.
+  std::vector<BenchConfig> configs = f.only < 0 && !f.routing.empty() ? bench_sweep(sweep, f.routing)
+                                                                       : bench_sweep(sweep);
   if (f.only >= 0) {
     XS_ASSERT(f.only < int(configs.size()), "bench moe: --only {} but the sweep has {} rows", f.only, configs.size());
     configs = {configs[f.only]};

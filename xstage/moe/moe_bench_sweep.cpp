@@ -86,18 +86,17 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
 
 // The checked rows' figures, for the summary and the chart (x: the row's index).
 struct Curves {
-  std::vector<double> x, speedup, from_logits, planner_share, over_unfused_uniform;
+  std::vector<double> x, speedup, from_logits, planner_share;
   std::vector<double> order_prediction_error;  // |predicted / measured Interleaved over Expert-Wave - 1|
-  std::map<int, std::vector<double>> over_cublas_uniform;  // by tokens per rank
+  std::map<std::string, std::vector<double>> over_unfused;                 // by routing
+  std::map<std::string, std::map<int, std::vector<double>>> over_cublas;  // by routing, then tokens per rank
   double max_speedup = 0;
   void add(double i, const BenchRow& r) {
     x.push_back(i);
     speedup.push_back(r.speedup);
     order_prediction_error.push_back(std::abs(r.predicted_order_speedup / r.speedup - 1));
-    if (r.config.routing == "uniform") {
-      over_unfused_uniform.push_back(r.fused_over_unfused);
-      over_cublas_uniform[r.config.tokens_per_rank].push_back(r.fused_over_cublas);
-    }
+    over_unfused[r.config.routing].push_back(r.fused_over_unfused);
+    over_cublas[r.config.routing][r.config.tokens_per_rank].push_back(r.fused_over_cublas);
     max_speedup = std::max(max_speedup, r.speedup);
     if (!r.device_routing) return;
     from_logits.push_back(r.interleaved_us / r.from_logits_us);
@@ -176,7 +175,9 @@ bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, in
 }
 
 // The head's summary after each row: Interleaved / Expert-Wave (multi-GPU sweeps), or
-// fused over cuBLAS by tokens and over the unfused path, uniform routing (`one`).
+// fused over cuBLAS by tokens and over the unfused path (`one`): uniform routing's under
+// the plain keys, another routing's with its name appended. A routing this run did not
+// measure keeps the figures the file has.
 void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) {
   if (!c.order_prediction_error.empty())
     report.set("order_prediction_median_abs_rel_error", common::median(c.order_prediction_error));
@@ -185,10 +186,13 @@ void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) 
     report.set("max_speedup", c.max_speedup);
     return;
   }
-  nlohmann::json by_tokens = nlohmann::json::object();
-  for (const auto& [tokens, v] : c.over_cublas_uniform) by_tokens[std::to_string(tokens)] = bench::geomean(v);
-  report.set("fused_over_cublas_geomean", by_tokens);
-  report.set("one_gpu_fused_over_unfused_geomean", bench::geomean(c.over_unfused_uniform));
+  for (const auto& [routing, by_tokens_rows] : c.over_cublas) {
+    const std::string suffix = routing == "uniform" ? "" : "_" + routing;
+    nlohmann::json by_tokens = nlohmann::json::object();
+    for (const auto& [tokens, v] : by_tokens_rows) by_tokens[std::to_string(tokens)] = bench::geomean(v);
+    report.set("fused_over_cublas_geomean" + suffix, by_tokens);
+    report.set("one_gpu_fused_over_unfused_geomean" + suffix, bench::geomean(c.over_unfused.at(routing)));
+  }
 }
 
 }  // namespace
@@ -249,12 +253,14 @@ void run_sweep(const SweepOptions& o) {
   if (!curves.order_prediction_error.empty())
     std::printf("Interleaved / Expert-Wave predicted by the order simulation: median error %.1f%% over %zu rows\n",
                 100 * common::median(curves.order_prediction_error), curves.order_prediction_error.size());
-  for (const auto& [tokens, v] : curves.over_cublas_uniform)
-    std::printf("fused / cuBLAS expert GEMMs, uniform routing, %d tokens: geomean %.3f over %zu shapes\n", tokens,
-                bench::geomean(v), v.size());
-  if (!curves.over_unfused_uniform.empty())
-    std::printf("fused / unfused path, uniform routing: geomean %.3f over %zu rows\n",
-                bench::geomean(curves.over_unfused_uniform), curves.over_unfused_uniform.size());
+  for (const auto& [routing, by_tokens] : curves.over_cublas) {
+    for (const auto& [tokens, v] : by_tokens)
+      std::printf("fused / cuBLAS expert GEMMs, %s routing, %d tokens: geomean %.3f over %zu shapes\n",
+                  routing.c_str(), tokens, bench::geomean(v), v.size());
+    const auto& u = curves.over_unfused.at(routing);
+    std::printf("fused / unfused path, %s routing: geomean %.3f over %zu rows\n", routing.c_str(), bench::geomean(u),
+                u.size());
+  }
   report.finish();
   if (!o.png.empty() && !curves.x.empty()) write_png(curves, prop.name, o.png);
 }

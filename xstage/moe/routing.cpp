@@ -84,6 +84,41 @@ Routing route_from_logits(const std::vector<float>& logits, int tokens, int expe
   return r;
 }
 
+namespace {
+
+// Gate weights of one token's k slots: seeded, positive, summing to one.
+void random_weights(std::mt19937_64& rng, int topk, float* w) {
+  std::uniform_real_distribution<double> u01(0, 1);
+  double sum = 0;
+  for (int j = 0; j < topk; ++j) {
+    const double g = 0.05 + u01(rng);
+    w[j] = static_cast<float>(g);
+    sum += g;
+  }
+  for (int j = 0; j < topk; ++j) w[j] = static_cast<float>(w[j] / sum);
+}
+
+std::vector<Routing> balanced_routing(const Problem& p, std::mt19937_64& rng) {
+  std::vector<int> perm(p.experts);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<Routing> out;
+  for (int r = 0; r < p.ranks; ++r) {
+    Routing rt{p.tokens_per_rank, p.topk, std::vector<int>(std::size_t(p.tokens_per_rank) * p.topk),
+               std::vector<float>(std::size_t(p.tokens_per_rank) * p.topk)};
+    for (int t = 0; t < p.tokens_per_rank; ++t) {
+      const std::size_t first = std::size_t(t) * p.topk;
+      const std::int64_t g = (std::int64_t(r) * p.tokens_per_rank + t) * p.topk;
+      for (int j = 0; j < p.topk; ++j) rt.expert[first + j] = perm[std::size_t((g + j) % p.experts)];
+      random_weights(rng, p.topk, &rt.weight[first]);
+    }
+    out.push_back(std::move(rt));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting& s) {
   validate(p);
   XS_ASSERT(s.zipf >= 0 && std::isfinite(s.zipf), "synthetic routing: zipf must be >= 0 (got {})", s.zipf);
@@ -92,7 +127,10 @@ std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting&
   XS_ASSERT(s.empty_experts >= 0 && p.experts - s.empty_experts >= p.topk,
             "synthetic routing: {} empty experts leave fewer than top-k {} of {} experts", s.empty_experts, p.topk,
             p.experts);
+  XS_ASSERT(!s.balanced || (s.zipf == 0 && s.empty_experts == 0 && s.same_rank == 0),
+            "synthetic routing: balanced routing takes no zipf, empty experts or same-rank picks");
   std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + 17);
+  if (s.balanced) return balanced_routing(p, rng);
   // Popularity: a seeded permutation of experts gets weights 1/(i+1)^zipf; the
   // last `empty_experts` of the permutation get weight 0.
   std::vector<int> perm(p.experts);

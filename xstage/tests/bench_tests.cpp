@@ -156,4 +156,11 @@ TEST(MoeBenchRows, FiltersKeepTheListedValues) {
   EXPECT_EQ(one[0].tokens_per_rank, xstage::moe::bench_sweep("quick")[3].tokens_per_rank);
   EXPECT_THROW(select_rows("quick", {.only = 8}), std::exception);
   EXPECT_THROW(select_rows("quick", {.tokens = {7}}), std::exception);
+  // A routing outside the default sweep makes its own rows, in sweep order; --only indexes the default sweep.
+  const auto both = select_rows("quick", {.ep = {4}, .routing = {"uniform", "balanced"}});
+  ASSERT_EQ(both.size(), 4u);
+  EXPECT_EQ(both[0].routing, "uniform");
+  EXPECT_EQ(both[2].routing, "balanced");
+  EXPECT_EQ(both[2].tokens_per_rank, both[0].tokens_per_rank);
+  EXPECT_THROW(select_rows("quick", {.only = 0, .routing = {"balanced"}}), std::exception);
 }

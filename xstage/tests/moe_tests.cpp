@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -107,6 +108,32 @@ TEST(MoeRouting, SyntheticIsValidSeededAndSkewed) {
       for (int j = 0; j < rr.topk; ++j) s += rr.weight[t * rr.topk + j];
       EXPECT_NEAR(s, 1.0f, 1e-5);
     }
+}
+
+// Balanced routing: every expert exactly P * T * k / E pairs (within one when E does not
+// divide it), k distinct experts per token, seeded, and not combinable with skew.
+TEST(MoeRouting, BalancedGivesEveryExpertTheMeanCount) {
+  for (auto [ranks, tokens, experts, topk] : {std::array{1, 8192, 256, 6}, std::array{4, 512, 32, 4},
+                                              std::array{1, 100, 7, 3}, std::array{8, 64, 16, 16}}) {
+    const auto p = small(ranks, tokens, experts, topk);
+    const auto r = moe::synthetic_routing(p, {.seed = 3, .balanced = true});
+    EXPECT_NO_THROW(moe::validate(p, r));
+    std::vector<long> n(experts, 0);
+    for (const auto& rr : r)
+      for (int e : rr.expert) ++n[size_t(e)];
+    const long pairs = long(ranks) * tokens * topk;
+    for (long c : n) EXPECT_TRUE(c == pairs / experts || c == pairs / experts + 1) << c << " of " << pairs;
+    for (const auto& rr : r)
+      for (int t = 0; t < rr.tokens; ++t) {
+        float s = 0;
+        for (int j = 0; j < rr.topk; ++j) s += rr.weight[size_t(t * rr.topk + j)];
+        EXPECT_NEAR(s, 1.0f, 1e-5);
+      }
+    EXPECT_EQ(moe::synthetic_routing(p, {.seed = 3, .balanced = true})[0].expert, r[0].expert);
+    EXPECT_NE(moe::synthetic_routing(p, {.seed = 4, .balanced = true})[0].expert, r[0].expert);
+  }
+  expect_error([] { moe::synthetic_routing(small(2, 64, 16, 2), {.zipf = 1.2, .balanced = true}); },
+               "balanced routing takes no zipf");
 }
 
 TEST(MoeRouting, EmptyExpertsAndSameRankPairs) {
@@ -683,6 +710,15 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
     EXPECT_NO_THROW(moe::validate(one[i].problem(), 1));
   }
   expect_error([] { moe::bench_sweep("huge"); }, "unknown sweep");
+  // Another routing list makes the same grid with those routings.
+  const auto balanced = moe::bench_sweep("one", {"balanced"});
+  ASSERT_EQ(balanced.size(), one.size() / 2);
+  for (std::size_t i = 0; i < balanced.size(); ++i) {
+    EXPECT_EQ(balanced[i].routing, "balanced");
+    EXPECT_EQ(balanced[i].tokens_per_rank, one[2 * i].tokens_per_rank);
+    EXPECT_EQ(balanced[i].experts, one[2 * i].experts);
+    EXPECT_TRUE(balanced[i].synthetic().balanced);
+  }
 }
 
 // Grouped raster order: within each expert, groups of 16 m blocks, column by

@@ -15,7 +15,7 @@ namespace xstage::moe {
 
 struct BenchConfig {
   int tokens_per_rank = 128, experts = 64, topk = 2, hidden = 4096, intermediate = 2048, ep = 2;
-  std::string routing = "uniform";  // uniform | skewed (Zipf 1.2, seeded)
+  std::string routing = "uniform";  // uniform | skewed (Zipf 1.2, seeded) | balanced (every expert the mean count)
   Problem problem() const { return {ep, tokens_per_rank, experts, topk, hidden, intermediate}; }
   SyntheticRouting synthetic() const;
 };
@@ -24,8 +24,10 @@ struct BenchConfig {
 // x (hidden, I) {(3072, 8192), (4096, 2048), (7168, 3072)} x EP {2, 4} x routing
 // {uniform, skewed} = 192 configurations. "eight" and "one": the same 96 at EP 8
 // and at EP 1 (one GPU: no NVLink, the kernel's compute and its schedules alone).
-// "quick": 8 small ones for a smoke run.
-std::vector<BenchConfig> bench_sweep(const std::string& name);
+// "quick": 8 small ones for a smoke run. `routings` replaces {uniform, skewed} (the
+// counts above are for those two).
+std::vector<BenchConfig> bench_sweep(const std::string& name,
+                                     const std::vector<std::string>& routings = {"uniform", "skewed"});
 
 // Which rows of a sweep run: one row by index, or those whose EP, tokens and routing
 // are listed (an empty list keeps every value). Throws when none is left.

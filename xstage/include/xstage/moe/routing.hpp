@@ -29,6 +29,11 @@ struct SyntheticRouting {
   int empty_experts = 0;       // this many experts (chosen by seed) receive no token
   double same_rank = 0;        // probability that slot j>0 picks an expert on slot 0's rank
   std::uint64_t seed = 1;
+  // Every expert gets the same number of (token, slot) pairs (within one when E does not
+  // divide P * T * k): what a balanced router gives, and the shape of a batched GEMM at the
+  // mean count. Pair g = (rank * T + token) * k + slot goes to expert perm[g mod E], perm
+  // seeded, so a token's k experts are distinct. Takes no zipf, empty experts or same-rank picks.
+  bool balanced = false;
 };
 // Routing of every rank (one Routing per rank), deterministic in (problem, s).
 std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting& s);
