@@ -1,5 +1,6 @@
 // measure_copy_costs (xstage/bench/copy_costs.hpp): the copy engine's rate and its cost per
-// stream operation, as the benches' drains meet them.
+// stream operation, as the benches' drains meet them; measure_host_read_GBps: the SMs'
+// read rate of mapped host memory, as the MoE drain's reads back meet it.
 #include "xstage/bench/copy_costs.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "hbm_load.hpp"
+#include "host_read.hpp"
 #include "xstage/bench/event_timer.hpp"
 
 namespace xstage::bench {
@@ -57,6 +59,17 @@ burstgap::CopyCosts measure_copy_costs(const CopyCostProbe& probe) {
   const double GBps = probe.bulk_bytes / (bulk_ms * 1e6);
   const double bytes_ms = double(n) * probe.pairs * probe.copy_bytes / (GBps * 1e6);
   return {std::max(0.0, ops_ms - bytes_ms) / (2.0 * n * probe.pairs), GBps};
+}
+
+double measure_host_read_GBps(const void* device_view, std::size_t bytes, cudaStream_t stream) {
+  XS_ASSERT(device_view != nullptr && bytes >= 16, "measure_host_read_GBps: needs mapped memory of >= 16 bytes (got {})",
+            bytes);
+  DeviceBuffer<unsigned> sink(1);
+  EventTimer timer(stream, "host-memory read");
+  double ms = 0;
+  for (int pass = 0; pass < 2; ++pass)  // the first warms the path up
+    ms = timer([&] { launch_host_read(device_view, bytes, sink.get(), stream); }, 1);
+  return double(bytes / 16 * 16) / (ms * 1e6);
 }
 
 }  // namespace xstage::bench

@@ -24,7 +24,7 @@ namespace xstage::moe {
 
 double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& experts, int experts_per_copy,
                         double row_bytes, int ranks, double readback_bytes, const burstgap::CopyCosts& copy,
-                        const burstgap::ModelParams& link) {
+                        double read_GBps, const burstgap::ModelParams& link) {
   const double GBps = copy.GBps > 0 ? copy.GBps : link.drain_GBps;
   const double op_us = copy.op_ms * 1e3;
   std::vector<DrainExpertCost> by_end = experts;
@@ -41,8 +41,9 @@ double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& e
     link_free = std::max(link_free, ready) + ranks * (op_us * ops + rows * row_bytes / GBps * 1e-3);
   }
   // The flags' writes: P per rank after its last copy.
-  return std::max(compute_us, link_free + ranks * ranks * op_us) +
-         burstgap::read_blocked_drain_ns(link, readback_bytes) * 1e-3;
+  const double readback_us = read_GBps > 0 ? readback_bytes / read_GBps * 1e-3
+                                           : burstgap::read_blocked_drain_ns(link, readback_bytes) * 1e-3;
+  return std::max(compute_us, link_free + ranks * ranks * op_us) + readback_us;
 }
 
 namespace {
@@ -70,7 +71,7 @@ DrainPrediction predict_drain(const HostLinkRow& row, const ScheduleConfig& orde
   DrainPrediction best{compute_ns * 1e-3};
   for (int g = 1;; g = std::min(2 * g, epr)) {
     const double us = predict_drain_us(best.compute_us, experts, g, row_bytes, p.ranks,
-                                       double(p.ranks) * remote_rows * row_bytes, row.copy, params);
+                                       double(p.ranks) * remote_rows * row_bytes, row.copy, row.read_GBps, params);
     if (best.us == 0 || us < best.us) best.us = us, best.experts_per_copy = g;
     if (g == epr) break;
   }
@@ -104,6 +105,10 @@ void predict_host_link_row(HostLinkRow& row, const burstgap::ModelParams& params
   row.predicted_compute_us = ew.compute_us;
   row.predicted_compute_interleaved_us = il.compute_us;
   // With SM stores every rank's combine rows are in host memory, read back over the link.
+  // Here the reads stay at D, unlike the drain's (read_GBps): this forward's stall term
+  // charges the bytes at D in full although the stores partly overlap the compute
+  // (measured 0.87x the prediction, median), and the transport margin was set on that
+  // sum; the reads at the read rate here too re-predicted the stored rows worse.
   const double readback_us = blocked_us;
   row.predicted_expert_wave_us = row.predicted_compute_us + row.predicted_stall_expert_wave_us + readback_us;
   row.predicted_interleaved_us =
@@ -136,6 +141,7 @@ ModelCheck check_expert_wave_predictions(const std::vector<HostLinkRow>& measure
     HostLinkRow r;
     r.config = m.config;
     r.copy = m.copy;
+    r.read_GBps = m.read_GBps;
     const int row_sms = m.sms > 0 ? m.sms : sms;
     XS_ASSERT(row_sms > 0,
               "MoE time-model check: a row ({} tokens, E {}, P {}) without its SM count; give the SM count of the "
@@ -251,6 +257,7 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   m.predicted_drain_us = r.value("predicted_drain_us", 0.0);
   m.predicted_drain_expert_wave_us = r.value("predicted_drain_expert_wave_us", 0.0);
   m.copy = {r.value("copy_op_us", 0.0) * 1e-3, r.value("copy_GBps", 0.0)};
+  m.read_GBps = r.value("read_GBps", kH200HostReadGBps);  // rows of older benches: the H200 rate
   m.sms = r.value("sms", 0);  // rows of older benches have none
   m.correct = r.at("correct").get<bool>();
   return m;
@@ -270,6 +277,7 @@ void predict_host_link_sweep(const SweepOptions& o) {
     HostLinkRow r;
     r.config = c;
     r.copy = kH200CopyCosts;
+    r.read_GBps = kH200HostReadGBps;
     predict_host_link_row(r, host, o.sms);
     const bool stall = r.predicted_stall_expert_wave_us > 0.01 * r.predicted_compute_us;
     if (stall) where_stall.push_back(r.predicted_speedup);
@@ -300,9 +308,10 @@ void predict_host_link_sweep(const SweepOptions& o) {
   for (double x : where_stall) log_sum += std::log(x);
   const double geomean = where_stall.empty() ? 0 : std::exp(log_sum / where_stall.size());
   fmt::print("predicted Expert-Wave over the advisor's schedule: {} of {} rows with an Expert-Wave stall, "
-             "geomean {:.3f} there; maximum {:.3f} ({} SMs, fit {}/{}, copy engine {:.1f} GB/s and {:.1f} us per operation)\n",
+             "geomean {:.3f} there; maximum {:.3f} ({} SMs, fit {}/{}, copy engine {:.1f} GB/s and {:.1f} us per operation, "
+             "reads back at {:.1f} GB/s)\n",
              where_stall.size(), configs.size(), geomean, best, o.sms, host.pattern, host.store, kH200CopyCosts.GBps,
-             kH200CopyCosts.op_ms * 1e3);
+             kH200CopyCosts.op_ms * 1e3, kH200HostReadGBps);
   if (o.json.empty()) return;
   const nlohmann::json out = {{"what", "the model's side of `xstage bench moe --link host`: predictions, nothing measured"},
                               {"command", o.command},

@@ -150,7 +150,7 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"predicted_drain_expert_wave_us", r.predicted_drain_expert_wave_us},
                 {"drain_experts_per_copy", r.drain_experts_per_copy}, {"sms", r.sms},
                 {"predicted_speedup", r.predicted_speedup}, {"copy_op_us", r.copy.op_ms * 1e3},
-                {"copy_GBps", r.copy.GBps}, {"max_rel_err", r.max_rel_err},
+                {"copy_GBps", r.copy.GBps}, {"read_GBps", r.read_GBps}, {"max_rel_err", r.max_rel_err},
                 {"interleaved_config",
                  {{"wave_experts", r.interleaved.wave_experts}, {"lag", r.interleaved.lag},
                   {"burst_split", r.interleaved.burst_split}, {"reason", r.interleaved.reason}}}};

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -143,6 +144,19 @@ burstgap::CopyCosts host_link_copy_costs(int ranks) {
   return measured[ranks] = bench::measure_copy_costs(probe);
 }
 
+// The SMs' read rate of this GPU's mapped host memory, once per process (the drain's
+// reads back in its prediction): every SM reading 256 MiB once.
+double host_link_read_GBps() {
+  static const double measured = [] {
+    MappedHostBuffer<unsigned char> from(std::size_t(256) << 20);
+    std::memset(from.host(), 1, from.size());
+    const double GBps = bench::measure_host_read_GBps(from.device(), from.size(), nullptr);
+    XS_CHECK_CUDA(cudaDeviceSynchronize());
+    return GBps;
+  }();
+  return measured;
+}
+
 // Over the ranks: the largest difference of one rank's outputs (max_rel_diff).
 double max_rel_diff_over_ranks(const std::vector<std::vector<std::uint16_t>>& a,
                                const std::vector<std::vector<std::uint16_t>>& b) {
@@ -180,6 +194,7 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   HostLinkRow row;
   row.config = c;
   row.copy = host_link_copy_costs(p.ranks);
+  row.read_GBps = host_link_read_GBps();
   row.sms = sms;
   predict_host_link_row(row, params, sms);
   const auto routing = synthetic_routing(p, c.synthetic());

@@ -880,17 +880,19 @@ TEST(MoeHostLink, DrainPredictionByHand) {
   // (30 us): max(34, 30) + 2 x (2 + 20) = 78. The flags: 2 x 2 writes, 82.
   // Expert 0's rows follow expert 1's in the stage and in the return rows.
   const std::vector<moe::DrainExpertCost> experts{{30, {{100, 1, 100, 200}}}, {10, {{0, 1, 0, 100}}}};
-  EXPECT_NEAR(moe::predict_drain_us(50, experts, 1, row, 2, 0, copy, link), 82, 1e-9);
-  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 0, copy, link), 100, 1e-9);  // compute-bound
-  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 61e3, copy, link), 101, 1e-9);  // + 61 kB at D
+  EXPECT_NEAR(moe::predict_drain_us(50, experts, 1, row, 2, 0, copy, 0, link), 82, 1e-9);
+  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 0, copy, 0, link), 100, 1e-9);  // compute-bound
+  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 61e3, copy, 0, link), 101, 1e-9);  // + 61 kB at D
+  // Read back at the SMs' read rate where one is given: 61 kB at 30.5 GB/s, 2 us.
+  EXPECT_NEAR(moe::predict_drain_us(100, experts, 1, row, 2, 61e3, copy, 30.5, link), 102, 1e-9);
   // Both in one group: after 30 us, 2 waits and one merged copy of 3 MB: 30 + 2 x (3 + 30)
   // = 96, and the flags 100. Not merged (a gap in the return rows): one more op, 102.
-  EXPECT_NEAR(moe::predict_drain_us(50, experts, 2, row, 2, 0, copy, link), 100, 1e-9);
+  EXPECT_NEAR(moe::predict_drain_us(50, experts, 2, row, 2, 0, copy, 0, link), 100, 1e-9);
   const std::vector<moe::DrainExpertCost> apart{{30, {{100, 1, 101, 200}}}, {10, {{0, 1, 0, 100}}}};
-  EXPECT_NEAR(moe::predict_drain_us(50, apart, 2, row, 2, 0, copy, link), 102, 1e-9);
+  EXPECT_NEAR(moe::predict_drain_us(50, apart, 2, row, 2, 0, copy, 0, link), 102, 1e-9);
   // No measured rate: the link fit's D (61 kB, 1 us); no copy-engine op costs.
-  EXPECT_NEAR(moe::predict_drain_us(0, {{0, {{0, 1, 0, 1}}}}, 1, 61e3, 1, 0, {0, 0}, link), 1, 1e-9);
-  EXPECT_THROW(moe::predict_drain_us(0, experts, 0, row, 2, 0, copy, link), std::exception);
+  EXPECT_NEAR(moe::predict_drain_us(0, {{0, {{0, 1, 0, 1}}}}, 1, 61e3, 1, 0, {0, 0}, 0, link), 1, 1e-9);
+  EXPECT_THROW(moe::predict_drain_us(0, experts, 0, row, 2, 0, copy, 0, link), std::exception);
 }
 
 // The predicted side of `bench moe --link host`: each order's forward with SM stores is
@@ -914,6 +916,8 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
     moe::HostLinkRow r;
     r.config = c;
     r.copy = moe::kH200CopyCosts;
+  r.read_GBps = moe::kH200HostReadGBps;
+    r.read_GBps = moe::kH200HostReadGBps;
     moe::predict_host_link_row(r, host, 132);
     drained += r.drained();
     // The drain's grouping: a power of two or all of one rank's experts.
@@ -957,7 +961,7 @@ TEST(MoeHostLink, PredictionsOnTheHostFit) {
 
 namespace {
 // One configuration's predicted host-link row on the shipped host fit, 132 SMs and the
-// H200's copy-engine costs.
+// H200's copy-engine costs and read rate.
 moe::HostLinkRow predict_on_host_fit(const moe::BenchConfig& c) {
   const char* src = std::getenv("XSTAGE_SOURCE_DIR");
   XS_ASSERT(src != nullptr, "run through ctest (XSTAGE_SOURCE_DIR)");
@@ -965,6 +969,7 @@ moe::HostLinkRow predict_on_host_fit(const moe::BenchConfig& c) {
   moe::HostLinkRow r;
   r.config = c;
   r.copy = moe::kH200CopyCosts;
+  r.read_GBps = moe::kH200HostReadGBps;
   moe::predict_host_link_row(r, host, 132);
   return r;
 }

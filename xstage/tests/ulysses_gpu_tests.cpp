@@ -800,3 +800,13 @@ TEST(UlyssesHostLink, CopyCostsMeasureARateAndACostPerOperation) {
   none.bulk_bytes = double(kBytes);
   EXPECT_THROW(xstage::bench::measure_copy_costs(none), std::exception);
 }
+
+// The SMs' read rate of mapped host memory (the MoE drain's reads back, in its prediction):
+// a PCIe rate (H200: about 51 GB/s), and no buffer is refused in one line.
+TEST(UlyssesHostLink, HostReadRateIsAPcieRate) {
+  xstage::MappedHostBuffer<unsigned char> from(std::size_t(64) << 20);
+  const double GBps = xstage::bench::measure_host_read_GBps(from.device(), from.size(), nullptr);
+  EXPECT_GT(GBps, 5.0);
+  EXPECT_LT(GBps, 80.0);
+  EXPECT_THROW(xstage::bench::measure_host_read_GBps(nullptr, 64, nullptr), std::exception);
+}

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <functional>
 
 #include "xstage/burstgap/burstgap.hpp"
@@ -31,5 +32,10 @@ struct CopyCostProbe {
 // rate, over the 2 x pairs x streams operations. The second of two passes each (the first
 // warms the path up). Throws (one line) on a probe without copies or bytes.
 burstgap::CopyCosts measure_copy_costs(const CopyCostProbe& probe);
+
+// The rate (GB/s) at which every SM, reading `bytes` of mapped pinned host memory once
+// (`device_view`: its device pointer), brings it in over the link: a combine's reads back
+// after a copy-engine drain. The second of two passes on `stream`.
+double measure_host_read_GBps(const void* device_view, std::size_t bytes, cudaStream_t stream);
 
 }  // namespace xstage::bench

@@ -124,6 +124,7 @@ struct HostLinkRow {
   int drain_experts_per_copy = 1;  // the grouping of the faster drain's order, the fastest predicted
   double predicted_speedup = 0;
   burstgap::CopyCosts copy;                       // the copy engine, measured before the rows
+  double read_GBps = 0;  // SMs reading mapped host memory (the drain's reads back), measured before the rows
   int sms = 0;                                    // the GPU's SMs (0: not recorded), as predicted
   double max_rel_err = 0;                         // Interleaved against Expert-Wave outputs
   bool correct = false;
@@ -195,15 +196,20 @@ struct DrainExpertCost {
 // the P side streams' operations do not overlap; counting one stream's predicted P = 4
 // rows at 128-512 tokens 1.5-1.8x fast); the forward ends with the later of the compute
 // and the last copy (and the P x P flag writes), then the combine reads the other ranks'
-// rows of every rank back over the link (`readback_bytes` / D). Per expert: one rank's
-// (the others alike).
+// rows of every rank back over the link at the SMs' read rate of host memory
+// (`readback_bytes` / `read_GBps`; 0: the link's D). Per expert: one rank's (the others alike).
 double predict_drain_us(double compute_us, const std::vector<DrainExpertCost>& experts, int experts_per_copy,
                         double row_bytes, int ranks, double readback_bytes, const burstgap::CopyCosts& copy,
-                        const burstgap::ModelParams& link);
+                        double read_GBps, const burstgap::ModelParams& link);
 // The typical copy costs on H200 for predictions without a GPU (--predict-only): as the
 // host-link bench measured them (a 64 MiB copy at 55.0-55.4 GB/s; 2.7-2.9 us a stream
 // operation under the HBM load, P = 2, 4, 8).
 inline constexpr burstgap::CopyCosts kH200CopyCosts{2.8e-3, 55.2};
+// The SMs' read rate of mapped host memory on H200, for the same predictions: every SM
+// reading 256 MiB once (bench::measure_host_read_GBps), 51.0-51.3 GB/s from 8 to 132 SMs,
+// idle or beside an HBM load. The drain's forward without its copies measured the HBM
+// forward plus its reads back at this rate, where D (61 GB/s, a store drain) read fast.
+inline constexpr double kH200HostReadGBps = 51.3;
 // The model against measured rows: each row's Expert-Wave time over (compute + stall)
 // as predicted when it was measured (the row's own predictions) and as this build's
 // model predicts it now (predict_host_link_row again). Expert-Wave's order does not
