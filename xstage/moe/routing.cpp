@@ -86,22 +86,27 @@ Routing route_from_logits(const std::vector<float>& logits, int tokens, int expe
 
 namespace {
 
-// Gate weights of one token's k slots: seeded, positive, summing to one.
-void random_weights(std::mt19937_64& rng, int topk, float* w) {
-  std::uniform_real_distribution<double> u01(0, 1);
-  double sum = 0;
-  for (int j = 0; j < topk; ++j) {
-    const double g = 0.05 + u01(rng);
-    w[j] = static_cast<float>(g);
-    sum += g;
-  }
+// The experts in a seeded order.
+std::vector<int> seeded_permutation(int experts, std::mt19937_64& rng) {
+  std::vector<int> perm(experts);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  return perm;
+}
+
+// One slot's gate weight before normalisation (0.05 + U(0, 1), seeded), added to `sum`;
+// normalise_gates then divides a token's k weights by it.
+void draw_gate(std::mt19937_64& rng, float& w, double& sum) {
+  const double g = 0.05 + std::uniform_real_distribution<double>(0, 1)(rng);
+  w = static_cast<float>(g);
+  sum += g;
+}
+void normalise_gates(float* w, int topk, double sum) {
   for (int j = 0; j < topk; ++j) w[j] = static_cast<float>(w[j] / sum);
 }
 
 std::vector<Routing> balanced_routing(const Problem& p, std::mt19937_64& rng) {
-  std::vector<int> perm(p.experts);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  const std::vector<int> perm = seeded_permutation(p.experts, rng);
   std::vector<Routing> out;
   for (int r = 0; r < p.ranks; ++r) {
     Routing rt{p.tokens_per_rank, p.topk, std::vector<int>(std::size_t(p.tokens_per_rank) * p.topk),
@@ -109,8 +114,12 @@ std::vector<Routing> balanced_routing(const Problem& p, std::mt19937_64& rng) {
     for (int t = 0; t < p.tokens_per_rank; ++t) {
       const std::size_t first = std::size_t(t) * p.topk;
       const std::int64_t g = (std::int64_t(r) * p.tokens_per_rank + t) * p.topk;
-      for (int j = 0; j < p.topk; ++j) rt.expert[first + j] = perm[std::size_t((g + j) % p.experts)];
-      random_weights(rng, p.topk, &rt.weight[first]);
+      double sum = 0;
+      for (int j = 0; j < p.topk; ++j) {
+        rt.expert[first + j] = perm[std::size_t((g + j) % p.experts)];
+        draw_gate(rng, rt.weight[first + j], sum);
+      }
+      normalise_gates(&rt.weight[first], p.topk, sum);
     }
     out.push_back(std::move(rt));
   }
@@ -133,9 +142,7 @@ std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting&
   if (s.balanced) return balanced_routing(p, rng);
   // Popularity: a seeded permutation of experts gets weights 1/(i+1)^zipf; the
   // last `empty_experts` of the permutation get weight 0.
-  std::vector<int> perm(p.experts);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  const std::vector<int> perm = seeded_permutation(p.experts, rng);
   std::vector<double> pop(p.experts, 0.0);
   for (int i = 0; i < p.experts - s.empty_experts; ++i) pop[perm[i]] = 1.0 / std::pow(i + 1.0, s.zipf);
   const int epr = p.experts_per_rank();
@@ -163,12 +170,9 @@ std::vector<Routing> synthetic_routing(const Problem& p, const SyntheticRouting&
         const int e = pick(rng);
         w[e] = 0;
         rt.expert[std::size_t(t) * p.topk + j] = e;
-        const double g = 0.05 + u01(rng);
-        rt.weight[std::size_t(t) * p.topk + j] = static_cast<float>(g);
-        wsum += g;
+        draw_gate(rng, rt.weight[std::size_t(t) * p.topk + j], wsum);
       }
-      for (int j = 0; j < p.topk; ++j)
-        rt.weight[std::size_t(t) * p.topk + j] = static_cast<float>(rt.weight[std::size_t(t) * p.topk + j] / wsum);
+      normalise_gates(&rt.weight[std::size_t(t) * p.topk], p.topk, wsum);
     }
     out.push_back(std::move(rt));
   }
