@@ -172,12 +172,13 @@ inline constexpr double kDrainMargin = 0.15;
 // leave first (Interleaved's lag holds each expert's copies back by `lag` waves, measured
 // 0.3-1.3 experts' time at P = 8), so it depends least on the tiles' predicted rate.
 inline constexpr double kDrainOrderMargin = 0.02;
-// The order with SM stores, by the same rule: the model's predicted ratio of the two
-// forwards with SM stores (Expert-Wave's over Interleaved's) is off by a median 3.2 %
-// (144 uniform rows, P = 2, 4, 8, two calls), so Interleaved with SM stores is taken only
-// where predicted faster by more than that; within it the baseline stays (as at P = 8,
-// E 128, k 6, 512 tokens: predicted 1.020, measured 0.963 and 0.983).
-inline constexpr double kSmOrderMargin = 0.03;
+// The order with SM stores: where the model predicted Interleaved 2-4.2 % faster than
+// Expert-Wave (P = 8, 16 SMs a rank, 512 tokens: the order simulation's weak point), it
+// measured 0.96-1.03x in three calls, with one row at 0.961-0.970 each time; where it
+// predicted 5 % or more (P = 2 and 4) it measured 1.04-1.23x. So Interleaved with SM
+// stores is taken only where predicted faster by more than 5 %; within it the baseline
+// stays.
+inline constexpr double kSmOrderMargin = 0.05;
 // A row "loses" where the advisor's schedule is more than this much slower than
 // Expert-Wave (speedup below 0.97): the bench's no-loss goal.
 inline constexpr double kLossTolerance = 0.03;
