@@ -138,7 +138,8 @@ const SweepSection kMoeSection{
     "MoE over the host link: the advisor's schedule vs Expert-Wave", "ep",
     {"predicted_compute_interleaved_us", "expert_wave_drain_us", "interleaved_drain_us", "schedule", "advised_us",
      "predicted_expert_wave_us", "predicted_interleaved_us", "predicted_drain_us", "predicted_drain_expert_wave_us",
-     "drain_experts_per_copy", "copy_op_us", "copy_GBps", "read_GBps", "sms", "expert_wave_hbm_us"}};
+     "drain_experts_per_copy", "copy_op_us", "copy_GBps", "read_GBps", "sms", "expert_wave_hbm_us",
+     "interleaved_hbm_us"}};
 
 // The section's rows (its keys) and the summary the bench wrote, with its command and date.
 nlohmann::json sweep_section(const SweepSection& sec, const std::filesystem::path& file) {

@@ -170,7 +170,7 @@ double host_link_combine_bytes(const BenchConfig& c) {
 
 nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
   std::vector<double> where_stall, all, errors, win_predicted, win_measured, combine_GBps, drain, drain_order, stores,
-      hiding, compute;
+      hiding, compute, hbm_order, hbm_order_error;
   std::size_t drain_chosen = 0, losing = 0, kept = 0;
   std::map<int, std::vector<double>> by_ep;
   for (const auto& r : rows) {
@@ -192,6 +192,11 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
     if (r.expert_wave_hbm_us > 0) {
       hiding.push_back(r.expert_wave_us / r.expert_wave_hbm_us);
       compute.push_back(r.expert_wave_hbm_us / r.predicted_compute_us);
+    }
+    if (r.expert_wave_hbm_us > 0 && r.interleaved_hbm_us > 0) {
+      const double measured = r.expert_wave_hbm_us / r.interleaved_hbm_us;
+      hbm_order.push_back(measured);
+      hbm_order_error.push_back(std::abs(r.predicted_compute_us / r.predicted_compute_interleaved_us / measured - 1));
     }
   }
   auto or_null = [](bool ok, double v) { return ok ? nlohmann::json(v) : nlohmann::json(nullptr); };
@@ -223,7 +228,12 @@ nlohmann::json host_link_summary(const std::vector<HostLinkRow>& rows) {
           // and the HBM forward against the ticket simulation's compute.
           {"hiding_bound_geomean", or_null(!hiding.empty(), bench::geomean(hiding))},
           {"hbm_over_predicted_compute_median",
-           or_null(!compute.empty(), compute.empty() ? 0 : common::median(compute))}};
+           or_null(!compute.empty(), compute.empty() ? 0 : common::median(compute))},
+          // The two orders in HBM: Interleaved's gain without the link, and the ticket
+          // simulation's error on it.
+          {"hbm_interleaved_over_expert_wave_geomean", or_null(!hbm_order.empty(), bench::geomean(hbm_order))},
+          {"hbm_order_prediction_median_abs_rel_error",
+           or_null(!hbm_order.empty(), hbm_order.empty() ? 0 : common::median(hbm_order_error))}};
 }
 
 HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
@@ -250,6 +260,7 @@ HostLinkRow host_link_row_from_json(const nlohmann::json& r) {
   m.expert_wave_drain_us = r.value("expert_wave_drain_us", 0.0);
   m.interleaved_drain_us = r.value("interleaved_drain_us", 0.0);
   m.expert_wave_hbm_us = r.value("expert_wave_hbm_us", 0.0);
+  m.interleaved_hbm_us = r.value("interleaved_hbm_us", 0.0);
   m.predicted_expert_wave_us =
       r.value("predicted_expert_wave_us", m.predicted_compute_us + m.predicted_stall_expert_wave_us);
   m.predicted_interleaved_us =

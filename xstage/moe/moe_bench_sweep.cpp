@@ -139,7 +139,8 @@ bench::Row host_link_row(const HostLinkRow& r) {
                 {"hidden", b.hidden}, {"intermediate", b.intermediate}, {"ep", b.ep}, {"routing", b.routing}};
   row.values = {{"expert_wave_us", r.expert_wave_us}, {"interleaved_us", r.interleaved_us},
                 {"expert_wave_drain_us", r.expert_wave_drain_us}, {"interleaved_drain_us", r.interleaved_drain_us},
-                {"expert_wave_hbm_us", r.expert_wave_hbm_us}, {"schedule", r.schedule}, {"advised_us", r.advised_us},
+                {"expert_wave_hbm_us", r.expert_wave_hbm_us}, {"interleaved_hbm_us", r.interleaved_hbm_us},
+                {"schedule", r.schedule}, {"advised_us", r.advised_us},
                 {"speedup", r.speedup},
                 {"predicted_stall_expert_wave_us", r.predicted_stall_expert_wave_us},
                 {"predicted_stall_interleaved_us", r.predicted_stall_interleaved_us},

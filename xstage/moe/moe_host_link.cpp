@@ -1,13 +1,14 @@
 // One configuration of `xstage bench moe --link host`: the P ranks on one GPU
 // (OneGpuGroup, WindowMemory::host: combine rows over the host link), both orders with SM
-// stores and with the combine drain (copy engine), sampled in turns; then Expert-Wave
+// stores and with the combine drain (copy engine), sampled in turns; then both orders
 // with every window in HBM (a second group, after the first is freed: the reference
-// without the link). A sample: `per`
+// without the link, in turns too). A sample: `per`
 // forwards of every rank (FusedMoe::launch_together), each rank on its own stream, all
 // streams released by one event; its time is the slowest stream's (the layer ends when
 // the last rank's combine has landed), per launch. The rows of both orders are checked
 // against each other (the same tiles in another order: within bf16 tolerance), and
-// each order's drained rows, and the HBM group's, against the stored ones (bitwise). With
+// each order's drained rows, and the HBM group's of each order, against the stored ones
+// (bitwise). With
 // --profile, rank 0's phase shares of both orders in profiled forwards after the timing.
 #include <cuda_runtime.h>
 
@@ -165,21 +166,32 @@ double max_rel_diff_over_ranks(const std::vector<std::vector<std::uint16_t>>& a,
   return worst;
 }
 
-// Expert-Wave with every window in HBM, the same inputs: its median forward (`rounds`
-// samples of `per` after a warm-up) and its outputs.
+// Both orders with every window in HBM, the same inputs, sampled in turns: each one's
+// median forward (`rounds` samples of `per` after a warm-up) and its outputs
+// ([0] Expert-Wave, [1] Interleaved).
 struct HbmReference {
-  double us = 0;
-  std::vector<std::vector<std::uint16_t>> out;
+  double us[2] = {0, 0};
+  std::vector<std::vector<std::uint16_t>> out[2];
 };
-HbmReference expert_wave_in_hbm(const Problem& p, const std::vector<Routing>& routing,
-                                const burstgap::ModelParams& params, int warmup, int rounds, int per) {
+HbmReference orders_in_hbm(const Problem& p, const std::vector<Routing>& routing,
+                           const burstgap::ModelParams& params, int warmup, int rounds, int per) {
   HostLinkGroup g(p, routing, WindowMemory::device);
-  g.set_orders(routing, ScheduleKind::expert_wave, params);
-  g.time_us(std::max(1, warmup));
-  std::vector<double> us;
-  for (int round = 0; round < rounds; ++round) us.push_back(g.time_us(per));
-  std::sort(us.begin(), us.end());
-  return {median_of_sorted(us), g.outputs()};
+  std::vector<double> us[2];
+  HbmReference ref;
+  for (int round = -1; round < rounds; ++round)  // round -1: warm-up
+    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
+      const int il = kind == ScheduleKind::interleaved;
+      g.set_orders(routing, kind, params);
+      const double t = g.time_us(round < 0 ? std::max(1, warmup) : per);
+      if (round < 0) continue;
+      us[il].push_back(t);
+      if (round == rounds - 1) ref.out[il] = g.outputs();
+    }
+  for (int il = 0; il < 2; ++il) {
+    std::sort(us[il].begin(), us[il].end());
+    ref.us[il] = median_of_sorted(us[il]);
+  }
+  return ref;
 }
 
 }  // namespace
@@ -225,9 +237,10 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
     row.profiled = true;
   }
   g.reset();  // its windows and weights, before the HBM group takes as much again
-  const HbmReference hbm = expert_wave_in_hbm(p, routing, params, o.warmup, rounds, per);
-  row.expert_wave_hbm_us = hbm.us;
-  const bool hbm_bitwise = hbm.out == out[0][0];
+  const HbmReference hbm = orders_in_hbm(p, routing, params, o.warmup, rounds, per);
+  row.expert_wave_hbm_us = hbm.us[0];
+  row.interleaved_hbm_us = hbm.us[1];
+  const bool hbm_bitwise = hbm.out[0] == out[0][0] && hbm.out[1] == out[1][0];
   for (auto& by_order : us)
     for (auto& v : by_order) std::sort(v.begin(), v.end());
   row.expert_wave_us = median_of_sorted(us[0][0]);

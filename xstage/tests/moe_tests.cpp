@@ -1104,6 +1104,15 @@ TEST(MoeHostLink, SummaryCountsCheckedRowsAndPredictedStalls) {
   const auto with_hbm = moe::host_link_summary({c, h});
   EXPECT_DOUBLE_EQ(with_hbm["hiding_bound_geomean"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(with_hbm["hbm_over_predicted_compute_median"].get<double>(), 1.25);
+  // With Interleaved in HBM too: the orders' measured ratio there, and the simulation's
+  // error on it (predicted 400 / 380, measured 500 / 450).
+  EXPECT_TRUE(with_hbm["hbm_interleaved_over_expert_wave_geomean"].is_null());
+  moe::HostLinkRow both = h;
+  both.interleaved_hbm_us = 450, both.predicted_compute_interleaved_us = 380;
+  const auto orders = moe::host_link_summary({c, both});
+  EXPECT_DOUBLE_EQ(orders["hbm_interleaved_over_expert_wave_geomean"].get<double>(), 500.0 / 450.0);
+  EXPECT_NEAR(orders["hbm_order_prediction_median_abs_rel_error"].get<double>(),
+              std::abs((400.0 / 380.0) / (500.0 / 450.0) - 1), 1e-12);
   const auto none = moe::host_link_summary({row(1.0, 1.0, 0, false)});
   EXPECT_TRUE(none["geomean_where_stall_predicted"].is_null());
   EXPECT_TRUE(none["speedup_prediction_median_abs_rel_error"].is_null());

@@ -109,9 +109,11 @@ struct HostLinkRow {
   double expert_wave_drain_us = 0, interleaved_drain_us = 0;
   // Expert-Wave with every window in HBM (no link): what any transport of the combine
   // could at best reach (the hiding bound, expert_wave_us over it), and the compute the
-  // model's ticket simulation predicts (predicted_compute_us). Its outputs must equal
-  // Expert-Wave's over the link bitwise (part of `correct`); 0 where not measured.
-  double expert_wave_hbm_us = 0;
+  // model's ticket simulation predicts (predicted_compute_us). Interleaved in HBM: the
+  // orders' compute apart from the link (predicted_compute_interleaved_us). Each order's
+  // outputs must equal its outputs over the link bitwise (part of `correct`); 0 where not
+  // measured.
+  double expert_wave_hbm_us = 0, interleaved_hbm_us = 0;
   double predicted_stall_expert_wave_us = 0;      // the advisor, for one rank's schedule
   double predicted_stall_interleaved_us = 0;
   double predicted_compute_us = 0;                // Expert-Wave's order on one rank's SMs (order_time_ns)
