@@ -64,8 +64,9 @@ for sw in "${HOST_MOE_SWEEPS[@]}"; do [ -f "$OUT/moe_host_$sw.json" ] && U_ARG+=
 cp "$ROOT/docs/results/host_link.json" "$OUT/host_link.json" 2>/dev/null
 if [ ${#U_ARG[@]} -gt 0 ]; then
   host_step host_results 30 "$XS" host-link-results "${U_ARG[@]}" -o "$OUT/host_link.json"
-  tail -3 "$OUT/host_fit.log"
-  tail -4 "$OUT/host_ulysses.log"
+  for log in host_fit:3 host_ulysses:4; do  # the parts this call ran
+    if [ -f "$OUT/${log%:*}.log" ]; then tail -"${log#*:}" "$OUT/${log%:*}.log"; fi
+  done
   for sw in "${HOST_MOE_SWEEPS[@]}"; do tail -3 "$OUT/host_moe_$sw.log"; done
   cat "$OUT/host_results.log"
 fi
