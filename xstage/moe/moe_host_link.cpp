@@ -166,32 +166,37 @@ double max_rel_diff_over_ranks(const std::vector<std::vector<std::uint16_t>>& a,
   return worst;
 }
 
-// Both orders with every window in HBM, the same inputs, sampled in turns: each one's
-// median forward (`rounds` samples of `per` after a warm-up) and its outputs
-// ([0] Expert-Wave, [1] Interleaved).
-struct HbmReference {
-  double us[2] = {0, 0};
-  std::vector<std::vector<std::uint16_t>> out[2];
+// Both orders of `g` (and, with `drains` 2, each also with the combine drain in groups of
+// `experts_per_copy`), sampled in turns so that clock drift moves all alike: each
+// schedule's median forward (`rounds` samples of `per` after a warm-up) and its outputs
+// of the last round, indexed [interleaved][drain]. Leaves the drain off.
+struct TurnSamples {
+  double us[2][2] = {};
+  std::vector<std::vector<std::uint16_t>> out[2][2];
 };
-HbmReference orders_in_hbm(const Problem& p, const std::vector<Routing>& routing,
-                           const burstgap::ModelParams& params, int warmup, int rounds, int per) {
-  HostLinkGroup g(p, routing, WindowMemory::device);
-  std::vector<double> us[2];
-  HbmReference ref;
+TurnSamples sample_in_turns(HostLinkGroup& g, const std::vector<Routing>& routing,
+                            const burstgap::ModelParams& params, int drains, int experts_per_copy, int warmup,
+                            int rounds, int per) {
+  std::vector<double> us[2][2];
+  TurnSamples s;
   for (int round = -1; round < rounds; ++round)  // round -1: warm-up
-    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved}) {
-      const int il = kind == ScheduleKind::interleaved;
-      g.set_orders(routing, kind, params);
-      const double t = g.time_us(round < 0 ? std::max(1, warmup) : per);
-      if (round < 0) continue;
-      us[il].push_back(t);
-      if (round == rounds - 1) ref.out[il] = g.outputs();
+    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved})
+      for (int drain = 0; drain < drains; ++drain) {
+        const int il = kind == ScheduleKind::interleaved;
+        if (drains > 1) g.set_drain(drain, experts_per_copy);
+        g.set_orders(routing, kind, params);
+        const double t = g.time_us(round < 0 ? std::max(1, warmup) : per);
+        if (round < 0) continue;
+        us[il][drain].push_back(t);
+        if (round == rounds - 1) s.out[il][drain] = g.outputs();
+      }
+  if (drains > 1) g.set_drain(false, 1);
+  for (int il = 0; il < 2; ++il)
+    for (int drain = 0; drain < drains; ++drain) {
+      std::sort(us[il][drain].begin(), us[il][drain].end());
+      s.us[il][drain] = median_of_sorted(us[il][drain]);
     }
-  for (int il = 0; il < 2; ++il) {
-    std::sort(us[il].begin(), us[il].end());
-    ref.us[il] = median_of_sorted(us[il]);
-  }
-  return ref;
+  return s;
 }
 
 }  // namespace
@@ -213,20 +218,8 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
   auto g = std::make_unique<HostLinkGroup>(p, routing, WindowMemory::host);
   const int rounds = std::min(o.iters, 5), per = std::max(1, (o.iters + rounds - 1) / rounds);
   // Four schedules in turns: each order with SM stores and with the combine drain.
-  std::vector<double> us[2][2];  // [interleaved][drain]
-  std::vector<std::vector<std::uint16_t>> out[2][2];
-  for (int round = -1; round < rounds; ++round)  // round -1: warm-up
-    for (ScheduleKind kind : {ScheduleKind::expert_wave, ScheduleKind::interleaved})
-      for (int drain = 0; drain < 2; ++drain) {
-        const int il = kind == ScheduleKind::interleaved;
-        g->set_drain(drain, row.drain_experts_per_copy);
-        g->set_orders(routing, kind, params);
-        const double t = g->time_us(round < 0 ? std::max(1, o.warmup) : per);
-        if (round < 0) continue;
-        us[il][drain].push_back(t);
-        if (round == rounds - 1) out[il][drain] = g->outputs();
-      }
-  g->set_drain(false, 1);
+  const TurnSamples link = sample_in_turns(*g, routing, params, 2, row.drain_experts_per_copy, o.warmup, rounds, per);
+  const auto& out = link.out;
   row.max_rel_err = max_rel_diff_over_ranks(out[1][0], out[0][0]);
   const bool drain_bitwise = out[0][1] == out[0][0] && out[1][1] == out[1][0];
   if (o.profile) {  // after all the timing, so that the timed launches carry no profiling code
@@ -237,16 +230,15 @@ HostLinkRow run_host_link_bench(const BenchConfig& c, const burstgap::ModelParam
     row.profiled = true;
   }
   g.reset();  // its windows and weights, before the HBM group takes as much again
-  const HbmReference hbm = orders_in_hbm(p, routing, params, o.warmup, rounds, per);
-  row.expert_wave_hbm_us = hbm.us[0];
-  row.interleaved_hbm_us = hbm.us[1];
-  const bool hbm_bitwise = hbm.out[0] == out[0][0] && hbm.out[1] == out[1][0];
-  for (auto& by_order : us)
-    for (auto& v : by_order) std::sort(v.begin(), v.end());
-  row.expert_wave_us = median_of_sorted(us[0][0]);
-  row.interleaved_us = median_of_sorted(us[1][0]);
-  row.expert_wave_drain_us = median_of_sorted(us[0][1]);
-  row.interleaved_drain_us = median_of_sorted(us[1][1]);
+  HostLinkGroup in_hbm(p, routing, WindowMemory::device);
+  const TurnSamples hbm = sample_in_turns(in_hbm, routing, params, 1, 1, o.warmup, rounds, per);
+  row.expert_wave_hbm_us = hbm.us[0][0];
+  row.interleaved_hbm_us = hbm.us[1][0];
+  const bool hbm_bitwise = hbm.out[0][0] == out[0][0] && hbm.out[1][0] == out[1][0];
+  row.expert_wave_us = link.us[0][0];
+  row.interleaved_us = link.us[1][0];
+  row.expert_wave_drain_us = link.us[0][1];
+  row.interleaved_drain_us = link.us[1][1];
   row.advised_us = row.measured_advised_us();
   row.speedup = row.expert_wave_us / row.advised_us;
   row.correct = row.max_rel_err <= kMaxRelErr && drain_bitwise && hbm_bitwise;
