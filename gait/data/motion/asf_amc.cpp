@@ -96,8 +96,10 @@ Mat3 euler(const Vec3& deg, const std::string& order) {
 
 }  // namespace
 
-AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
-  std::string cleaned;  // drop '#' comments
+namespace {
+
+std::string strip_comments(const std::string& text) {  // '#' to the end of the line
+  std::string cleaned;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
@@ -105,6 +107,99 @@ AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
     cleaned.append(line, 0, h == std::string::npos ? line.size() : h);
     cleaned.push_back('\n');
   }
+  return cleaned;
+}
+
+void parse_units(Tokens& tk, AsfSkeleton& asf) {
+  while (!tk.done() && !is_section(tk.peek())) {
+    const Token k = tk.next();
+    const Token v = tk.next();
+    if (k.text == "length") {
+      asf.length_unit = tk.to_number(v);
+      if (asf.length_unit <= 0) tk.fail(v, "length unit must be positive");
+    } else if (k.text == "angle") {
+      asf.degrees = lower(v.text) != "rad";
+    }
+  }
+}
+
+void parse_root(Tokens& tk, AsfSkeleton& asf) {
+  while (!tk.done() && !is_section(tk.peek())) {
+    const Token k = tk.next();
+    if (k.text == "order") {
+      while (!tk.done() && !is_section(tk.peek()) && tk.peek().text.size() == 2) {
+        const Token c = tk.next();
+        const std::string ch = lower(c.text);
+        // Channels index the axes by their letter: anything else would index past them.
+        if ((ch[0] != 't' && ch[0] != 'r') || ch[1] < 'x' || ch[1] > 'z')
+          tk.fail(c, fmt::format("bad :root order channel '{}' (tx ty tz rx ry rz)", c.text));
+        asf.root_order.push_back(ch);
+      }
+    } else if (k.text == "axis") {
+      const Token o = tk.next();
+      if (!valid_order(o.text)) tk.fail(o, fmt::format("bad root axis order '{}'", o.text));
+      asf.root_axis_order = std::string(o.text);
+    } else if (k.text == "position") {
+      asf.root_position = {tk.number(), tk.number(), tk.number()};
+    } else if (k.text == "orientation") {
+      asf.root_orientation = {tk.number(), tk.number(), tk.number()};
+    } else {
+      tk.fail(k, fmt::format("unknown :root field '{}'", k.text));
+    }
+  }
+}
+
+// ":hierarchy begin ... end": each line is a parent followed by its children.
+std::vector<std::pair<std::string, std::string>> parse_hierarchy(Tokens& tk) {
+  std::vector<std::pair<std::string, std::string>> links;
+  tk.expect("begin");
+  std::size_t line = 0;
+  std::string parent;
+  for (;;) {
+    const Token t = tk.next();
+    if (t.text == "end") break;
+    if (t.line != line) {
+      line = t.line;
+      parent = std::string(t.text);
+    } else {
+      links.emplace_back(parent, std::string(t.text));
+    }
+  }
+  return links;
+}
+
+// Sets each bone's parent from the hierarchy's links, then orders the bones parents-first
+// (the file order usually is, but the format does not promise it).
+void link_bones(AsfSkeleton& asf, const std::vector<std::pair<std::string, std::string>>& links,
+                const std::string& source) {
+  for (const auto& [p, c] : links) {
+    const int ci = asf.bone(c);
+    if (ci < 0) throw common::Error(fmt::format("{}: hierarchy names unknown bone '{}'", source, c));
+    if (p == "root") {
+      asf.bones[ci].parent = -1;
+    } else {
+      const int pi = asf.bone(p);
+      if (pi < 0) throw common::Error(fmt::format("{}: hierarchy names unknown bone '{}'", source, p));
+      asf.bones[ci].parent = pi;
+    }
+  }
+  std::vector<AsfBone> ordered;
+  std::vector<int> new_index(asf.bones.size(), -1);
+  for (std::size_t pass = 0; pass <= asf.bones.size() && ordered.size() < asf.bones.size(); ++pass)
+    for (std::size_t i = 0; i < asf.bones.size(); ++i)
+      if (new_index[i] < 0 && (asf.bones[i].parent < 0 || new_index[asf.bones[i].parent] >= 0)) {
+        new_index[i] = static_cast<int>(ordered.size());
+        ordered.push_back(asf.bones[i]);
+      }
+  if (ordered.size() != asf.bones.size()) throw common::Error(source + ": the hierarchy has a cycle");
+  for (auto& b : ordered) b.parent = b.parent < 0 ? -1 : new_index[b.parent];
+  asf.bones = std::move(ordered);
+}
+
+}  // namespace
+
+AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
+  const std::string cleaned = strip_comments(text);
   Tokens tk(cleaned, source);
   AsfSkeleton asf;
   bool have_bones = false, have_hierarchy = false;
@@ -117,42 +212,9 @@ AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
     } else if (s.text == ":name") {
       asf.name = std::string(tk.next().text);
     } else if (s.text == ":units") {
-      while (!tk.done() && !is_section(tk.peek())) {
-        const Token k = tk.next();
-        const Token v = tk.next();
-        if (k.text == "length") {
-          asf.length_unit = tk.to_number(v);
-          if (asf.length_unit <= 0) tk.fail(v, "length unit must be positive");
-        } else if (k.text == "angle") {
-          asf.degrees = lower(v.text) != "rad";
-        }
-      }
-    } else if (s.text == ":documentation") {
-      skip_to_section(tk);
+      parse_units(tk, asf);
     } else if (s.text == ":root") {
-      while (!tk.done() && !is_section(tk.peek())) {
-        const Token k = tk.next();
-        if (k.text == "order") {
-          while (!tk.done() && !is_section(tk.peek()) && tk.peek().text.size() == 2) {
-            const Token c = tk.next();
-            const std::string ch = lower(c.text);
-            // Channels index the axes by their letter: anything else would index past them.
-            if ((ch[0] != 't' && ch[0] != 'r') || ch[1] < 'x' || ch[1] > 'z')
-              tk.fail(c, fmt::format("bad :root order channel '{}' (tx ty tz rx ry rz)", c.text));
-            asf.root_order.push_back(ch);
-          }
-        } else if (k.text == "axis") {
-          const Token o = tk.next();
-          if (!valid_order(o.text)) tk.fail(o, fmt::format("bad root axis order '{}'", o.text));
-          asf.root_axis_order = std::string(o.text);
-        } else if (k.text == "position") {
-          asf.root_position = {tk.number(), tk.number(), tk.number()};
-        } else if (k.text == "orientation") {
-          asf.root_orientation = {tk.number(), tk.number(), tk.number()};
-        } else {
-          tk.fail(k, fmt::format("unknown :root field '{}'", k.text));
-        }
-      }
+      parse_root(tk, asf);
     } else if (s.text == ":bonedata") {
       have_bones = true;
       while (!tk.done() && !is_section(tk.peek())) {
@@ -161,48 +223,14 @@ AsfSkeleton parse_asf(const std::string& text, const std::string& source) {
       }
     } else if (s.text == ":hierarchy") {
       have_hierarchy = true;
-      tk.expect("begin");
-      std::size_t line = 0;
-      std::string parent;
-      for (;;) {
-        const Token t = tk.next();
-        if (t.text == "end") break;
-        if (t.line != line) {
-          line = t.line;
-          parent = std::string(t.text);
-        } else {
-          links.emplace_back(parent, std::string(t.text));
-        }
-      }
+      links = parse_hierarchy(tk);
     } else {
-      skip_to_section(tk);  // unknown sections are allowed by the format
+      skip_to_section(tk);  // :documentation, and unknown sections, which the format allows
     }
   }
   if (!have_bones || !have_hierarchy) throw common::Error(source + ": missing :bonedata or :hierarchy");
   if (asf.root_order.empty()) asf.root_order = {"tx", "ty", "tz", "rx", "ry", "rz"};
-  for (const auto& [p, c] : links) {
-    const int ci = asf.bone(c);
-    if (ci < 0) throw common::Error(fmt::format("{}: hierarchy names unknown bone '{}'", source, c));
-    if (p == "root") {
-      asf.bones[ci].parent = -1;
-    } else {
-      const int pi = asf.bone(p);
-      if (pi < 0) throw common::Error(fmt::format("{}: hierarchy names unknown bone '{}'", source, p));
-      asf.bones[ci].parent = pi;
-    }
-  }
-  // Order bones parents-first (the file order usually is, but the format does not promise it).
-  std::vector<AsfBone> ordered;
-  std::vector<int> new_index(asf.bones.size(), -1);
-  for (std::size_t pass = 0; pass <= asf.bones.size() && ordered.size() < asf.bones.size(); ++pass)
-    for (std::size_t i = 0; i < asf.bones.size(); ++i)
-      if (new_index[i] < 0 && (asf.bones[i].parent < 0 || new_index[asf.bones[i].parent] >= 0)) {
-        new_index[i] = static_cast<int>(ordered.size());
-        ordered.push_back(asf.bones[i]);
-      }
-  if (ordered.size() != asf.bones.size()) throw common::Error(source + ": the hierarchy has a cycle");
-  for (auto& b : ordered) b.parent = b.parent < 0 ? -1 : new_index[b.parent];
-  asf.bones = std::move(ordered);
+  link_bones(asf, links, source);
   return asf;
 }
 

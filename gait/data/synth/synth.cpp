@@ -61,9 +61,52 @@ nlohmann::json subject_plans_json(const Generator& gen) {
   return subjects;
 }
 
+struct Job {
+  int subject;
+  Condition cond;
+  int seq;
+};
+
 struct JobRecord {
   std::vector<std::array<std::size_t, 2>> counts;  // per view: silhouette frames, pose rows
 };
+
+// synth.json: what was generated, from what, and each sequence's frame and pose-row counts.
+nlohmann::json synth_manifest(const SynthOptions& opts, const fs::path& mocap, const MotionLibrary& lib,
+                              const Generator& gen, const std::vector<Job>& jobs, const std::vector<JobRecord>& records,
+                              const SynthReport& rep) {
+  const auto& g = opts.gen;
+  nlohmann::json j;
+  j["generator"] = "gait synth";
+  j["format_version"] = 1;
+  j["seed"] = g.seed;
+  j["subjects"] = g.subjects;
+  j["motion"] = motion_source_name(g.motion);
+  j["mocap_dir"] = fs::absolute(mocap).string();
+  j["mocap_persons"] = rep.mocap_persons_used;
+  j["mocap_cycles"] = lib.cycles;
+  j["views"] = g.views;
+  j["fps"] = kVideoFps;
+  j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
+                 {"width", g.rig.width}, {"height", g.rig.height_px}};
+  const EstimatorParams& e = g.estimator;
+  j["calibration"] = {{"sequence_spread", kSequenceSpread}, {"spread_excludes_instructed_pace_cycles", lib.cycles_instructed},
+                      {"cover_pull", e.cover_pull},
+                      {"cover_leg_swap", e.cover_leg_swap}, {"swap_prob", e.swap_prob}, {"camo_prob", g.camo_prob}};
+  j["subject_plans"] = subject_plans_json(gen);
+  nlohmann::json seqs = nlohmann::json::object();
+  for (std::size_t i = 0; i < jobs.size(); ++i)
+    for (std::size_t v = 0; v < g.views.size(); ++v) {
+      const SequenceKey key{jobs[i].subject, jobs[i].cond, jobs[i].seq, g.views[v]};
+      seqs[sequence_id(key)] = {records[i].counts[v][0], records[i].counts[v][1]};
+    }
+  j["sequences"] = seqs;  // id -> [silhouette frames, pose rows]
+  j["totals"] = {{"sequences", rep.sequences}, {"frames", rep.frames}, {"pose_rows", rep.pose_rows},
+                 {"joint_in_silhouette_fraction", rep.joint_in_silhouette()}, {"seconds", rep.seconds},
+                 {"cpu_seconds", rep.cpu_seconds},
+                 {"threads", rep.threads}};
+  return j;
+}
 
 }  // namespace
 
@@ -79,11 +122,6 @@ SynthReport synthesize(const SynthOptions& opts) {
   const fs::path& out = stage.dir();
   const Generator gen(opts.gen, lib.model);
   const auto& g = opts.gen;
-  struct Job {
-    int subject;
-    Condition cond;
-    int seq;
-  };
   std::vector<Job> jobs;
   for (int s = 1; s <= g.subjects; ++s)
     for (auto [c, n] : g.sequences) jobs.push_back({s, c, n});
@@ -137,36 +175,7 @@ SynthReport synthesize(const SynthOptions& opts) {
   rep.cpu_seconds = cpu_seconds() - cpu_start;
   rep.threads = threads;
 
-  nlohmann::json j;
-  j["generator"] = "gait synth";
-  j["format_version"] = 1;
-  j["seed"] = g.seed;
-  j["subjects"] = g.subjects;
-  j["motion"] = motion_source_name(g.motion);
-  j["mocap_dir"] = fs::absolute(mocap).string();
-  j["mocap_persons"] = rep.mocap_persons_used;
-  j["mocap_cycles"] = lib.cycles;
-  j["views"] = g.views;
-  j["fps"] = kVideoFps;
-  j["camera"] = {{"distance_m", g.rig.distance}, {"height_m", g.rig.height}, {"focal_px", g.rig.focal},
-                 {"width", g.rig.width}, {"height", g.rig.height_px}};
-  const EstimatorParams& e = g.estimator;
-  j["calibration"] = {{"sequence_spread", kSequenceSpread}, {"spread_excludes_instructed_pace_cycles", lib.cycles_instructed},
-                      {"cover_pull", e.cover_pull},
-                      {"cover_leg_swap", e.cover_leg_swap}, {"swap_prob", e.swap_prob}, {"camo_prob", g.camo_prob}};
-  j["subject_plans"] = subject_plans_json(gen);
-  nlohmann::json seqs = nlohmann::json::object();
-  for (std::size_t i = 0; i < jobs.size(); ++i)
-    for (std::size_t v = 0; v < g.views.size(); ++v) {
-      const SequenceKey key{jobs[i].subject, jobs[i].cond, jobs[i].seq, g.views[v]};
-      seqs[sequence_id(key)] = {records[i].counts[v][0], records[i].counts[v][1]};
-    }
-  j["sequences"] = seqs;  // id -> [silhouette frames, pose rows]
-  j["totals"] = {{"sequences", rep.sequences}, {"frames", rep.frames}, {"pose_rows", rep.pose_rows},
-                 {"joint_in_silhouette_fraction", rep.joint_in_silhouette()}, {"seconds", rep.seconds},
-                 {"cpu_seconds", rep.cpu_seconds},
-                 {"threads", threads}};
-  common::write_file_atomic(out / "synth.json", j.dump(1));
+  common::write_file_atomic(out / "synth.json", synth_manifest(opts, mocap, lib, gen, jobs, records, rep).dump(1));
   stage.commit();
   return rep;
 }
