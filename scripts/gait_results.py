@@ -338,7 +338,8 @@ def fusion_tuning(runs, dev_dataset):
 
 
 def issue_checks(rows):
-    """Issue 5's comparisons, from the GPU rows of this run (None where a row is missing).
+    """The model's claims as comparisons of variants (does each part earn its place), from
+    the GPU rows of this run (None where a row is missing).
 
     The two-branch model's skeleton half is the FC + STC-Att GCN, so its single-branch
     counterparts are silhouette_only and skeleton_only_fc_stcatt."""
