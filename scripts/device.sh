@@ -139,3 +139,10 @@ tar czf "$FINAL_OUT/$RUN_DIR.tgz" -C "$ROOT/out" "$RUN_DIR"
 echo
 echo "==== device summary${RUN_NAME:+ [$RUN_NAME]} ($(date -u +%F) $NGPU GPU(s)) ===="
 printf '%s\n' "${SUMMARY[@]}"
+# A failed step (or an unknown stage name) makes the whole call fail, after the archive and
+# the summary, so a caller that reads only the exit status is not told "ok".
+FAILED=$(printf '%s\n' "${SUMMARY[@]}" | grep -cE ' (FAILED rc=|unknown stage \()' || true)
+if [ "$FAILED" -gt 0 ]; then
+  echo "device: $FAILED step(s) failed or unknown (above)"
+  exit 1
+fi
