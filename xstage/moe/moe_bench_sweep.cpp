@@ -59,7 +59,8 @@ bench::Row to_row(const BenchRow& r, const BenchOptions& o) {
                 {"predicted_order_speedup", r.predicted_order_speedup},
                 {"fused_over_unfused", r.fused_over_unfused}, {"tflops", r.tflops}, {"gemm_tflops", r.gemm_tflops},
                 {"cublas_us", r.cublas_us}, {"cublas_tflops", r.cublas_tflops}, {"cublas_form", r.cublas_form},
-                {"fused_over_cublas", r.fused_over_cublas}, {"nvlink_GBps", r.nvlink_GBps},
+                {"fused_over_cublas", r.fused_over_cublas}, {"cublas_exact_us", r.cublas_exact_us},
+                {"fused_over_cublas_exact", r.fused_over_cublas_exact}, {"nvlink_GBps", r.nvlink_GBps},
                 {"max_rel_err", r.max_rel_err}, {"raster_group", kMoeRasterGroup},
                 {"fused_blocks", o.blocks > 0 ? nlohmann::json(o.blocks) : nlohmann::json("one per SM")},
                 {"interleaved_config",
@@ -90,6 +91,7 @@ struct Curves {
   std::vector<double> order_prediction_error;  // |predicted / measured Interleaved over Expert-Wave - 1|
   std::map<std::string, std::vector<double>> over_unfused;                 // by routing
   std::map<std::string, std::map<int, std::vector<double>>> over_cublas;  // by routing, then tokens per rank
+  std::map<std::string, std::map<int, std::vector<double>>> over_cublas_exact;  // the same, own row counts
   double max_speedup = 0;
   void add(double i, const BenchRow& r) {
     x.push_back(i);
@@ -97,6 +99,8 @@ struct Curves {
     order_prediction_error.push_back(std::abs(r.predicted_order_speedup / r.speedup - 1));
     over_unfused[r.config.routing].push_back(r.fused_over_unfused);
     over_cublas[r.config.routing][r.config.tokens_per_rank].push_back(r.fused_over_cublas);
+    if (r.fused_over_cublas_exact > 0)
+      over_cublas_exact[r.config.routing][r.config.tokens_per_rank].push_back(r.fused_over_cublas_exact);
     max_speedup = std::max(max_speedup, r.speedup);
     if (!r.device_routing) return;
     from_logits.push_back(r.interleaved_us / r.from_logits_us);
@@ -192,6 +196,11 @@ void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) 
     nlohmann::json by_tokens = nlohmann::json::object();
     for (const auto& [tokens, v] : by_tokens_rows) by_tokens[std::to_string(tokens)] = bench::geomean(v);
     report.set("fused_over_cublas_geomean" + suffix, by_tokens);
+    if (const auto e = c.over_cublas_exact.find(routing); e != c.over_cublas_exact.end()) {
+      nlohmann::json exact = nlohmann::json::object();
+      for (const auto& [tokens, v] : e->second) exact[std::to_string(tokens)] = bench::geomean(v);
+      report.set("fused_over_cublas_exact_geomean" + suffix, exact);
+    }
     report.set("one_gpu_fused_over_unfused_geomean" + suffix, bench::geomean(c.over_unfused.at(routing)));
   }
 }

@@ -52,6 +52,9 @@ struct BenchRow {
   // the roofline: its time, rate, form, and the best fused schedule's speed over it.
   double cublas_us = 0, cublas_tflops = 0, fused_over_cublas = 0;
   std::string cublas_form;
+  // The same GEMMs on the experts' own row counts only (the fastest of the grouped and
+  // per-expert forms): the roofline of the layer's own problem, and the fused speed over it.
+  double cublas_exact_us = 0, fused_over_cublas_exact = 0;
   double fused_over_unfused = 0;  // unfused path time / best fused time
   double nvlink_GBps = 0;    // remote bytes per GPU / best fused time
   double max_rel_err = 0;    // fused vs unfused outputs, relative to the output's max
