@@ -179,6 +179,13 @@ bench::ResultsFile sweep_file(const SweepOptions& o, const std::string& card, in
   return f;
 }
 
+// {"tokens": geomean} of rows grouped by tokens per rank.
+nlohmann::json geomean_by_tokens(const std::map<int, std::vector<double>>& rows) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [tokens, v] : rows) out[std::to_string(tokens)] = bench::geomean(v);
+  return out;
+}
+
 // The head's summary after each row: Interleaved / Expert-Wave (multi-GPU sweeps), or
 // fused over cuBLAS by tokens and over the unfused path (`one`): uniform routing's under
 // the plain keys, another routing's with its name appended. A routing this run did not
@@ -191,16 +198,11 @@ void set_summary(bench::Report& report, const SweepOptions& o, const Curves& c) 
     report.set("max_speedup", c.max_speedup);
     return;
   }
-  for (const auto& [routing, by_tokens_rows] : c.over_cublas) {
+  for (const auto& [routing, by_tokens] : c.over_cublas) {
     const std::string suffix = routing == "uniform" ? "" : "_" + routing;
-    nlohmann::json by_tokens = nlohmann::json::object();
-    for (const auto& [tokens, v] : by_tokens_rows) by_tokens[std::to_string(tokens)] = bench::geomean(v);
-    report.set("fused_over_cublas_geomean" + suffix, by_tokens);
-    if (const auto e = c.over_cublas_exact.find(routing); e != c.over_cublas_exact.end()) {
-      nlohmann::json exact = nlohmann::json::object();
-      for (const auto& [tokens, v] : e->second) exact[std::to_string(tokens)] = bench::geomean(v);
-      report.set("fused_over_cublas_exact_geomean" + suffix, exact);
-    }
+    report.set("fused_over_cublas_geomean" + suffix, geomean_by_tokens(by_tokens));
+    if (const auto e = c.over_cublas_exact.find(routing); e != c.over_cublas_exact.end())
+      report.set("fused_over_cublas_exact_geomean" + suffix, geomean_by_tokens(e->second));
     report.set("one_gpu_fused_over_unfused_geomean" + suffix, bench::geomean(c.over_unfused.at(routing)));
   }
 }
