@@ -102,31 +102,24 @@ struct ScanArgs {
   PlanOut out;
 };
 
-// One block: prefixes, offsets, dispatch targets and the tables of the tile order,
-// by block-wide scans (thread el holds local expert el, thread w wave w; epr <= 512
-// < 1024 threads); order_kernel then places the tiles. The tables are those of
-// order_waves() (moe_order.hpp), which the GPU test checks through the order.
-__global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
-  using BlockScan = cub::BlockScan<int, kPlanThreads>;
-  __shared__ typename BlockScan::TempStorage scan_tmp;
-  __shared__ int count[kPlanMaxLocal], mb[kPlanMaxLocal], wave[kPlanMaxLocal], l1_off[kPlanMaxLocal],
-      l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
-      l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1], pl1[kPlanMaxLocal + 1], pl2[kPlanMaxLocal + 1],
-      wave_first[kPlanMaxLocal];
-  __shared__ int total[kPlanMaxExperts];  // rows of each global expert
-  const int i = threadIdx.x, epr = a.epr, sc_n = a.ranks * a.chunks;
-  const bool mine = i < epr;
-  // Exclusive sum of one value per thread over the block (all threads call it).
-  const auto excl = [&](int v, int& sum) {
-    int out = 0;
-    BlockScan(scan_tmp).ExclusiveSum(v, out, sum);
-    __syncthreads();  // scan_tmp is reused by the next call
-    return out;
-  };
-  // Per global expert: exclusive prefix over (source, chunk), in place; the total.
-  // Eight loads in flight at a time (a store between two loads would otherwise keep
-  // them in order: the compiler cannot tell the addresses apart).
-  for (int e = i; e < a.experts; e += blockDim.x) {
+using BlockScan = cub::BlockScan<int, kPlanThreads>;
+
+// Exclusive sum of one value per thread over the block (every thread calls it; `sum`
+// gets the total).
+__device__ __forceinline__ int block_exclusive_sum(BlockScan::TempStorage& tmp, int v, int& sum) {
+  int out = 0;
+  BlockScan(tmp).ExclusiveSum(v, out, sum);
+  __syncthreads();  // tmp is reused by the next call
+  return out;
+}
+
+// Per global expert: the exclusive prefix over (source, chunk) of chunk_count, in
+// place, and the expert's total rows. Eight loads in flight at a time (a store between
+// two loads would otherwise keep them in order: the compiler cannot tell the addresses
+// apart).
+__device__ __forceinline__ void chunk_prefixes(const ScanArgs& a, int* total) {
+  const int sc_n = a.ranks * a.chunks;
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
     int run = 0;
     int* col = a.chunk_count + e;
     for (int sc0 = 0; sc0 < sc_n; sc0 += 8) {
@@ -139,6 +132,48 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
     }
     total[e] = run;
   }
+}
+
+// Where each wave's L1 and L2 lists start in the order (thread w: wave w): Expert-Wave
+// puts a wave's L1 list before its L2 list; Interleaved starts with the first `lag`
+// waves' L1 lists, then wave w's L2 list followed by wave w + lag's L1 list.
+__device__ __forceinline__ void wave_list_starts(BlockScan::TempStorage& tmp, const OrderSpec& spec, int waves,
+                                                 const int* l1_size, const int* l2_size, int* l1_start,
+                                                 int* l2_start) {
+  const int i = threadIdx.x;
+  if (!spec.interleaved) {
+    int all = 0;
+    const int start = block_exclusive_sum(tmp, i < waves ? l1_size[i] + l2_size[i] : 0, all);
+    if (i < waves) l1_start[i] = start, l2_start[i] = start + l1_size[i];
+    return;
+  }
+  const int lag = spec.lag;
+  int prologue = 0, all = 0;
+  const int pro = block_exclusive_sum(tmp, i < waves && i < lag ? l1_size[i] : 0, prologue);
+  const int step =
+      block_exclusive_sum(tmp, i < waves ? l2_size[i] + (i + lag < waves ? l1_size[i + lag] : 0) : 0, all);
+  if (i < waves && i < lag) l1_start[i] = pro;
+  if (i < waves) {
+    l2_start[i] = prologue + step;
+    if (i + lag < waves) l1_start[i + lag] = prologue + step;
+  }
+}
+
+// One block: prefixes, offsets, dispatch targets and the tables of the tile order,
+// by block-wide scans (thread el holds local expert el, thread w wave w; epr <= 512
+// < 1024 threads); order_kernel then places the tiles. The tables are those of
+// order_waves() (moe_order.hpp), which the GPU test checks through the order.
+__global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
+  __shared__ BlockScan::TempStorage scan_tmp;
+  __shared__ int count[kPlanMaxLocal], mb[kPlanMaxLocal], wave[kPlanMaxLocal], l1_off[kPlanMaxLocal],
+      l2_off[kPlanMaxLocal], l1_size[kPlanMaxLocal], l2_size[kPlanMaxLocal], l1_start[kPlanMaxLocal],
+      l2_start[kPlanMaxLocal], first_tile[kPlanMaxLocal + 1], pl1[kPlanMaxLocal + 1], pl2[kPlanMaxLocal + 1],
+      wave_first[kPlanMaxLocal];
+  __shared__ int total[kPlanMaxExperts];  // rows of each global expert
+  const int i = threadIdx.x, epr = a.epr;
+  const bool mine = i < epr;
+  const auto excl = [&](int v, int& sum) { return block_exclusive_sum(scan_tmp, v, sum); };
+  chunk_prefixes(a, total);
   __syncthreads();
   // Per destination: its experts' first rows.
   for (int d = 0; d < a.ranks; ++d) {
@@ -177,22 +212,7 @@ __global__ void __launch_bounds__(kPlanThreads) scan_kernel(const ScanArgs a) {
     l2_size[i] = pl2[next] - pl2[f];
   }
   __syncthreads();
-  // Where each wave's lists start.
-  if (!a.spec.interleaved) {
-    int all = 0;
-    const int start = excl(i < waves ? l1_size[i] + l2_size[i] : 0, all);
-    if (i < waves) l1_start[i] = start, l2_start[i] = start + l1_size[i];
-  } else {
-    const int lag = a.spec.lag;
-    int prologue = 0, all = 0;
-    const int pro = excl(i < waves && i < lag ? l1_size[i] : 0, prologue);
-    const int step = excl(i < waves ? l2_size[i] + (i + lag < waves ? l1_size[i + lag] : 0) : 0, all);
-    if (i < waves && i < lag) l1_start[i] = pro;
-    if (i < waves) {
-      l2_start[i] = prologue + step;
-      if (i + lag < waves) l1_start[i + lag] = prologue + step;
-    }
-  }
+  wave_list_starts(scan_tmp, a.spec, waves, l1_size, l2_size, l1_start, l2_start);
   // First tile of each expert in the expert-major tile numbering; the item count.
   int n_tiles = 0;
   const int ft = excl(m_blocks * (a.spec.l1_n_blocks + a.spec.l2_n_blocks), n_tiles);
