@@ -436,26 +436,49 @@ TEST(Checkpoint, WeightsMustFitTheConfigAndBeFinite) {
   fs::remove_all(d);
 }
 
-TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
-  const fs::path d = temp_dir("run");
-  const Config cfg = tiny_config(d);
-  Trainer t(cfg, toy_train_set(), torch::kCPU);
-  t.run(/*progress=*/false);
-  EXPECT_EQ(t.iteration(), 6);
+// One short training run shared by the tests below, which read its files and embedder
+// and change neither.
+class TrainerRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<fs::path>(temp_dir("run"));
+    Trainer t(tiny_config(*dir_), toy_train_set(), torch::kCPU);
+    t.run(/*progress=*/false);
+    iterations_ = t.iteration();
+    emb_ = std::make_unique<eval::Embedder>(*dir_ / "latest.gckpt", torch::kCPU);
+    // Test subjects 5..6: gallery nm-01, probes nm-05, bg-01, cl-01, at views 0 and 90.
+    test_ = std::make_unique<std::vector<CachedSequence>>();
+    for (int s = 5; s <= 6; ++s)
+      for (int v : {0, 90})
+        for (auto [c, q] : {std::pair{Condition::NM, 1}, {Condition::NM, 5}, {Condition::BG, 1}, {Condition::CL, 1}})
+          test_->push_back(toy_sequence(s, c, q, v, 9));
+  }
+  static void TearDownTestSuite() {
+    emb_.reset();
+    test_.reset();
+    fs::remove_all(*dir_);
+    dir_.reset();
+  }
+  static inline std::unique_ptr<fs::path> dir_;
+  static inline int iterations_ = 0;
+  static inline std::unique_ptr<eval::Embedder> emb_;
+  static inline std::unique_ptr<std::vector<CachedSequence>> test_;
+};
+
+TEST_F(TrainerRun, WritesCheckpointsConfigAndLog) {
+  const fs::path& d = *dir_;
+  EXPECT_EQ(iterations_, 6);
   EXPECT_TRUE(fs::exists(d / "latest.gckpt"));
   EXPECT_TRUE(fs::exists(d / "checkpoints" / "iter-0000003.gckpt"));
   EXPECT_TRUE(fs::exists(d / "config.json"));
   const std::string log = common::read_file(d / "train_log.csv");
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 7);  // header + 6 rows
+}
 
-  // Evaluate the checkpoint on test subjects 5..6 (gallery nm-01, probes nm-05, bg-01, cl-01).
-  eval::Embedder emb(d / "latest.gckpt", torch::kCPU);
+TEST_F(TrainerRun, TheEmbedderEvaluatesTheCheckpoint) {
+  eval::Embedder& emb = *emb_;
+  const std::vector<CachedSequence>& test = *test_;
   EXPECT_EQ(emb.meta().iteration, 6);
-  std::vector<CachedSequence> test;
-  for (int s = 5; s <= 6; ++s)
-    for (int v : {0, 90})
-      for (auto [c, q] : {std::pair{Condition::NM, 1}, {Condition::NM, 5}, {Condition::BG, 1}, {Condition::CL, 1}})
-        test.push_back(toy_sequence(s, c, q, v, 9));
   const eval::EmbeddingSet set = emb.embed_all(test, false);
   EXPECT_EQ(set.size(), test.size());
   EXPECT_EQ(set.row_size(), 6u * 4u);
@@ -464,76 +487,87 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
   const eval::Rank1Result r = eval::evaluate_rank1(set, p);
   EXPECT_EQ(r.views, (std::vector<int>{0, 90}));
   for (double m : r.mean) EXPECT_TRUE(m >= 0 && m <= 100) << m;
-  // Embedding is deterministic in eval mode.
-  EXPECT_EQ(emb.embed(test[0]), emb.embed(test[0]));
-  // embed_all batches equal-length sequences; mixed lengths, and a batch cap that splits
-  // a length group, give the one-at-a-time embeddings in the input order.
-  std::vector<CachedSequence> mixed = {toy_sequence(5, Condition::NM, 2, 0, 12), test[0], test[1],
-                                       toy_sequence(6, Condition::CL, 2, 90, 7), test[2], toy_sequence(5, Condition::BG, 2, 0, 12)};
-  // Frames used: the first multiple of evaluator.length_quantum. With 8, a 12-frame
-  // sequence embeds as its first 8 frames; with the default 1 every frame counts.
-  {
-    CachedSequence cut = mixed[0];
-    cut.sil.pixels.resize(8 * kSilPixels);
-    cut.sil.frame_ids.resize(8);
-    cut.pose.resize(8);
-    ASSERT_EQ(cut.sil.frames(), 8u);
-    EXPECT_EQ(emb.config().evaluator.length_quantum, 1);
-    EXPECT_NE(emb.embed(cut), emb.embed(mixed[0]));
-    Config q8 = emb.config();
-    q8.evaluator.length_quantum = 8;
-    eval::Embedder eights(emb.model(), q8, torch::kCPU);
-    EXPECT_EQ(eights.embed(cut), eights.embed(mixed[0]));
+  EXPECT_EQ(emb.embed(test[0]), emb.embed(test[0]));  // deterministic in eval mode
+}
+
+// Frames used: the first multiple of evaluator.length_quantum. With 8, a 12-frame
+// sequence embeds as its first 8 frames; with the default 1 every frame counts.
+TEST_F(TrainerRun, LengthQuantumDecidesTheFramesUsed) {
+  eval::Embedder& emb = *emb_;
+  const CachedSequence whole = toy_sequence(5, Condition::NM, 2, 0, 12);
+  CachedSequence cut = whole;
+  cut.sil.pixels.resize(8 * kSilPixels);
+  cut.sil.frame_ids.resize(8);
+  cut.pose.resize(8);
+  ASSERT_EQ(cut.sil.frames(), 8u);
+  EXPECT_EQ(emb.config().evaluator.length_quantum, 1);
+  EXPECT_NE(emb.embed(cut), emb.embed(whole));
+  Config q8 = emb.config();
+  q8.evaluator.length_quantum = 8;
+  eval::Embedder eights(emb.model(), q8, torch::kCPU);
+  EXPECT_EQ(eights.embed(cut), eights.embed(whole));
+}
+
+// Test embeddings from the branch heads: fused+branches is [fused p | silhouette p |
+// skeleton x p] along the part axis; each head alone is its own slice of it, and
+// evaluator.skeleton_scale multiplies the skeleton head's parts beside the others.
+TEST_F(TrainerRun, BranchHeadsAreSlicesOfTheFusedAndBranchesEmbedding) {
+  eval::Embedder& emb = *emb_;
+  const std::vector<CachedSequence>& test = *test_;
+  const int c = emb.channels(), p4 = emb.parts();
+  ASSERT_EQ(p4, 4);
+  std::map<EvalHeads, std::vector<float>> by;
+  for (EvalHeads h : {EvalHeads::Fused, EvalHeads::FusedAndBranches, EvalHeads::Branches, EvalHeads::SilhouetteHead,
+                      EvalHeads::SkeletonHead}) {
+    Config hc = emb.config();
+    hc.evaluator.heads = h;
+    eval::Embedder e(emb.model(), hc, torch::kCPU);
+    by[h] = e.embed(test[0]);
+    EXPECT_EQ(by[h].size(), static_cast<std::size_t>(c * e.parts()));
+    const eval::EmbeddingSet hs = e.embed_all({test[0], test[1]}, false);
+    EXPECT_EQ(hs.parts, e.parts());
   }
-  // Test embeddings from the branch heads: fused+branches is [fused p | silhouette p |
-  // skeleton x p] along the part axis; each head alone is its own slice of it.
-  {
-    const int c = emb.channels(), p4 = emb.parts();
-    ASSERT_EQ(p4, 4);
-    std::map<EvalHeads, std::vector<float>> by;
-    for (EvalHeads h : {EvalHeads::Fused, EvalHeads::FusedAndBranches, EvalHeads::Branches, EvalHeads::SilhouetteHead,
-                        EvalHeads::SkeletonHead}) {
-      Config hc = emb.config();
-      hc.evaluator.heads = h;
-      eval::Embedder e(emb.model(), hc, torch::kCPU);
-      by[h] = e.embed(test[0]);
-      EXPECT_EQ(by[h].size(), static_cast<std::size_t>(c * e.parts()));
-      const eval::EmbeddingSet hs = e.embed_all({test[0], test[1]}, false);
-      EXPECT_EQ(hs.parts, e.parts());
+  EXPECT_EQ(by[EvalHeads::Fused], emb.embed(test[0]));
+  const std::vector<float>& all = by[EvalHeads::FusedAndBranches];  // [c, 12] row-major
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(c * 12));
+  for (int ch = 0; ch < c; ++ch)
+    for (int q = 0; q < p4; ++q) {
+      EXPECT_FLOAT_EQ(all[ch * 12 + q], by[EvalHeads::Fused][ch * p4 + q]);
+      EXPECT_FLOAT_EQ(all[ch * 12 + p4 + q], by[EvalHeads::SilhouetteHead][ch * p4 + q]);
+      EXPECT_FLOAT_EQ(all[ch * 12 + 2 * p4 + q], by[EvalHeads::SkeletonHead][ch]);
+      EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + q], all[ch * 12 + p4 + q]);
+      EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + p4 + q], all[ch * 12 + 2 * p4 + q]);
     }
-    EXPECT_EQ(by[EvalHeads::Fused], emb.embed(test[0]));
-    const std::vector<float>& all = by[EvalHeads::FusedAndBranches];  // [c, 12] row-major
-    ASSERT_EQ(all.size(), static_cast<std::size_t>(c * 12));
-    for (int ch = 0; ch < c; ++ch)
-      for (int q = 0; q < p4; ++q) {
-        EXPECT_FLOAT_EQ(all[ch * 12 + q], by[EvalHeads::Fused][ch * p4 + q]);
-        EXPECT_FLOAT_EQ(all[ch * 12 + p4 + q], by[EvalHeads::SilhouetteHead][ch * p4 + q]);
-        EXPECT_FLOAT_EQ(all[ch * 12 + 2 * p4 + q], by[EvalHeads::SkeletonHead][ch]);
-        EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + q], all[ch * 12 + p4 + q]);
-        EXPECT_FLOAT_EQ(by[EvalHeads::Branches][ch * 8 + p4 + q], all[ch * 12 + 2 * p4 + q]);
-      }
-    EXPECT_NE(by[EvalHeads::SilhouetteHead], by[EvalHeads::Fused]);
-    // evaluator.skeleton_scale multiplies the skeleton head's parts beside the others.
-    {
-      Config sc = emb.config();
-      sc.evaluator.heads = EvalHeads::Branches;
-      eval::Embedder scaled(emb.model(), sc, torch::kCPU);
-      scaled.set_skeleton_scale(0.25);
-      const std::vector<float> half = scaled.embed(test[0]);
-      for (int ch = 0; ch < c; ++ch)
-        for (int q = 0; q < p4; ++q) {
-          EXPECT_FLOAT_EQ(half[ch * 8 + q], by[EvalHeads::Branches][ch * 8 + q]);
-          EXPECT_FLOAT_EQ(half[ch * 8 + p4 + q], 0.25f * by[EvalHeads::SkeletonHead][ch]);
-        }
-      EXPECT_THROW(scaled.set_skeleton_scale(-1), common::Error);
+  EXPECT_NE(by[EvalHeads::SilhouetteHead], by[EvalHeads::Fused]);
+  Config sc = emb.config();
+  sc.evaluator.heads = EvalHeads::Branches;
+  eval::Embedder scaled(emb.model(), sc, torch::kCPU);
+  scaled.set_skeleton_scale(0.25);
+  const std::vector<float> quarter = scaled.embed(test[0]);
+  for (int ch = 0; ch < c; ++ch)
+    for (int q = 0; q < p4; ++q) {
+      EXPECT_FLOAT_EQ(quarter[ch * 8 + q], by[EvalHeads::Branches][ch * 8 + q]);
+      EXPECT_FLOAT_EQ(quarter[ch * 8 + p4 + q], 0.25f * by[EvalHeads::SkeletonHead][ch]);
     }
-    // A model without branch heads refuses them.
-    Config plain = emb.config();
-    plain.model.fusion.branch_loss_weight = 0;
-    eval::Embedder fused_only(nets::GaitNet(plain.model, 4), plain, torch::kCPU);
-    const std::string e = error_of([&] { fused_only.set_heads(EvalHeads::SkeletonHead); });
-    EXPECT_NE(e.find("need the branch heads"), std::string::npos) << e;
-  }
+  EXPECT_THROW(scaled.set_skeleton_scale(-1), common::Error);
+}
+
+TEST_F(TrainerRun, AModelWithoutBranchHeadsRefusesThem) {
+  Config plain = emb_->config();
+  plain.model.fusion.branch_loss_weight = 0;
+  eval::Embedder fused_only(nets::GaitNet(plain.model, 4), plain, torch::kCPU);
+  const std::string e = error_of([&] { fused_only.set_heads(EvalHeads::SkeletonHead); });
+  EXPECT_NE(e.find("need the branch heads"), std::string::npos) << e;
+}
+
+// embed_all batches equal-length sequences; mixed lengths, and a batch cap that splits a
+// length group, give the one-at-a-time embeddings in the input order.
+TEST_F(TrainerRun, EmbedAllGivesTheOneAtATimeEmbeddingsInOrder) {
+  eval::Embedder& emb = *emb_;
+  const std::vector<CachedSequence>& test = *test_;
+  const std::vector<CachedSequence> mixed = {toy_sequence(5, Condition::NM, 2, 0, 12), test[0], test[1],
+                                             toy_sequence(6, Condition::CL, 2, 90, 7), test[2],
+                                             toy_sequence(5, Condition::BG, 2, 0, 12)};
   for (int batch_frames : {2048, 20}) {
     Config ecfg = emb.config();
     ecfg.evaluator.batch_frames = batch_frames;
@@ -547,7 +581,6 @@ TEST(Trainer, RunWritesCheckpointsAndTheEmbedderEvaluates) {
         ASSERT_NEAR(ms.data[i * ms.row_size() + j], one[j], 1e-4f * (1.0f + std::abs(one[j]))) << i << "," << j;
     }
   }
-  fs::remove_all(d);
 }
 
 TEST(Trainer, TimeLimitStopsTheRunAndSavesWhereItStopped) {

@@ -28,6 +28,16 @@
 
 namespace xstage::burstgap {
 
+const char* to_string(Remedy r) {
+  switch (r) {
+    case Remedy::none: return "none";
+    case Remedy::lengthen_gap: return "lengthen_gap";
+    case Remedy::split_burst: return "split_burst";
+    case Remedy::spread_over_more_sms: return "spread_over_more_sms";
+  }
+  return "?";
+}
+
 namespace {
 
 constexpr int kMaxSplit = 1024;
@@ -53,19 +63,6 @@ void print_once(const BurstProfile& prof, const Advice& a) {
   });
 }
 
-}  // namespace
-
-const char* to_string(Remedy r) {
-  switch (r) {
-    case Remedy::none: return "none";
-    case Remedy::lengthen_gap: return "lengthen_gap";
-    case Remedy::split_burst: return "split_burst";
-    case Remedy::spread_over_more_sms: return "spread_over_more_sms";
-  }
-  return "?";
-}
-
-namespace {
 
 void check_profile(const BurstProfile& prof) {
   XS_ASSERT(prof.bytes_per_burst > 0, "burst profile: bytes_per_burst must be > 0");
