@@ -10,7 +10,8 @@
 #    issue's routing, and every expert at the mean count as cuBLAS bmm has it) --tokens
 #    MOE_ONE_TOKENS (default 512,2048,8192) --profile` into a copy of docs/results/moe.json ($OUT/moe.json: its
 #    multi-GPU rows and head stay, the EP = 1 rows and one_gpu_* keys are this run's; copy it
-#    back from the archive): fused, the unfused path and the cuBLAS expert GEMMs per row;
+#    back from the archive): fused, the unfused path and the cuBLAS expert GEMMs per row, and
+#    their heatmap (moe-one-cublas.png, where PLplot is installed: docs/img);
 # 4. Nsight Compute on the fused kernel of MOE_ONE_NCU_ROWS (sweep-one row indices, default
 #    "38 36": E 128, k 6, hidden 4096, I 2048 at 8192 and 2048 tokens), clocks not locked
 #    (--clock-control none: the power cap is part of what is measured) -> ncu_ROW.csv;
@@ -28,7 +29,7 @@ mo_step moe_one_build 400 cmake --build "$MB" -j "$(nproc)" --target xstage xsta
 cp "$ROOT/docs/results/moe.json" "$OUT/moe.json"
 mo_step moe_one_bench "${MOE_ONE_BENCH_S:-330}" env XSTAGE_SOURCE_DIR="$ROOT" "$MX" bench moe --sweep one \
   --routing "${MOE_ONE_ROUTING:-uniform,balanced}" --tokens "${MOE_ONE_TOKENS:-512,2048,8192}" --warmup 2 --iters 10 --profile \
-  --budget-s "$(( ${MOE_ONE_BENCH_S:-330} - 40 ))" --json "$OUT/moe.json"
+  --budget-s "$(( ${MOE_ONE_BENCH_S:-330} - 40 ))" --json "$OUT/moe.json" $(png_arg "$OUT/moe-one-cublas.png")
 
 NCU_METRICS=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,\
 dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,\

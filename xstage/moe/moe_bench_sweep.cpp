@@ -249,6 +249,7 @@ void run_sweep(const SweepOptions& o) {
   if (o.sweep == "one") report.status_prefix("one_gpu_");
   report.print_header();
   Curves curves;
+  nlohmann::json measured = {{"one_gpu_card", prop.name}, {"rows", nlohmann::json::array()}};  // for the heatmap
   for (std::size_t i = 0; i < configs.size(); ++i) {
     if (budget.spent()) {
       std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
@@ -257,7 +258,9 @@ void run_sweep(const SweepOptions& o) {
     const BenchRow r = run_bench(configs[i], params.for_exchange(configs[i].ep), o.bench);
     if (r.correct) curves.add(double(i), r);
     set_summary(report, o, curves);
-    report.add(to_row(r, o.bench));
+    const bench::Row row = to_row(r, o.bench);
+    measured["rows"].push_back(row.json());
+    report.add(row);
   }
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n",
               bench::geomean(curves.speedup), curves.max_speedup, curves.x.size(),
@@ -274,7 +277,13 @@ void run_sweep(const SweepOptions& o) {
                 u.size());
   }
   report.finish();
-  if (!o.png.empty() && !curves.x.empty()) write_png(curves, prop.name, o.png);
+  if (o.png.empty() || curves.x.empty()) return;
+  if (o.sweep == "one") {
+    write_cublas_heatmap(measured, o.png);
+    std::printf("wrote %s\n", o.png.c_str());
+  } else {
+    write_png(curves, prop.name, o.png);
+  }
 }
 
 }  // namespace xstage::moe

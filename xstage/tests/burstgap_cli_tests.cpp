@@ -313,6 +313,25 @@ TEST_F(BurstGapCli, OutOfMemoryNamesTheCommand) {
   EXPECT_NE(err.find("dit: out of host memory"), std::string::npos) << err;
 }
 
+// moe-results draws the `--sweep one` heatmap from a results file without a GPU; a file
+// without EP = 1 rows is refused in one line and leaves an existing PNG as it was.
+TEST_F(BurstGapCli, MoeResultsDrawsTheCublasHeatmap) {
+  const std::string json = path("moe.json"), empty = path("empty.json"), png = path("moe.png");
+  std::ofstream(json) << R"({"one_gpu_card": "H200", "rows": [{"ep": 1, "experts": 64, "topk": 2, "hidden": 4096,
+    "intermediate": 2048, "tokens_per_rank": 512, "routing": "uniform", "fused_over_cublas": 0.98,
+    "fused_over_cublas_exact": 1.04, "correct": true}]})";
+  std::ofstream(empty) << R"({"rows": [{"ep": 2, "experts": 64}]})";
+  std::ofstream(png) << "keep";
+  expect_one_line_error(xstage("moe-results --json " + empty + " --png " + png), "no EP = 1 rows");
+  EXPECT_EQ(slurp(png), "keep");
+  expect_one_line_error(xstage("moe-results --json " + path("absent.json") + " --png " + png), "absent.json");
+  if (!draws_charts()) return;
+  const CliResult r = xstage("moe-results --json " + json + " --png " + png);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(fs::file_size(png), 1000u);
+  EXPECT_EQ(slurp(png).substr(1, 3), "PNG");
+}
+
 // host-link-results re-measures one part alone: a sweep given replaces its section, the
 // probe and the other sweep are kept from the file it rewrites; with no file to keep the
 // probe from, --probe is asked for in one line.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -724,6 +725,57 @@ TEST(MoeBench, SweepCoversTheIssueGrid) {
 // Grouped raster order: within each expert, groups of 16 m blocks, column by
 // column, m fastest; the same items as the m-major order, and every scheduler's
 // order over it still passes check_order.
+// The `--sweep one` heatmap: shapes ascending down, tokens ascending across, uniform's two
+// panels first; a wrong row, a row without the exact figure and a missing configuration
+// are grey (NaN); multi-GPU rows are not drawn.
+TEST(MoeBench, CublasHeatmapPlacesEachRowsRatios) {
+  auto row = [](int e, int k, int tokens, const char* routing, double mean, double own, bool correct) {
+    nlohmann::json r = {{"ep", 1}, {"experts", e}, {"topk", k}, {"hidden", 4096}, {"intermediate", 2048},
+                        {"tokens_per_rank", tokens}, {"routing", routing}, {"fused_over_cublas", mean},
+                        {"correct", correct}};
+    if (own > 0) r["fused_over_cublas_exact"] = own;
+    return r;
+  };
+  nlohmann::json results = {{"one_gpu_card", "H200"}, {"rows", nlohmann::json::array()}};
+  auto& rows = results["rows"];
+  rows.push_back(row(128, 6, 8192, "balanced", 0.9, 1.2, true));
+  rows.push_back(row(128, 6, 512, "uniform", 1.01, 1.05, true));
+  rows.push_back(row(64, 2, 8192, "uniform", 0.75, 0, true));
+  rows.push_back(row(64, 2, 512, "uniform", 2.0, 2.0, false));
+  rows.push_back({{"ep", 2}, {"experts", 32}, {"topk", 2}, {"hidden", 1}, {"intermediate", 1},
+                  {"tokens_per_rank", 99}, {"routing", "uniform"}, {"fused_over_cublas", 5.0}});
+  const auto h = moe::cublas_heatmap(results);
+  EXPECT_NE(h.title.find("H200"), std::string::npos);
+  EXPECT_EQ(h.columns, (std::vector<std::string>{"512", "8192"}));
+  EXPECT_EQ(h.rows, (std::vector<std::string>{"E 64 k 2 4096x2048", "E 128 k 6 4096x2048"}));
+  ASSERT_EQ(h.panels.size(), 4u);
+  EXPECT_EQ(h.panels[0].title, "uniform, mean count");
+  EXPECT_EQ(h.panels[1].title, "uniform, own counts");
+  EXPECT_EQ(h.panels[2].title, "balanced, mean count");
+  const auto& mean = h.panels[0].values;
+  EXPECT_TRUE(std::isnan(mean[0][0]));  // the wrong row
+  EXPECT_DOUBLE_EQ(mean[0][1], 0.75);
+  EXPECT_DOUBLE_EQ(mean[1][0], 1.01);
+  EXPECT_TRUE(std::isnan(mean[1][1]));  // not measured with uniform routing
+  EXPECT_TRUE(std::isnan(h.panels[1].values[0][1]));  // no exact figure
+  EXPECT_DOUBLE_EQ(h.panels[1].values[1][0], 1.05);
+  EXPECT_DOUBLE_EQ(h.panels[3].values[1][1], 1.2);
+  // One-line refusals.
+  auto error_of = [](const nlohmann::json& j) {
+    try {
+      moe::cublas_heatmap(j);
+    } catch (const common::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of({{"rows", nlohmann::json::array({rows[4]})}}).find("no EP = 1 rows"), std::string::npos);
+  EXPECT_NE(error_of(nlohmann::json::array()).find("no \"rows\" array"), std::string::npos);
+  nlohmann::json no_hidden = {{"rows", nlohmann::json::array({rows[0]})}};
+  no_hidden["rows"][0].erase("hidden");
+  EXPECT_EQ(error_of(no_hidden), "moe chart: an EP = 1 row has no \"hidden\"");
+}
+
 TEST(MoeSchedule, TilesComeInGroupedRasterOrder) {
   EXPECT_EQ(xstage::raster_group(132, 1000, 1.0, 2.0), moe::kMoeRasterGroup);
   const moe::Problem p{2, 4096, 8, 2, 1024, 512};  // skewed: some experts have > 16 m blocks

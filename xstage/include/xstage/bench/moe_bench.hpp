@@ -4,9 +4,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "common/plot.hpp"
 #include "common/stats.hpp"
 #include "xstage/burstgap/burstgap.hpp"
 #include "xstage/moe/moe.hpp"
@@ -263,6 +265,16 @@ struct SweepOptions {
   int sms = 132;                // predict_only: the GPU's SMs (H200: 132)
 };
 void run_sweep(const SweepOptions& o);
+
+// The EP = 1 rows of a results file (those of `--sweep one`: `fused_over_cublas` and
+// `fused_over_cublas_exact`) as a heatmap: a row per shape (experts, top-k, hidden,
+// intermediate, ascending), a column per token count, two panels per routing, uniform
+// first (cuBLAS at the mean count; on the experts' own counts); NaN (grey) where no
+// correct row was measured. Throws (one line) when there are no such rows or a row
+// lacks its configuration. write_cublas_heatmap also throws when this build draws no
+// charts (common::plot::require_charts).
+common::plot::Heatmap cublas_heatmap(const nlohmann::json& results);
+void write_cublas_heatmap(const nlohmann::json& results, const std::filesystem::path& png);
 // `xstage bench moe --link host --predict-only`: predict_host_link_row for every selected
 // row on the host (no GPU): a table, and the rows as JSON when o.json is set. What to
 // measure next: where the model predicts Interleaved to win.
