@@ -41,9 +41,7 @@ common::plot::HeatmapPanel panel(const std::vector<const nlohmann::json*>& rows,
   return p;
 }
 
-}  // namespace
-
-common::plot::Heatmap cublas_heatmap(const nlohmann::json& results) {
+common::plot::Heatmap heatmap_of(const nlohmann::json& results) {
   if (!results.is_object() || !results.contains("rows") || !results["rows"].is_array())
     throw common::Error("moe chart: the results have no \"rows\" array");
   std::map<std::string, std::vector<const nlohmann::json*>> by_routing;
@@ -73,7 +71,7 @@ common::plot::Heatmap cublas_heatmap(const nlohmann::json& results) {
   const std::vector<int> token_list(tokens.begin(), tokens.end());
   for (const auto& t : token_list) h.columns.push_back(std::to_string(t));
   for (const auto& s : shape_list) h.rows.push_back(shape_name(s));
-  // Uniform routing (the figures) first, then the others by name.
+  // Uniform routing (the headline figures) first, then the others by name.
   std::vector<std::string> routings;
   if (by_routing.contains("uniform")) routings.push_back("uniform");
   for (const auto& [routing, rows] : by_routing)
@@ -84,6 +82,16 @@ common::plot::Heatmap cublas_heatmap(const nlohmann::json& results) {
     h.panels.push_back(panel(rows, "fused_over_cublas_exact", routing + ", own counts", shape_list, token_list));
   }
   return h;
+}
+
+}  // namespace
+
+common::plot::Heatmap cublas_heatmap(const nlohmann::json& results) {
+  try {
+    return heatmap_of(results);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    throw common::Error(fmt::format("moe chart: an EP = 1 row has a field of the wrong type ({})", e.what()));
+  }
 }
 
 void write_cublas_heatmap(const nlohmann::json& results, const std::filesystem::path& png) {

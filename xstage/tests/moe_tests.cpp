@@ -774,6 +774,9 @@ TEST(MoeBench, CublasHeatmapPlacesEachRowsRatios) {
   nlohmann::json no_hidden = {{"rows", nlohmann::json::array({rows[0]})}};
   no_hidden["rows"][0].erase("hidden");
   EXPECT_EQ(error_of(no_hidden), "moe chart: an EP = 1 row has no \"hidden\"");
+  nlohmann::json text_topk = {{"rows", nlohmann::json::array({rows[0]})}};
+  text_topk["rows"][0]["topk"] = "six";
+  EXPECT_NE(error_of(text_topk).find("a field of the wrong type"), std::string::npos) << error_of(text_topk);
 }
 
 TEST(MoeSchedule, TilesComeInGroupedRasterOrder) {
