@@ -1,50 +1,15 @@
 // `xstage bench moe`: the fused EP MoE (both schedules) against the unfused NCCL +
 // cuBLAS path over a sweep (moe::run_sweep, xstage/moe/moe_bench_sweep.cpp).
-#include <fmt/format.h>
-
 #include <memory>
-#include <string>
 
 #include "commands.hpp"
 #include "common/check.hpp"
-#include "common/files.hpp"
-#include "common/plot.hpp"
 #include "common/validate.hpp"
 #include "xstage/bench/moe_bench.hpp"
 
 namespace xstage::cli {
 
 namespace v = common::validate;
-
-namespace {
-
-// `xstage moe-results`: the `--sweep one` heatmap from a results file, without a GPU.
-void add_moe_results_command(CLI::App& app) {
-  auto json = std::make_shared<std::string>("docs/results/moe.json");
-  auto png = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("moe-results", "Charts of a `bench moe --sweep one` results file, on the host: "
-                                 "fused over cuBLAS by shape and tokens");
-  cmd->add_option("--json", *json, "results file of `xstage bench moe --sweep one`")->check(CLI::ExistingFile)
-      ->capture_default_str();
-  cmd->add_option("--png", *png, "heatmap to write")->required()->check(v::output_file());
-  cmd->callback([json, png] {
-    common::plot::require_charts("moe-results --png " + *png);
-    nlohmann::json results;
-    try {
-      results = nlohmann::json::parse(common::read_file(*json));
-    } catch (const nlohmann::json::exception& e) {
-      throw common::Error(fmt::format("{}: malformed JSON ({})", *json, e.what()));
-    }
-    try {
-      moe::write_cublas_heatmap(results, *png);
-    } catch (const common::Error& e) {
-      throw common::Error(fmt::format("{}: {}", *json, e.what()));
-    }
-    fmt::print("wrote {}\n", *png);
-  });
-}
-
-}  // namespace
 
 void add_moe_commands(CLI::App& app) {
   auto* cmd = bench_group(app)->add_subcommand(
@@ -115,7 +80,6 @@ void add_moe_commands(CLI::App& app) {
     needs_gpu("bench moe");
     if constexpr (kHaveCuda) o->link == "host" ? moe::run_host_link_sweep(*o) : moe::run_sweep(*o);
   });
-  add_moe_results_command(app);
 }
 
 }  // namespace xstage::cli

@@ -2,7 +2,8 @@
 // per GPU count) as docs/results/probe.json; `xstage host-link-results`: those of the
 // host link as docs/results/host_link.json. Both read what `xstage probe` and
 // `xstage fit --holdout --report` wrote into a folder: sweep.csv, probe_summary.json,
-// params.json, report.json.
+// params.json, report.json. `xstage moe-results`: the heatmap of a `bench moe --sweep one`
+// results file (fused over cuBLAS), without a GPU.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,7 @@ nlohmann::json read_json(const std::filesystem::path& p) {
   try {
     return nlohmann::json::parse(common::read_file(p));
   } catch (const nlohmann::json::exception& e) {
-    XS_FAIL("{}: malformed JSON ({})", p.string(), e.what());
+    throw common::Error(fmt::format("{}: malformed JSON ({})", p.string(), e.what()));  // the user's file
   }
 }
 
@@ -375,6 +377,28 @@ void add_host_link_results(CLI::App& app) {
   cmd->callback([in] { write_host_link_results(*in); });
 }
 
+// `xstage moe-results`: the `--sweep one` heatmap of `xstage bench moe` from its results
+// file, without a GPU.
+void add_moe_results(CLI::App& app) {
+  auto json = std::make_shared<std::string>("docs/results/moe.json");
+  auto png = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("moe-results", "Charts of a `bench moe --sweep one` results file, on the host: "
+                                 "fused over cuBLAS by shape and tokens");
+  cmd->add_option("--json", *json, "results file of `xstage bench moe --sweep one`")->check(CLI::ExistingFile)
+      ->capture_default_str();
+  cmd->add_option("--png", *png, "heatmap to write")->required()->check(common::validate::output_file());
+  cmd->callback([json, png] {
+    common::plot::require_charts("moe-results --png " + *png);
+    const nlohmann::json results = read_json(*json);
+    try {
+      moe::write_cublas_heatmap(results, *png);
+    } catch (const common::Error& e) {
+      throw common::Error(fmt::format("{}: {}", *json, e.what()));
+    }
+    fmt::print("wrote {}\n", *png);
+  });
+}
+
 }  // namespace
 
 void add_results_commands(CLI::App& app) {
@@ -399,6 +423,7 @@ void add_results_commands(CLI::App& app) {
     fmt::print("wrote {}\n", *out);
   });
   add_host_link_results(app);
+  add_moe_results(app);
 }
 
 }  // namespace xstage::cli

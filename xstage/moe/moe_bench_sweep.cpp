@@ -249,7 +249,7 @@ void run_sweep(const SweepOptions& o) {
   if (o.sweep == "one") report.status_prefix("one_gpu_");
   report.print_header();
   Curves curves;
-  nlohmann::json measured = {{"one_gpu_card", prop.name}, {"rows", nlohmann::json::array()}};  // for the heatmap
+  nlohmann::json measured = {{"one_gpu_card", prop.name}, {"rows", nlohmann::json::array()}};  // `one`: the heatmap's
   for (std::size_t i = 0; i < configs.size(); ++i) {
     if (budget.spent()) {
       std::printf("budget of %.0f s spent after %zu of %zu configurations: stopping\n", o.budget_s, i, configs.size());
@@ -259,7 +259,7 @@ void run_sweep(const SweepOptions& o) {
     if (r.correct) curves.add(double(i), r);
     set_summary(report, o, curves);
     const bench::Row row = to_row(r, o.bench);
-    measured["rows"].push_back(row.json());
+    if (o.sweep == "one") measured["rows"].push_back(row.json());
     report.add(row);
   }
   std::printf("geometric mean Interleaved/Expert-Wave %.3fx, maximum %.3fx over %zu configurations%s\n",

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <string>
 #include <vector>
