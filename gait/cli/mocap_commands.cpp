@@ -6,14 +6,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 
 #include "commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/validate.hpp"
-#include "gait/motion/asf_amc.hpp"
-#include "gait/motion/bvh.hpp"
 #include "gait/motion/mocap_folder.hpp"
 #include "gait/synth/gait_model.hpp"
 
@@ -56,132 +53,13 @@ void run_info(const fs::path& dir) {
   for (const auto& p : problems) fmt::print(stderr, "warning: {}\n", p);
 }
 
-// Joints the retargeting reads, and their ancestors; everything else is dropped from BVH.
-bool keep_bvh_joint(const BvhFile& b, std::size_t j) {
-  static const std::set<std::string> unused_prefixes = {"leftEye", "rightEye", "lThumb", "rThumb", "lIndex",
-                                                        "rIndex",  "lMid",     "rMid",   "lRing",  "rRing",
-                                                        "lPinky",  "rPinky"};
-  for (int k = static_cast<int>(j); k >= 0; k = b.joints[k].parent)
-    for (const auto& p : unused_prefixes)
-      if (b.joints[k].name.rfind(p, 0) == 0) return false;
-  return true;
-}
-
-BvhFile trim_bvh(const BvhFile& in, int step) {
-  BvhFile out;
-  out.frame_time = in.frame_time * step;
-  std::vector<int> map(in.joints.size(), -1);
-  std::vector<std::pair<int, int>> channel_src;  // (old first channel, count)
-  for (std::size_t j = 0; j < in.joints.size(); ++j) {
-    if (!keep_bvh_joint(in, j)) continue;
-    BvhJoint nj = in.joints[j];
-    nj.parent = nj.parent < 0 ? -1 : map[nj.parent];
-    nj.first_channel = out.channels;
-    out.channels += static_cast<int>(nj.channels.size());
-    channel_src.emplace_back(in.joints[j].first_channel, static_cast<int>(nj.channels.size()));
-    map[j] = static_cast<int>(out.joints.size());
-    out.joints.push_back(nj);
-  }
-  // A joint that lost all its children gets an End Site at its first dropped child's offset.
-  for (std::size_t j = 0; j < in.joints.size(); ++j) {
-    if (map[j] < 0 || in.joints[j].end_site) continue;
-    bool has_child = false;
-    const BvhJoint* dropped = nullptr;
-    for (std::size_t c = 0; c < in.joints.size(); ++c)
-      if (in.joints[c].parent == static_cast<int>(j)) {
-        if (map[c] >= 0) has_child = true;
-        else if (!dropped) dropped = &in.joints[c];
-      }
-    if (!has_child && dropped) {
-      BvhJoint end;
-      end.name = in.joints[j].name + "_end";
-      end.parent = map[j];
-      end.offset = dropped->offset;
-      end.end_site = true;
-      end.first_channel = out.channels;
-      out.joints.push_back(end);
-    }
-  }
-  for (std::size_t f = 0; f < in.frames.size(); f += static_cast<std::size_t>(step)) {
-    std::vector<double> v;
-    for (auto [first, n] : channel_src)
-      for (int c = 0; c < n; ++c) v.push_back(in.frames[f][first + c]);
-    out.frames.push_back(std::move(v));
-  }
-  return out;
-}
-
 void run_pack(const fs::path& from, const fs::path& out_dir, int step) {
   common::validate::folder(from, "--from");
   common::check_output_dir(out_dir, "mocap-pack: --out");
-  // The packed copy replaces the files of an earlier one only when every clip was read.
-  common::OutputStage stage(out_dir);
-  const fs::path& out = stage.dir();
-  // Bones the retargeting reads (and their ancestors); fingers, hands and toes go.
-  const std::vector<std::string> amc_bones = {"root", "lowerback", "upperback", "thorax", "lowerneck", "upperneck",
-                                              "head", "lclavicle", "lhumerus", "lradius", "rclavicle", "rhumerus",
-                                              "rradius", "lfemur", "ltibia", "lfoot", "rfemur", "rtibia", "rfoot"};
-  // The source's own labels ("walk", "slow walk") travel with the clips: the gait model
-  // measures a person's walk-to-walk spread on their natural-pace clips only.
-  std::vector<std::string> manifest_problems;
-  const auto source_manifest = read_mocap_manifest(from / "MANIFEST.tsv", manifest_problems);
-  for (const auto& p : manifest_problems) fmt::print(stderr, "warning: {}\n", p);
-  std::string manifest = "subject\ttrial\tfile\tformat\tframes\tfps\tsource_frames\tsource_fps\tdescription\n";
-  std::vector<fs::path> persons;
-  for (const auto& e : fs::directory_iterator(from))
-    if (e.is_directory()) persons.push_back(e.path());
-  std::sort(persons.begin(), persons.end());
-  std::size_t bytes = 0;
-  for (const auto& pdir : persons) {
-    const std::string person = pdir.filename().string();
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(pdir)) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      const std::string ext = f.extension().string(), stem = f.stem().string();
-      const std::string trial = stem.substr(stem.find('_') + 1);
-      std::string text, format;
-      std::size_t frames = 0, src_frames = 0;
-      double fps = 0, src_fps = 0;
-      if (ext == ".asf") {
-        text = common::read_file(f);
-      } else if (ext == ".amc") {
-        AmcFile amc = read_amc_file(f);
-        src_frames = amc.frames.size();
-        src_fps = kCmuCaptureFps;
-        AmcFile sub;
-        sub.header = amc.header;
-        for (std::size_t i = 0; i < amc.frames.size(); i += static_cast<std::size_t>(step)) sub.frames.push_back(amc.frames[i]);
-        text = write_amc(sub, amc_bones, 1, 2);
-        frames = sub.frames.size();
-        fps = src_fps / step;
-        format = "asf-amc";
-      } else if (ext == ".bvh") {
-        const BvhFile bvh = read_bvh_file(f);
-        src_frames = bvh.frames.size();
-        src_fps = 1.0 / bvh.frame_time;
-        // Keep the converter's T-pose as frame 1 so the packed file stays a faithful subset.
-        const BvhFile t = trim_bvh(bvh, step);
-        text = write_bvh(t, 1, 2);
-        frames = t.frames.size();
-        fps = 1.0 / t.frame_time;
-        format = "bvh-cgspeed-daz";
-      } else {
-        continue;
-      }
-      common::write_file_atomic(out / person / f.filename(), text);
-      bytes += text.size();
-      if (!format.empty()) {
-        const auto src = source_manifest.find(person + "/" + f.filename().string());
-        const std::string description = src == source_manifest.end() ? "" : src->second.description;
-        manifest += fmt::format("{}\t{}\t{}/{}\t{}\t{}\t{:g}\t{}\t{:g}\t{}\n", person, trial, person,
-                                f.filename().string(), format, frames, fps, src_frames, src_fps, description);
-      }
-    }
-  }
-  common::write_file_atomic(out / "MANIFEST.tsv", manifest);
-  stage.commit();
-  fmt::print("wrote {} ({:.2f} MB of motion)\n", out_dir.string(), bytes / 1e6);
+  std::vector<std::string> problems;
+  const MocapPackSummary sum = pack_mocap_folder(from, out_dir, step, problems);
+  for (const auto& p : problems) fmt::print(stderr, "warning: {}\n", p);
+  fmt::print("wrote {} ({} clips, {:.2f} MB of motion)\n", out_dir.string(), sum.clips, sum.bytes / 1e6);
 }
 
 }  // namespace

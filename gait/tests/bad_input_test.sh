@@ -90,6 +90,8 @@ check W1 outputs "idx.json" "empty: no usable sequence" "$GAIT" index empty --js
 check W2 outputs "cache" "empty: nothing usable to cache" "$GAIT" preprocess empty --cache cache --force --no-progress
 check W3 outputs "newcache" "empty: nothing usable to cache" "$GAIT" preprocess empty --cache newcache --no-progress
 check W4 outputs "d" "badmocap: found 1 clean gait cycles" "$GAIT" synth --out d --force --subjects 1 --mocap badmocap --no-progress
+check W6 outputs "mp" "badmocap/01/01_01.bvh: unexpected end of file" "$GAIT" mocap-pack --from badmocap --out mp
+check W7 outputs "badmocap" "the output folder badmocap/packed and the capture folder badmocap overlap" "$GAIT" mocap-pack --from badmocap --out badmocap/packed
 
 # ---- messages that name their cause
 check M1 messages "" "badmocap/01/01_01.bvh: unexpected end of file" "$GAIT" mocap --mocap badmocap

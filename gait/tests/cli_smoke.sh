@@ -34,4 +34,13 @@ if "$GAIT" preprocess "$DIR/ds" --cache "$DIR/strip.png/c" --no-progress 2>"$DIR
 grep -q "strip.png is not a directory" "$DIR/e2" || fail "preprocess --cache message: $(cat "$DIR/e2")"
 if "$GAIT" strip "$DIR/ds" --subject 1 --out "$DIR/strip.png/x.png" 2>"$DIR/e3"; then fail "strip under a file"; fi
 grep -q "strip: --out" "$DIR/e3" || fail "strip --out message: $(cat "$DIR/e3")"
+# The capture commands: what the generator learns, and the compact copy (from the
+# embedded captures, which the packer wrote) at a third of their rate.
+MOCAP=$(cd "$(dirname "$0")/../data/mocap" && pwd)
+"$GAIT" mocap >"$DIR/mocap.txt"
+grep -q "gait cycles from 7 people" "$DIR/mocap.txt" || fail "mocap summary: $(tail -3 "$DIR/mocap.txt")"
+"$GAIT" mocap-pack --from "$MOCAP" --out "$DIR/packed" --step 3 >"$DIR/pack.txt"
+grep -q "wrote $DIR/packed (37 clips" "$DIR/pack.txt" || fail "mocap-pack: $(cat "$DIR/pack.txt")"
+[ -s "$DIR/packed/07/07_01.bvh" ] || fail "mocap-pack wrote no 07/07_01.bvh"
+# Its refusals are in bad_input_test.sh (N13, W5, W6).
 echo "cli_smoke: ok"

@@ -2,10 +2,15 @@
 // and the walker, on hand-made files with known answers and on the embedded captures.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "common/check.hpp"
+#include "common/files.hpp"
 #include "gait/motion/asf_amc.hpp"
 #include "gait/motion/bvh.hpp"
 #include "gait/motion/mocap_folder.hpp"
@@ -13,6 +18,8 @@
 
 namespace gait {
 namespace {
+
+namespace fs = std::filesystem;
 
 const char* kTinyBvh = R"(HIERARCHY
 ROOT hip
@@ -85,6 +92,86 @@ TEST(Bvh, WriteThenReadIsTheSameMotion) {
   const BvhFile again = parse_bvh(write_bvh(b, 2, 2), "again.bvh");
   ASSERT_EQ(again.frames.size(), 2u);
   EXPECT_EQ(again.frames[1], b.frames[1]);
+}
+
+// hip (6 channels) -> spine (3) -> lThumb1 (3) -> lThumb2 (3) -> End Site, and
+// hip -> lfoot (3) -> End Site: 18 channels, frame f's channel c holds 100 f + c.
+std::string finger_bvh(int frames) {
+  std::string t = R"(HIERARCHY
+ROOT hip
+{
+  OFFSET 0 0 0
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Yrotation Xrotation
+  JOINT spine
+  {
+    OFFSET 0 10 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    JOINT lThumb1
+    {
+      OFFSET 1 2 3
+      CHANNELS 3 Zrotation Xrotation Yrotation
+      JOINT lThumb2
+      {
+        OFFSET 0 1 0
+        CHANNELS 3 Zrotation Xrotation Yrotation
+        End Site
+        {
+          OFFSET 0 1 0
+        }
+      }
+    }
+  }
+  JOINT lfoot
+  {
+    OFFSET 0 -9 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    End Site
+    {
+      OFFSET 0 0 4
+    }
+  }
+}
+MOTION
+)";
+  t += "Frames: " + std::to_string(frames) + "\nFrame Time: 0.01\n";
+  for (int f = 0; f < frames; ++f) {
+    for (int c = 0; c < 18; ++c) t += std::to_string(100 * f + c) + (c == 17 ? "\n" : " ");
+  }
+  return t;
+}
+
+TEST(Bvh, TrimKeepsWhatTheRetargetingReadsAndEveryStepthFrame) {
+  const BvhFile in = parse_bvh(finger_bvh(5), "fingers.bvh");
+  const BvhFile t = trim_bvh(in, 2);
+  std::vector<std::string> names;
+  std::vector<int> parents;
+  for (const auto& j : t.joints) {
+    names.push_back(j.name);
+    parents.push_back(j.parent);
+  }
+  // The thumb goes; spine ends in an End Site at the thumb's offset (its bone keeps its length).
+  EXPECT_EQ(names, (std::vector<std::string>{"hip", "spine", "spine_end", "lfoot", "lfoot_end"}));
+  EXPECT_EQ(parents, (std::vector<int>{-1, 0, 1, 0, 3}));
+  EXPECT_TRUE(t.joints[2].end_site);
+  expect_near(t.joints[2].offset, {1, 2, 3});
+  expect_near(t.joints[4].offset, {0, 0, 4});
+  EXPECT_EQ(t.channels, 12);
+  EXPECT_EQ(t.joints[3].first_channel, 9);
+  EXPECT_NEAR(t.frame_time, 0.02, 1e-12);
+  ASSERT_EQ(t.frames.size(), 3u);  // source frames 0, 2, 4
+  std::vector<double> want;
+  for (int c : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 17}) want.push_back(400 + c);
+  EXPECT_EQ(t.frames[2], want);
+  // What it writes reads back as the same hierarchy and motion.
+  const BvhFile again = parse_bvh(write_bvh(t, 1, 2), "trimmed.bvh");
+  ASSERT_EQ(again.joints.size(), t.joints.size());
+  for (std::size_t j = 0; j < t.joints.size(); ++j) {
+    EXPECT_EQ(again.joints[j].name, t.joints[j].name);
+    EXPECT_EQ(again.joints[j].parent, t.joints[j].parent);
+  }
+  EXPECT_EQ(again.frames, t.frames);
+  EXPECT_EQ(trim_bvh(in, 1).frames.size(), 5u);
+  EXPECT_THROW(trim_bvh(in, 0), common::Error);
 }
 
 const char* kTinyAsf = R"(:version 1.10
@@ -242,6 +329,77 @@ TEST(GaitModel, WalkToWalkSpreadComesFromNaturalPaceCycles) {
   // A person with only instructed-pace walks keeps them (so every person still counts).
   const GaitModel only = GaitModel::learn(codes, persons, 2, {true, true, false, false, false});
   EXPECT_EQ(only.person_cycles.at("b").size(), 2u);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / fmt::format("gait_motion_{}_{}", name, ::getpid());
+  fs::remove_all(d);
+  return d;
+}
+
+// The embedded captures were written by this packer, so packing them again at step 1
+// gives every motion file back byte for byte, and their MANIFEST's frames and labels.
+TEST(MocapPack, RepackingTheEmbeddedCapturesAtStepOneChangesNoFile) {
+  const fs::path src = default_mocap_dir(), out = fresh_dir("repack");
+  std::vector<std::string> problems;
+  const MocapPackSummary sum = pack_mocap_folder(src, out, 1, problems);
+  EXPECT_TRUE(problems.empty());
+  std::size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(src)) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".bvh" && ext != ".amc" && ext != ".asf") continue;
+    ++files;
+    const fs::path packed = out / fs::relative(e.path(), src);
+    ASSERT_TRUE(fs::exists(packed)) << packed;
+    EXPECT_TRUE(common::read_file(packed) == common::read_file(e.path())) << e.path();
+  }
+  EXPECT_GT(sum.clips, 20u);
+  EXPECT_GT(files, sum.clips);  // the ASF skeletons too
+  std::vector<std::string> p2;
+  const auto before = read_mocap_manifest(src / "MANIFEST.tsv", p2);
+  const auto after = read_mocap_manifest(out / "MANIFEST.tsv", p2);
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [file, row] : before) {
+    ASSERT_TRUE(after.count(file)) << file;
+    EXPECT_EQ(after.at(file).description, row.description) << file;
+    EXPECT_EQ(after.at(file).format, row.format) << file;
+    EXPECT_NEAR(after.at(file).fps, row.fps, 1e-9) << file;
+  }
+  EXPECT_EQ(load_mocap_folder(out, p2).size(), sum.clips);
+  fs::remove_all(out);
+}
+
+TEST(MocapPack, BadInputChangesNothing) {
+  const fs::path src = fresh_dir("bad_src"), out = fresh_dir("bad_out");
+  fs::create_directories(src / "01");
+  common::write_file_atomic(src / "01" / "01_01.bvh", finger_bvh(4));
+  std::vector<std::string> problems;
+  EXPECT_EQ(pack_mocap_folder(src, out, 2, problems).clips, 1u);
+  const BvhFile packed = read_bvh_file(out / "01" / "01_01.bvh");
+  EXPECT_EQ(packed.frames.size(), 2u);
+  EXPECT_EQ(packed.joints.size(), 5u);
+  const std::string manifest = common::read_file(out / "MANIFEST.tsv");
+  EXPECT_NE(manifest.find("01\t01\t01/01_01.bvh\tbvh-cgspeed-daz\t2\t50\t4\t100\t"), std::string::npos) << manifest;
+  // A second clip that does not parse: one line naming it, and the earlier copy stays.
+  common::write_file_atomic(src / "01" / "01_02.bvh", finger_bvh(4).substr(0, 200));
+  const auto error_of = [&](const fs::path& from, const fs::path& to, int step) -> std::string {
+    try {
+      pack_mocap_folder(from, to, step, problems);
+    } catch (const common::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(src, out, 1).find("01_02.bvh"), std::string::npos);
+  EXPECT_EQ(read_bvh_file(out / "01" / "01_01.bvh").frames.size(), 2u);
+  EXPECT_FALSE(fs::exists(out / "01" / "01_02.bvh"));
+  EXPECT_NE(error_of(src, src / "packed", 1).find("overlap"), std::string::npos);
+  EXPECT_NE(error_of(src / "missing", out, 1).find("no such folder"), std::string::npos);
+  EXPECT_NE(error_of(src, out / "MANIFEST.tsv", 1).find("output folder"), std::string::npos);
+  EXPECT_NE(error_of(src, out, 0).find("step 0"), std::string::npos);
+  EXPECT_FALSE(fs::exists(src / "packed"));
+  fs::remove_all(src);
+  fs::remove_all(out);
 }
 
 }  // namespace

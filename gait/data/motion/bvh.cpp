@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <set>
 
+#include "common/check.hpp"
 #include "common/files.hpp"
 #include "text_tokens.hpp"
 
@@ -96,6 +98,72 @@ BvhFile parse_bvh(const std::string& text, const std::string& source) {
 }
 
 BvhFile read_bvh_file(const std::filesystem::path& path) { return parse_bvh(common::read_file(path), path.string()); }
+
+namespace {
+// Joints the retargeting reads, and their ancestors, stay; fingers and eyes (and all
+// below them) go.
+bool read_by_retargeting(const BvhFile& b, std::size_t j) {
+  static const std::set<std::string> unused_prefixes = {"leftEye", "rightEye", "lThumb", "rThumb", "lIndex",
+                                                        "rIndex",  "lMid",     "rMid",   "lRing",  "rRing",
+                                                        "lPinky",  "rPinky"};
+  for (int k = static_cast<int>(j); k >= 0; k = b.joints[static_cast<std::size_t>(k)].parent)
+    for (const auto& p : unused_prefixes)
+      if (b.joints[static_cast<std::size_t>(k)].name.rfind(p, 0) == 0) return false;
+  return true;
+}
+
+// The first joint below `j` that the trim drops, or null.
+const BvhJoint* dropped_child(const BvhFile& in, std::size_t j, const std::vector<int>& kept) {
+  for (std::size_t c = j + 1; c < in.joints.size(); ++c)
+    if (in.joints[c].parent == static_cast<int>(j) && kept[c] < 0) return &in.joints[c];
+  return nullptr;
+}
+
+bool has_kept_child(const BvhFile& in, std::size_t j, const std::vector<int>& kept) {
+  for (std::size_t c = j + 1; c < in.joints.size(); ++c)
+    if (in.joints[c].parent == static_cast<int>(j) && kept[c] >= 0) return true;
+  return false;
+}
+}  // namespace
+
+BvhFile trim_bvh(const BvhFile& in, int step) {
+  if (step < 1) throw common::Error(fmt::format("trim_bvh: step {} (keep every n-th frame, n >= 1)", step));
+  BvhFile out;
+  out.frame_time = in.frame_time * step;
+  std::vector<int> kept(in.joints.size(), -1);
+  for (std::size_t j = 0; j < in.joints.size(); ++j) kept[j] = read_by_retargeting(in, j) ? 0 : -1;
+  std::vector<std::pair<int, int>> channel_src;  // (first channel in `in`, count) per kept joint
+  for (std::size_t j = 0; j < in.joints.size(); ++j) {
+    if (kept[j] < 0) continue;
+    BvhJoint nj = in.joints[j];
+    nj.parent = nj.parent < 0 ? -1 : kept[static_cast<std::size_t>(nj.parent)];
+    nj.first_channel = out.channels;
+    out.channels += static_cast<int>(nj.channels.size());
+    channel_src.emplace_back(in.joints[j].first_channel, static_cast<int>(nj.channels.size()));
+    kept[j] = static_cast<int>(out.joints.size());
+    out.joints.push_back(nj);
+    // A joint whose children all went ends in an End Site at its first child's offset,
+    // so its bone keeps its length; the End Site follows it at once (depth-first order).
+    const BvhJoint* gone = in.joints[j].end_site || has_kept_child(in, j, kept) ? nullptr : dropped_child(in, j, kept);
+    if (gone) {
+      BvhJoint end;
+      end.name = in.joints[j].name + "_end";
+      end.parent = kept[j];
+      end.offset = gone->offset;
+      end.end_site = true;
+      end.first_channel = out.channels;
+      out.joints.push_back(end);
+    }
+  }
+  for (std::size_t f = 0; f < in.frames.size(); f += static_cast<std::size_t>(step)) {
+    std::vector<double> v;
+    v.reserve(static_cast<std::size_t>(out.channels));
+    for (auto [first, n] : channel_src)
+      for (int c = 0; c < n; ++c) v.push_back(in.frames[f][static_cast<std::size_t>(first + c)]);
+    out.frames.push_back(std::move(v));
+  }
+  return out;
+}
 
 namespace {
 std::string fixed(double v, int decimals) {

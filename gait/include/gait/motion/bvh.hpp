@@ -35,6 +35,12 @@ BvhFile parse_bvh(const std::string& text, const std::string& source);
 BvhFile read_bvh_file(const std::filesystem::path& path);
 std::string write_bvh(const BvhFile& bvh, int decimals_rotation, int decimals_position);
 
+// The joints the retargeting reads (fingers and eyes dropped; a joint left without
+// children ends in an End Site at its first dropped child's offset) and every `step`-th
+// frame from the first (the converter's T-pose stays frame 1), the frame time scaled to
+// match. Joints stay in depth-first order. Throws when step < 1.
+BvhFile trim_bvh(const BvhFile& bvh, int step);
+
 // Positions of every joint for every frame. The first frame counts as an inserted
 // rest pose (cgspeed's T-pose) when it jumps to frame 1 far more than later frames move.
 MotionClip bvh_to_clip(const BvhFile& bvh, const std::string& name, const std::string& person);

@@ -30,6 +30,23 @@ std::map<std::string, MocapManifestRow> read_mocap_manifest(const std::filesyste
 
 std::vector<MotionClip> load_mocap_folder(const std::filesystem::path& dir, std::vector<std::string>& problems);
 
+// What pack_mocap_folder wrote: clips (AMC and BVH) and bytes of motion files.
+struct MocapPackSummary {
+  std::size_t clips = 0, bytes = 0;
+};
+// The compact copy of a capture folder (the layout above) in `out`, as the repository
+// embeds it (gait/data/mocap): every clip keeps every `step`-th frame from the first,
+// rotations rounded to 0.1 degree and positions to 0.01 unit, and only what the
+// retargeting reads (BVH: trim_bvh; AMC: the spine, head, arms down to the radius and
+// legs down to the foot); ASF skeletons are copied. MANIFEST.tsv lists each clip with
+// its packed and source frames and rates and the source MANIFEST's description (whose
+// malformed rows go to `problems`). The files are staged beside `out` and moved into
+// place only when every clip was read, so a bad file leaves `out` as it was. Throws one
+// line for a missing capture folder, an output path that cannot be a folder, folders
+// that overlap, step < 1 or a malformed clip (naming file and line).
+MocapPackSummary pack_mocap_folder(const std::filesystem::path& from, const std::filesystem::path& out, int step,
+                                   std::vector<std::string>& problems);
+
 // The embedded captures (gait/data/mocap in the source tree, or $GAIT_MOCAP_DIR).
 std::filesystem::path default_mocap_dir();
 
