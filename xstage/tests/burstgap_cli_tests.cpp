@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -446,4 +449,74 @@ TEST_F(BurstGapCli, HostLinkResultsJoinsSeveralMoeSweeps) {
   EXPECT_EQ(moe["date"], "d2") << moe;
   EXPECT_DOUBLE_EQ(moe["rows"][2]["profile"]["expert_wave"]["consumer_shares"]["combine"].get<double>(), 0.4);
   EXPECT_FALSE(moe["rows"][0].contains("profile"));
+}
+
+// The shipped parameters (xstage/data/*_params.json) and the probe sections of the
+// results files (docs/results/probe.json, host_link.json) are what this build's fit makes
+// of the shipped sweeps, so a change to the model cannot leave them behind.
+namespace {
+// Every number of `a` and `b` by path, within a relative 1e-6 (the fit's arithmetic may
+// round differently under another compiler); other values equal; keys in `skip` ignored.
+void expect_same_numbers(const nlohmann::json& a, const nlohmann::json& b, const std::string& where,
+                         const std::vector<std::string>& skip = {}) {
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    EXPECT_LE(std::abs(x - y), 1e-6 * std::max(1.0, std::abs(y))) << where << ": " << x << " against " << y;
+  } else if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : b.items()) {
+      if (std::find(skip.begin(), skip.end(), k) != skip.end()) continue;
+      ASSERT_TRUE(a.contains(k)) << where << "." << k << " is missing";
+      expect_same_numbers(a.at(k), v, where + "." + k, skip);
+    }
+    for (const auto& [k, v] : a.items())
+      EXPECT_TRUE(b.contains(k) || std::find(skip.begin(), skip.end(), k) != skip.end()) << where << "." << k << " is new";
+  } else if (a.is_array() && b.is_array()) {
+    ASSERT_EQ(a.size(), b.size()) << where;
+    for (std::size_t i = 0; i < a.size(); ++i) expect_same_numbers(a[i], b[i], fmt::format("{}[{}]", where, i), skip);
+  } else {
+    EXPECT_EQ(a, b) << where;
+  }
+}
+
+nlohmann::json read_json_file(const fs::path& p) { return nlohmann::json::parse(slurp(p)); }
+
+// A probe folder as `xstage probe` and the device stage's fit leave it, from a shipped sweep.
+fs::path fitted_probe_dir(const fs::path& src, const std::string& prefix) {
+  const fs::path d = work_dir() / ("shipped_" + prefix);
+  fs::create_directories(d);
+  fs::copy_file(src / "xstage/data" / (prefix + "_sweep.csv"), d / "sweep.csv", fs::copy_options::overwrite_existing);
+  fs::copy_file(src / "xstage/data" / (prefix + "_probe_summary.json"), d / "probe_summary.json",
+                fs::copy_options::overwrite_existing);
+  const CliResult fit = xstage(fmt::format("fit '{}' -o '{}' --holdout 0.3 --seed 1 --report '{}'", (d / "sweep.csv").string(),
+                                           (d / "params.json").string(), (d / "report.json").string()));
+  EXPECT_EQ(fit.code, 0) << fit.err;
+  return d;
+}
+}  // namespace
+
+TEST_F(BurstGapCli, ShippedFitsAndResultsAreThisBuildsFitOfTheShippedSweeps) {
+  const char* env = std::getenv("XSTAGE_SOURCE_DIR");
+  ASSERT_NE(env, nullptr) << "run through ctest (XSTAGE_SOURCE_DIR)";
+  const fs::path src = env;
+  std::map<std::string, fs::path> dirs;
+  for (const char* prefix : {"h200", "h200x4", "h200_host"}) {
+    dirs[prefix] = fitted_probe_dir(src, prefix);
+    expect_same_numbers(read_json_file(dirs[prefix] / "params.json"),
+                        read_json_file(src / "xstage/data" / (std::string(prefix) + "_params.json")),
+                        std::string(prefix) + "_params.json", {"source_csv"});
+  }
+  const fs::path probe = work_dir() / "probe.json";
+  const CliResult r = xstage(fmt::format("probe-results '{}' '{}' -o '{}'", dirs["h200"].string(), dirs["h200x4"].string(),
+                                         probe.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_numbers(read_json_file(probe), read_json_file(src / "docs/results/probe.json"), "probe.json",
+                      {"source_csv"});
+  // host-link-results keeps the fused-kernel sections of the file it rewrites: only the
+  // probe section is compared.
+  const fs::path host = work_dir() / "host_link.json";
+  fs::copy_file(src / "docs/results/host_link.json", host, fs::copy_options::overwrite_existing);
+  const CliResult h = xstage(fmt::format("host-link-results --probe '{}' -o '{}'", dirs["h200_host"].string(), host.string()));
+  ASSERT_EQ(h.code, 0) << h.err;
+  expect_same_numbers(read_json_file(host)["probe"], read_json_file(src / "docs/results/host_link.json")["probe"],
+                      "host_link.json probe", {"source_csv"});
 }
