@@ -18,6 +18,7 @@
 #include "common/testing.hpp"
 #include "common/parallel.hpp"
 #include "common/png.hpp"
+#include "common/progress.hpp"
 #include "common/stats.hpp"
 #include "common/validate.hpp"
 
@@ -62,6 +63,35 @@ TEST(Parallel, EveryIndexOnceAndTheFirstErrorRethrown) {
     EXPECT_STREQ(e.what(), "item 10 failed");
   }
   EXPECT_LT(calls.load(), 10000);  // stopped early
+}
+
+// Off a terminal (a CI log) the bar prints whole lines: one when the work is complete
+// and one when it finishes, with the status; a disabled bar prints nothing. Ticks from
+// several threads all count.
+TEST(ProgressBar, LogLinesCountEveryTickAndCarryTheStatus) {
+  testing::internal::CaptureStderr();
+  {
+    common::ProgressBar bar("work", 400);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 4; ++t)
+      workers.emplace_back([&] {
+        for (int i = 0; i < 100; ++i) bar.tick();
+      });
+    for (auto& w : workers) w.join();
+    EXPECT_EQ(bar.done(), 400u);
+    bar.set_status("loss 0.31");
+  }  // the destructor finishes the line
+  {
+    common::ProgressBar quiet("quiet", 3, false);
+    quiet.tick(3);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string full = "work [" + std::string(28, '#') + "] 400/400 100% ";
+  EXPECT_EQ(err.find(full), 0u) << err;
+  EXPECT_NE(err.find("s  loss 0.31\n"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  EXPECT_EQ(err.find("quiet"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
 }
 
 TEST(Stats, QuantileInterpolatesBetweenRanks) {

@@ -21,6 +21,9 @@ grep -q -- "--force" "$DIR/err" || fail "refusal does not mention --force"
 grep -q "40 sequences (40 with silhouettes, 40 with pose, 40 with both)" "$DIR/index.txt" || fail "index counts"
 "$GAIT" preprocess "$DIR/ds" --cache "$DIR/cache" --no-progress >"$DIR/pre.txt"
 grep -q "cache: 40 written" "$DIR/pre.txt" || fail "preprocess counts"
+"$GAIT" baseline --cache "$DIR/cache" --test-from 1 >"$DIR/baseline.txt"
+grep -q "test subjects 1..2 (2), identical views excluded" "$DIR/baseline.txt" || fail "baseline: $(cat "$DIR/baseline.txt")"
+[ "$(grep -cE '^ +(NM|BG|CL) \| +[0-9.]+ +[0-9.]+ \| +[0-9.]+$' "$DIR/baseline.txt")" = 3 ] || fail "baseline table"
 "$GAIT" strip "$DIR/ds" --subject 1 --views 0,90 --out "$DIR/strip.png" >/dev/null
 [ -s "$DIR/strip.png" ] || fail "no strip"
 if "$GAIT" index "$DIR/missing" 2>/dev/null; then fail "index of a missing folder succeeded"; fi

@@ -71,6 +71,20 @@ assert (got["heads"], got["skeleton_scale"]) == (best["heads"], best["skeleton_s
 PY
 if "$GAIT" tune-fusion --ckpt "$T/run/latest.gckpt" --data "$T/data" --no-progress 2>"$T/err3.txt"; then exit 1; fi
 grep -q "the development set must hold other identities" "$T/err3.txt"
+step identify a sequence of another dataset
+# Not the checkpoint's dataset and not cached: found by its folder, preprocessed on the fly.
+"$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" "$T/dev/silhouettes/002/nm-01/090" | tee "$T/id2.txt"
+grep -qE "^probe 002-nm-01-090 \([1-9][0-9]* frames\) against" "$T/id2.txt"
+if "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" "$T/dev/silhouettes/002/nm-09/090" 2>"$T/e7.txt"; then exit 1; fi
+grep -q "no sequence 002-nm-09-090 in this dataset" "$T/e7.txt"
+step bench-infer
+"$GAIT" bench-infer --config "$CFG" --frames 3 --repeats 2 --warmup 0 --threads 1 --json "$T/bench.json" >/dev/null
+python3 - "$T/bench.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["frames"] == 3 and j["runs"] == 2 and j["threads"] == 1, j
+assert 0 < j["p10_ms"] <= j["median_ms"] <= j["p90_ms"], j
+PY
 step strict config
 echo '{"base": "'"$CFG"'", "model": {"gcn": {"stc_attn": true}}}' >"$T/bad.json"
 if "$GAIT" train --config "$T/bad.json" --data "$T/data" 2>"$T/err.txt"; then exit 1; fi

@@ -183,6 +183,15 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
   ASSERT_EQ(wan.code, 0) << wan.err;
   EXPECT_NE(wan.out.find("(padded to 75776, 18944 per rank)"), std::string::npos) << wan.out;
   EXPECT_NE(wan.out.find("56832-75775   18768     176"), std::string::npos) << wan.out;
+  // An MoE preset adds the MoE exchange and both schedules' predicted stalls: rank r
+  // sends 3/4 of its 1024 x 2 (token, slot) rows of 3072 bf16.
+  const CliResult moe = xstage(plan + " --preset dit-moe --tokens 4096 --gpus 4 --plan-json " + path("moe_plan.json"));
+  ASSERT_EQ(moe.code, 0) << moe.err;
+  EXPECT_NE(moe.out.find("MoE dispatch and combine 9.44 MB each (uniform routing)"), std::string::npos) << moe.out;
+  EXPECT_NE(moe.out.find("MoE Interleaved (predicted stall "), std::string::npos) << moe.out;
+  EXPECT_NE(moe.out.find("MoE Expert-Wave (predicted stall "), std::string::npos) << moe.out;
+  const auto moe_json = nlohmann::json::parse(slurp(path("moe_plan.json")));
+  EXPECT_TRUE(moe_json.contains("moe") && moe_json["moe"].contains("expert_wave_predicted_stall_us")) << moe_json;
   expect_one_line_error(xstage(plan + " --cpu"), "--plan runs nothing");
   expect_one_line_error(xstage("dit --plan-json " + path("p2.json")), "give --plan too");
   expect_one_line_error(xstage(plan + " --plan-json " + path("")), "is a directory");
@@ -194,6 +203,28 @@ TEST_F(BurstGapCli, DitPlanNeedsNoGpu) {
   EXPECT_EQ(std::system(elsewhere.c_str()), 0) << slurp(path("o.txt"));
   EXPECT_NE(slurp(path("o.txt")).find("Burst-Gap peer/st16 fitted on 2 GPUs (drain 4"), std::string::npos)
       << slurp(path("o.txt"));
+}
+
+// The fp32 CPU reference of a tiny preset: its weights saved and loaded again give the
+// same sample bit for bit; the results file keeps one row per configuration (a rerun
+// replaces its row, another step count adds one).
+TEST_F(BurstGapCli, DitCpuReferenceRunsAndItsWeightsRoundTrip) {
+  const std::string cpu = "dit --cpu --preset tiny-moe --tokens 64 --quiet --json " + path("dit.json");
+  const CliResult saved = xstage(cpu + " --steps 2 --save-weights " + path("w.safetensors"));
+  ASSERT_EQ(saved.code, 0) << saved.err;
+  const CliResult loaded = xstage(cpu + " --steps 2 --weights " + path("w.safetensors"));
+  ASSERT_EQ(loaded.code, 0) << loaded.err;
+  const auto sample = [](const std::string& out) { return out.substr(out.find("max |x|")); };
+  EXPECT_EQ(sample(saved.out), sample(loaded.out)) << saved.out << loaded.out;
+  EXPECT_NE(saved.out.find("dit cpu: tiny-moe tokens 64 (1x8x8) blocks 2 steps 2: "), std::string::npos) << saved.out;
+  EXPECT_NE(loaded.out.find("(1 rows)"), std::string::npos) << loaded.out;
+  ASSERT_EQ(xstage(cpu + " --steps 1").code, 0);
+  const auto rows = nlohmann::json::parse(slurp(path("dit.json")))["rows"];
+  ASSERT_EQ(rows.size(), 2u) << rows;
+  EXPECT_EQ(rows[0]["path"], "cpu");
+  EXPECT_GT(rows[0]["latent_max_abs"].get<double>(), 0.0);
+  expect_one_line_error(xstage("dit --cpu --preset flux-like --tokens 64"), "meant for the tiny presets");
+  expect_one_line_error(xstage(cpu + " --gpus 2"), "one rank");
 }
 
 // The model's side of the host-link MoE sweep runs without a GPU: one table row per
