@@ -149,12 +149,6 @@ std::optional<std::size_t> first_non_finite(std::span<const float> xs) {
   return std::nullopt;
 }
 
-std::optional<std::size_t> first_non_finite(std::span<const double> xs) {
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    if (!std::isfinite(xs[i])) return i;
-  return std::nullopt;
-}
-
 void finite_rows(std::span<const float> data, std::size_t row_size, std::string_view source,
                  const std::function<std::string(std::size_t)>& row_name) {
   const auto bad = first_non_finite(data);

@@ -369,6 +369,25 @@ TEST(MocapPack, RepackingTheEmbeddedCapturesAtStepOneChangesNoFile) {
   fs::remove_all(out);
 }
 
+// A malformed MANIFEST row and AMC clips without their skeleton are reported; the
+// other clips still load.
+TEST(MocapFolder, ProblemsAreReportedAndTheRestLoads) {
+  const fs::path dir = fresh_dir("problems");
+  fs::create_directories(dir / "01");
+  fs::create_directories(dir / "02");
+  common::write_file_atomic(dir / "01" / "01_01.bvh", finger_bvh(4));
+  fs::copy_file(default_mocap_dir() / "16" / "16_15.amc", dir / "02" / "02_01.amc");
+  common::write_file_atomic(dir / "MANIFEST.tsv", "file\tformat\tfps\tdescription\n01/01_01.bvh\tbvh\n");
+  std::vector<std::string> problems;
+  const auto clips = load_mocap_folder(dir, problems);
+  ASSERT_EQ(clips.size(), 1u);
+  EXPECT_EQ(clips[0].person, "01");
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("MANIFEST.tsv:2: 2 fields, header has 4: ignored"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("02: AMC files but no .asf skeleton: skipped"), std::string::npos) << problems[1];
+  fs::remove_all(dir);
+}
+
 TEST(MocapPack, BadInputChangesNothing) {
   const fs::path src = fresh_dir("bad_src"), out = fresh_dir("bad_out");
   fs::create_directories(src / "01");

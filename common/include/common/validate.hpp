@@ -88,7 +88,6 @@ void finite_cells(const CsvTable& t, std::initializer_list<std::string_view> nam
 // ============================================================================
 
 std::optional<std::size_t> first_non_finite(std::span<const float> xs);
-std::optional<std::size_t> first_non_finite(std::span<const double> xs);
 // Rows of `row_size` values: throws "<source>: <row_name(r)>: value <i> of <row_size> is nan"
 // at the first non-finite value. row_name(r) names the row ("row 4 (075-nm-05-090)").
 void finite_rows(std::span<const float> data, std::size_t row_size, std::string_view source,
