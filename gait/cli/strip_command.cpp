@@ -17,7 +17,6 @@
 #include "common/files.hpp"
 #include "common/validate.hpp"
 #include "common/png.hpp"
-#include "common/png_fast.hpp"
 #include "draw.hpp"
 #include "gait/dataset.hpp"
 #include "gait/silhouettes.hpp"
@@ -141,7 +140,7 @@ void run_strip(const StripArgs& a) {
     draw_tile(canvas, kGap + col * (kTileW + kGap), kGap + row * (kTileH + kGap), d.pngs[t], d.pose_at(d.frames[t]));
   }
   const auto bytes = common::encode_png(canvas);
-  common::write_png(canvas, a.out);
+  common::write_file_atomic(a.out, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   fmt::print("{}: {}x{} ({} tiles, {:.1f} KB)\n", a.out.string(), canvas.width, canvas.height, tiles.size(), bytes.size() / 1024.0);
 }
 
