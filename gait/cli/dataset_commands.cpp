@@ -24,16 +24,6 @@ namespace {
 
 constexpr std::size_t kShownProblems = 10;
 
-struct Counts {
-  std::size_t sequences = 0, frames = 0, pose_rows = 0, aligned = 0;
-  void add(const IndexEntry& e) {
-    sequences += e.sil_frame_ids.empty() ? 0 : 1;
-    frames += e.sil_frame_ids.size();
-    pose_rows += e.pose_rows;
-    aligned += e.aligned_frames;
-  }
-};
-
 void print_problems(const std::vector<std::string>& problems) {
   for (std::size_t i = 0; i < std::min(problems.size(), kShownProblems); ++i) fmt::print(stderr, "  {}\n", problems[i]);
   if (problems.size() > kShownProblems) fmt::print(stderr, "  ... and {} more\n", problems.size() - kShownProblems);
@@ -49,43 +39,27 @@ void print_pose_stats(const PoseCsvStats& p) {
 void run_index(const fs::path& root, const std::optional<fs::path>& pose, const fs::path& json_out) {
   if (!json_out.empty()) common::check_output_path(json_out, "index: --json");  // before the scan
   const DatasetIndex idx = scan_dataset(resolve_dataset(root, pose));
-  std::map<int, std::map<Condition, Counts>> by_subject;
-  std::map<int, Counts> by_view;
-  std::map<int, std::map<Condition, std::map<int, Counts>>> full;
-  Counts total;
-  for (const auto& e : idx.entries) {
-    by_subject[e.key.subject][e.key.cond].add(e);
-    by_view[e.key.view].add(e);
-    full[e.key.subject][e.key.cond][e.key.view].add(e);
-    total.add(e);
-  }
+  const DatasetCounts counts = count_dataset(idx);
   fmt::print("silhouettes: {}\npose: {}\n\n", idx.paths.silhouettes.string(),
              idx.paths.pose ? idx.paths.pose->string() : std::string("(none)"));
   fmt::print("subject |   nm seq  frames  pose |   bg seq  frames  pose |   cl seq  frames  pose\n");
-  for (const auto& [s, conds] : by_subject) {
+  for (const auto& [s, conds] : counts.by_subject) {
     std::string line = fmt::format("{:>7}", subject_name(s));
     for (Condition c : kConditions) {
       const auto it = conds.find(c);
-      const Counts k = it == conds.end() ? Counts{} : it->second;
+      const SequenceCounts k = it == conds.end() ? SequenceCounts{} : it->second;
       line += fmt::format(" | {:8} {:7} {:5}", k.sequences, k.frames, k.pose_rows);
     }
     fmt::print("{}\n", line);
   }
   fmt::print("\nview | sequences  frames  pose rows  aligned frames\n");
-  for (const auto& [v, k] : by_view)
+  for (const auto& [v, k] : counts.by_view)
     fmt::print("{:>4} | {:9} {:7} {:10} {:15}\n", view_name(v), k.sequences, k.frames, k.pose_rows, k.aligned);
-  // Sequences of the standard layout (10 per subject x 11 views) absent for the subjects present.
-  std::set<SequenceKey> present;
-  for (const auto& e : idx.entries)
-    if (!e.sil_frame_ids.empty()) present.insert(e.key);
-  std::size_t missing = 0;
-  for (const auto& [s, conds] : by_subject)
-    for (auto [c, n] : standard_sequences())
-      for (int v : standard_views()) missing += present.count(SequenceKey{s, c, n, v}) == 0;
   const IndexReport& r = idx.report;
   fmt::print("\n{} subjects, {} sequences ({} with silhouettes, {} with pose, {} with both), {} frames, {} aligned\n",
-             by_subject.size(), r.sequences, r.with_silhouettes, r.with_pose, r.with_both, total.frames, total.aligned);
-  fmt::print("missing from the standard CASIA-B layout of these subjects: {} sequences\n", missing);
+             counts.by_subject.size(), r.sequences, r.with_silhouettes, r.with_pose, r.with_both, counts.total.frames,
+             counts.total.aligned);
+  fmt::print("missing from the standard CASIA-B layout of these subjects: {} sequences\n", counts.missing_standard);
   fmt::print("skipped: {} empty folders, {} ignored names; {} sequences aligned by resampling\n", r.empty_folders,
              r.ignored_names, r.resampled);
   if (idx.has_pose()) print_pose_stats(r.pose);
@@ -95,14 +69,14 @@ void run_index(const fs::path& root, const std::optional<fs::path>& pose, const 
   if (r.with_silhouettes == 0) throw common::Error(fmt::format("{}: no usable sequence", root.string()));
   if (!json_out.empty()) {
     nlohmann::json j;
-    for (const auto& [s, conds] : full)
+    for (const auto& [s, conds] : counts.by_subject_view)
       for (const auto& [c, views] : conds)
         for (const auto& [v, k] : views)
           j["counts"][subject_name(s)][std::string(condition_name(c))][view_name(v)] = {
               {"sequences", k.sequences}, {"frames", k.frames}, {"pose_rows", k.pose_rows}, {"aligned", k.aligned}};
     j["totals"] = {{"sequences", r.sequences}, {"with_silhouettes", r.with_silhouettes}, {"with_pose", r.with_pose},
-                   {"with_both", r.with_both}, {"frames", total.frames}, {"aligned_frames", total.aligned},
-                   {"missing_standard_sequences", missing}, {"empty_folders", r.empty_folders}, {"ignored_names", r.ignored_names},
+                   {"with_both", r.with_both}, {"frames", counts.total.frames}, {"aligned_frames", counts.total.aligned},
+                   {"missing_standard_sequences", counts.missing_standard}, {"empty_folders", r.empty_folders}, {"ignored_names", r.ignored_names},
                    {"pose_rows_skipped", r.pose.skipped_rows()}, {"joints_repaired", r.pose.joints_repaired},
                    {"joints_unrepairable", r.pose.joints_unrepairable}};
     common::write_file_atomic(json_out, j.dump(1));

@@ -156,4 +156,27 @@ DatasetIndex scan_dataset(const DatasetPaths& paths, PoseCsvOptions pose_opts) {
   return idx;
 }
 
+void SequenceCounts::add(const IndexEntry& e) {
+  sequences += e.sil_frame_ids.empty() ? 0 : 1;
+  frames += e.sil_frame_ids.size();
+  pose_rows += e.pose_rows;
+  aligned += e.aligned_frames;
+}
+
+DatasetCounts count_dataset(const DatasetIndex& idx) {
+  DatasetCounts c;
+  std::set<SequenceKey> present;
+  for (const auto& e : idx.entries) {
+    c.by_subject[e.key.subject][e.key.cond].add(e);
+    c.by_view[e.key.view].add(e);
+    c.by_subject_view[e.key.subject][e.key.cond][e.key.view].add(e);
+    c.total.add(e);
+    if (!e.sil_frame_ids.empty()) present.insert(e.key);
+  }
+  for (const auto& [s, conds] : c.by_subject)
+    for (auto [cond, n] : standard_sequences())
+      for (int v : standard_views()) c.missing_standard += present.count(SequenceKey{s, cond, n, v}) == 0;
+  return c;
+}
+
 }  // namespace gait

@@ -66,6 +66,17 @@ TEST(Dataset, ProblemsAreSkippedAndCounted) {
   const auto& g = *std::find_if(idx.entries.begin(), idx.entries.end(), [&](const IndexEntry& e) { return e.key == good; });
   EXPECT_EQ(g.sil_frame_ids.size(), 12u);  // frames 10..21
   EXPECT_EQ(g.aligned_frames, 10u);        // pose covers 12..31
+  // The report's counts: the pose-only sequence counts its rows but not as a sequence.
+  const DatasetCounts n = count_dataset(idx);
+  EXPECT_EQ(n.total.sequences, 3u);
+  EXPECT_EQ(n.total.frames, 12u + 3u + 8u);
+  EXPECT_EQ(n.total.pose_rows, 20u + 3u + 5u);
+  EXPECT_EQ(n.by_subject.at(1).at(Condition::NM).frames, 12u);
+  EXPECT_EQ(n.by_subject.at(3).at(Condition::NM).sequences, 0u);
+  EXPECT_EQ(n.by_view.at(90).sequences, 2u);
+  EXPECT_EQ(n.by_subject_view.at(2).at(Condition::CL).at(0).frames, 8u);
+  EXPECT_EQ(n.by_subject_view.at(2).at(Condition::CL).at(0).aligned, 0u);  // the dataset has pose, this sequence none
+  EXPECT_EQ(n.missing_standard, 3u * 110u - 3u);  // subjects 1-3 hold 3 of their 110 standard sequences
 
   CacheBuildOptions o;
   o.progress = false;

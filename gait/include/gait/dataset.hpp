@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,5 +64,22 @@ struct DatasetIndex {
 };
 
 DatasetIndex scan_dataset(const DatasetPaths& paths, PoseCsvOptions pose_opts = {});
+
+// An index counted for a report (`gait index`): usable sequences (with silhouettes),
+// their frames, pose rows and aligned frames per subject and condition, per view, per
+// (subject, condition, view) and in total; and the sequences of the standard CASIA-B
+// layout (standard_sequences() at standard_views()) that the subjects present lack.
+struct SequenceCounts {
+  std::size_t sequences = 0, frames = 0, pose_rows = 0, aligned = 0;
+  void add(const IndexEntry& e);
+};
+struct DatasetCounts {
+  std::map<int, std::map<Condition, SequenceCounts>> by_subject;
+  std::map<int, SequenceCounts> by_view;
+  std::map<int, std::map<Condition, std::map<int, SequenceCounts>>> by_subject_view;
+  SequenceCounts total;
+  std::size_t missing_standard = 0;
+};
+DatasetCounts count_dataset(const DatasetIndex& idx);
 
 }  // namespace gait
