@@ -5,6 +5,7 @@
 
 #include "gait/testing_tmp.hpp"
 
+#include <array>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "gait/synth/raster.hpp"
 #include "gait/synth/scene.hpp"
 #include "gait/synth/seg_noise.hpp"
+#include "gait/strip.hpp"
 #include "gait/synth/synth.hpp"
 #include "gait/synth/walker.hpp"
 
@@ -161,6 +163,45 @@ TEST(Synth, RefusesANonEmptyOutputUnlessForced) {
   EXPECT_EQ(synthesize(o).sequences, 1u);
   EXPECT_TRUE(fs::exists(out / "keep.txt"));  // --force replaces only the generator's own files
   fs::remove_all(out);
+}
+
+// A contact sheet of a generated subject: the grid is three conditions by the views,
+// the walk one row of frames; each tile shows the silhouette (bright) with the skeleton
+// in its limb colours over it.
+TEST(Strip, RendersTheGridAndTheWalkFromTheFiles) {
+  SynthOptions o;
+  o.out = fresh_dir("strip");
+  o.gen.subjects = 1;
+  o.gen.views = {36, 90};
+  o.gen.sequences = {{Condition::NM, 1}, {Condition::BG, 1}, {Condition::CL, 1}};
+  o.progress = false;
+  synthesize(o);
+  const DatasetIndex idx = scan_dataset(resolve_dataset(o.out));
+  StripSpec spec;
+  spec.views = {36, 90};
+  const common::Image grid = render_strip(idx, spec);
+  EXPECT_EQ(grid.width, 2 * kStripTileW + 3 * kStripGap);
+  EXPECT_EQ(grid.height, 3 * kStripTileH + 4 * kStripGap);
+  auto count = [](const common::Image& img, std::array<std::uint8_t, 3> rgb) {
+    std::size_t n = 0;
+    for (int y = 0; y < img.height; ++y)
+      for (int x = 0; x < img.width; ++x)
+        n += img.at(y, x, 0) == rgb[0] && img.at(y, x, 1) == rgb[1] && img.at(y, x, 2) == rgb[2];
+    return n;
+  };
+  EXPECT_GT(count(grid, {235, 235, 235}), 6u * 1000u);  // six silhouettes of ~125 px height
+  EXPECT_GT(count(grid, {255, 140, 0}), 6u * 20u);      // left limbs
+  EXPECT_GT(count(grid, {40, 120, 255}), 6u * 20u);     // right limbs
+  spec.walk_view = 90;
+  spec.count = 4;
+  const common::Image walk = render_strip(idx, spec);
+  EXPECT_EQ(walk.width, 4 * kStripTileW + 5 * kStripGap);
+  EXPECT_EQ(walk.height, kStripTileH + 2 * kStripGap);
+  spec.sequence = "xx-1";
+  EXPECT_THROW(render_strip(idx, spec), common::Error);
+  spec.sequence = "nm-02";  // not generated
+  EXPECT_THROW(render_strip(idx, spec), common::Error);
+  fs::remove_all(o.out);
 }
 
 TEST(Synth, ThreadCountDoesNotChangeTheFiles) {

@@ -1,4 +1,4 @@
-// Minimal RGB drawing for the sample strips: thick lines and filled dots.
+// Minimal RGB drawing for the sample strips (strip.cpp): thick lines and filled dots.
 #pragma once
 
 #include <array>
@@ -6,11 +6,11 @@
 
 #include "common/png.hpp"
 
-namespace gait::cli {
+namespace gait::detail {
 
 using Rgb = std::array<std::uint8_t, 3>;
 
 void draw_dot(common::Image& img, double x, double y, double r, Rgb c);
 void draw_line(common::Image& img, double x0, double y0, double x1, double y1, double width, Rgb c);
 
-}  // namespace gait::cli
+}  // namespace gait::detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace gait::cli {
+namespace gait::detail {
 
 namespace {
 void put(common::Image& img, int x, int y, Rgb c) {
@@ -27,4 +27,4 @@ void draw_line(common::Image& img, double x0, double y0, double x1, double y1, d
   }
 }
 
-}  // namespace gait::cli
+}  // namespace gait::detail
