@@ -413,6 +413,7 @@ TEST(MocapPack, BadInputChangesNothing) {
   EXPECT_EQ(read_bvh_file(out / "01" / "01_01.bvh").frames.size(), 2u);
   EXPECT_FALSE(fs::exists(out / "01" / "01_02.bvh"));
   EXPECT_NE(error_of(src, src / "packed", 1).find("overlap"), std::string::npos);
+  EXPECT_NE(error_of(src.string() + "/", src / "packed/", 1).find("overlap"), std::string::npos);
   EXPECT_NE(error_of(src / "missing", out, 1).find("no such folder"), std::string::npos);
   EXPECT_NE(error_of(src, out / "MANIFEST.tsv", 1).find("output folder"), std::string::npos);
   EXPECT_NE(error_of(src, out, 0).find("step 0"), std::string::npos);

@@ -78,10 +78,13 @@ MocapPackSummary pack_mocap_folder(const fs::path& from, const fs::path& out_dir
   if (step < 1) throw common::Error(fmt::format("mocap pack: step {} (keep every n-th frame, n >= 1)", step));
   common::validate::folder(from, "mocap pack: the capture folder");
   common::check_output_dir(out_dir, "mocap pack: the output folder");
-  const fs::path src = fs::weakly_canonical(from), dst = fs::weakly_canonical(out_dir);
+  const auto absolute = [](const fs::path& p) {  // without a trailing separator's empty element
+    const fs::path a = fs::weakly_canonical(p);
+    return a.has_filename() ? a : a.parent_path();
+  };
+  const fs::path src = absolute(from), dst = absolute(out_dir);
   const auto inside = [](const fs::path& a, const fs::path& b) {  // a is b or below it
-    const auto [ai, bi] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-    return bi == b.end();
+    return std::mismatch(a.begin(), a.end(), b.begin(), b.end()).second == b.end();
   };
   if (inside(dst, src) || inside(src, dst))
     throw common::Error(fmt::format("mocap pack: the output folder {} and the capture folder {} overlap",
