@@ -83,7 +83,7 @@ struct Bench {
 #ifdef XSTAGE_HAVE_TORCH_BASELINES
     torch = opt.torch;
 #endif
-    if (!opt.baselines_json.empty()) file_baselines = nlohmann::json::parse(common::read_file(opt.baselines_json));
+    if (!opt.baselines_json.empty()) file_baselines = bench::read_json_file(opt.baselines_json);
   }
 };
 

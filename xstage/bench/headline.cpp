@@ -207,14 +207,6 @@ void ulysses_achievable_bounds(nlohmann::json& section, int sms) {
 
 }  // namespace
 
-nlohmann::json read_json_file(const std::filesystem::path& p) {
-  try {
-    return nlohmann::json::parse(common::read_file(p));
-  } catch (const nlohmann::json::exception& e) {
-    throw common::Error(fmt::format("{}: malformed JSON ({})", p.string(), e.what()));  // the user's file
-  }
-}
-
 nlohmann::json probe_run_figures(const std::filesystem::path& dir, const std::string& pattern, double gap_ns) {
   const auto summary = read_json_file(dir / "probe_summary.json");
   const auto params = read_json_file(dir / "params.json");

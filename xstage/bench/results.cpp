@@ -20,6 +20,14 @@ nlohmann::json Row::json() const {
   return j;
 }
 
+nlohmann::json read_json_file(const std::filesystem::path& p) {
+  try {
+    return nlohmann::json::parse(common::read_file(p));
+  } catch (const nlohmann::json::exception& e) {
+    throw common::Error(fmt::format("{}: malformed JSON ({})", p.string(), e.what()));
+  }
+}
+
 std::string today_utc() {
   const std::time_t t = std::time(nullptr);
   char buf[32];

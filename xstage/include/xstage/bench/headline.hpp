@@ -12,10 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace xstage::bench {
+#include "xstage/bench/report.hpp"  // read_json_file
 
-// A JSON file; a malformed one throws one line naming it.
-nlohmann::json read_json_file(const std::filesystem::path& path);
+namespace xstage::bench {
 
 // The headline figures of one probe folder on one link pattern: the backpressure ratio
 // (all SMs x 16 KiB with no gap over the same with `recovery_gap_ns`, a gap that lets the

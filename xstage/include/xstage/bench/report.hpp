@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -84,6 +85,8 @@ class Table {
 // The head of every results file: card, gpus, date (today, UTC) and the command line.
 nlohmann::json run_head(const std::string& card, int gpus, const std::string& command);
 std::string today_utc();  // YYYY-MM-DD
+// A JSON file the user gives (results, baselines); a malformed one throws one line naming it.
+nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // head + "rows", written to `path` (empty: nowhere) on every write(). With a key
 // (keep_other_rows), the rows of an existing file are kept, except those whose key
