@@ -18,14 +18,17 @@ ProgressBar::ProgressBar(std::string label, std::size_t total, bool enabled)
 ProgressBar::~ProgressBar() { finish(); }
 
 void ProgressBar::tick(std::size_t n) {
-  done_ += n;
+  // This tick's own count: of ticks racing to the end only the one that completes the work
+  // sees it complete.
+  const std::size_t done = done_.fetch_add(n) + n;
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  // Terminals redraw ~10 Hz; logs get a line every 10 s.
+  // Terminals redraw ~10 Hz and show the full bar at once; logs get a line every 10 s and
+  // the completed line from finish() only.
   const auto period = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10000);
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  if (now - last_draw_ < period && done_.load() < total_) return;
+  if (done >= total_ ? !tty_ : now - last_draw_ < period) return;
   last_draw_ = now;
   draw(false);
 }
