@@ -119,8 +119,8 @@ common::Image render_strip(const DatasetIndex& idx, const StripSpec& a) {
     if (which < 0)
       for (int k = 0; k < static_cast<int>(d.pngs.size()) / 2 && !d.pose_at(d.frames[t]); ++k) ++t;
     const int col = static_cast<int>(i) % cols, row = static_cast<int>(i) / cols;
-    draw_tile(canvas, kStripGap + col * (kStripTileW + kStripGap), kStripGap + row * (kStripTileH + kStripGap), d.pngs[t],
-              d.pose_at(d.frames[t]));
+    const int ox = kStripGap + col * (kStripTileW + kStripGap), oy = kStripGap + row * (kStripTileH + kStripGap);
+    draw_tile(canvas, ox, oy, d.pngs[t], d.pose_at(d.frames[t]));
   }
   return canvas;
 }

@@ -500,7 +500,8 @@ void expect_same_numbers(const nlohmann::json& a, const nlohmann::json& b, const
       expect_same_numbers(a.at(k), v, where + "." + k, skip);
     }
     for (const auto& [k, v] : a.items())
-      EXPECT_TRUE(b.contains(k) || std::find(skip.begin(), skip.end(), k) != skip.end()) << where << "." << k << " is new";
+      EXPECT_TRUE(b.contains(k) || std::find(skip.begin(), skip.end(), k) != skip.end())
+          << where << "." << k << " is new";
   } else if (a.is_array() && b.is_array()) {
     ASSERT_EQ(a.size(), b.size()) << where;
     for (std::size_t i = 0; i < a.size(); ++i) expect_same_numbers(a[i], b[i], fmt::format("{}[{}]", where, i), skip);
@@ -518,8 +519,9 @@ fs::path fitted_probe_dir(const fs::path& src, const std::string& prefix) {
   fs::copy_file(src / "xstage/data" / (prefix + "_sweep.csv"), d / "sweep.csv", fs::copy_options::overwrite_existing);
   fs::copy_file(src / "xstage/data" / (prefix + "_probe_summary.json"), d / "probe_summary.json",
                 fs::copy_options::overwrite_existing);
-  const CliResult fit = xstage(fmt::format("fit '{}' -o '{}' --holdout 0.3 --seed 1 --report '{}'", (d / "sweep.csv").string(),
-                                           (d / "params.json").string(), (d / "report.json").string()));
+  const CliResult fit = xstage(fmt::format("fit '{}' -o '{}' --holdout 0.3 --seed 1 --report '{}'",
+                                           (d / "sweep.csv").string(), (d / "params.json").string(),
+                                           (d / "report.json").string()));
   EXPECT_EQ(fit.code, 0) << fit.err;
   return d;
 }
@@ -537,8 +539,8 @@ TEST_F(BurstGapCli, ShippedFitsAndResultsAreThisBuildsFitOfTheShippedSweeps) {
                         std::string(prefix) + "_params.json", {"source_csv"});
   }
   const fs::path probe = work_dir() / "probe.json";
-  const CliResult r = xstage(fmt::format("probe-results '{}' '{}' -o '{}'", dirs["h200"].string(), dirs["h200x4"].string(),
-                                         probe.string()));
+  const CliResult r = xstage(fmt::format("probe-results '{}' '{}' -o '{}'", dirs["h200"].string(),
+                                         dirs["h200x4"].string(), probe.string()));
   ASSERT_EQ(r.code, 0) << r.err;
   expect_same_numbers(read_json_file(probe), read_json_file(src / "docs/results/probe.json"), "probe.json",
                       {"source_csv"});

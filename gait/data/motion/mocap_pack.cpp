@@ -37,7 +37,8 @@ PackedFile pack_amc(const fs::path& f, double source_fps, int step) {
   const AmcFile amc = read_amc_file(f);
   AmcFile sub;
   sub.header = amc.header;
-  for (std::size_t i = 0; i < amc.frames.size(); i += static_cast<std::size_t>(step)) sub.frames.push_back(amc.frames[i]);
+  for (std::size_t i = 0; i < amc.frames.size(); i += static_cast<std::size_t>(step))
+    sub.frames.push_back(amc.frames[i]);
   return {write_amc(sub, amc_bones_kept(), 1, 2), "asf-amc", sub.frames.size(), amc.frames.size(), source_fps / step,
           source_fps};
 }
