@@ -1,5 +1,6 @@
 #include "common/files.hpp"
 
+#include <algorithm>
 #include <ftw.h>
 #include <unistd.h>
 
@@ -135,6 +136,15 @@ void move_into(const fs::path& from, const fs::path& to) {
 }
 
 }  // namespace
+
+std::vector<fs::path> sorted_subfolders(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void remove_tree(const fs::path& path, std::error_code& ec) {
   ec.clear();

@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "common/check.hpp"
 #include "common/csv.hpp"
 #include "common/files.hpp"
@@ -162,6 +164,17 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
   for (auto& e : fs::directory_iterator(p.parent_path())) (void)e, ++entries;
   EXPECT_EQ(entries, 1u);  // no temp file left behind
   fs::remove_all(dir);
+}
+
+TEST(Files, SortedSubfoldersListsFoldersOnly) {
+  const fs::path d = fs::temp_directory_path() / ("xs_subfolders_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d / "b");
+  fs::create_directories(d / "a" / "inner");
+  common::write_file_atomic(d / "c.txt", "x");
+  EXPECT_EQ(common::sorted_subfolders(d), (std::vector<fs::path>{d / "a", d / "b"}));
+  EXPECT_TRUE(common::sorted_subfolders(d / "missing").empty());
+  fs::remove_all(d);
 }
 
 TEST(Files, OutputPathCheckedBeforeALongRun) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/check.hpp"
+#include "common/files.hpp"
 
 namespace gait {
 
@@ -61,15 +62,6 @@ FrameAlignment align_frames(const std::vector<int>& sil, const std::vector<int>&
 
 namespace {
 
-std::vector<fs::path> sorted_dirs(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_directory(ec)) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::vector<int> frame_ids_of(const fs::path& dir) {
   std::vector<std::pair<std::string, std::optional<int>>> files;
   std::error_code ec;
@@ -97,19 +89,19 @@ DatasetIndex scan_dataset(const DatasetPaths& paths, PoseCsvOptions pose_opts) {
     rep.problems.push_back(fmt::format("{}: ignored ({})", p.string(), why));
   };
   std::map<SequenceKey, IndexEntry> entries;
-  for (const auto& sdir : sorted_dirs(paths.silhouettes)) {
+  for (const auto& sdir : common::sorted_subfolders(paths.silhouettes)) {
     const auto subject = parse_subject(sdir.filename().string());
     if (!subject) {
       ignore(sdir, "not a three-digit subject id");
       continue;
     }
-    for (const auto& qdir : sorted_dirs(sdir)) {
+    for (const auto& qdir : common::sorted_subfolders(sdir)) {
       const auto sq = parse_seq_dir(qdir.filename().string());
       if (!sq) {
         ignore(qdir, "not <nm|bg|cl>-<nn>");
         continue;
       }
-      for (const auto& vdir : sorted_dirs(qdir)) {
+      for (const auto& vdir : common::sorted_subfolders(qdir)) {
         const auto view = parse_view(vdir.filename().string());
         if (!view) {
           ignore(vdir, "not a three-digit view angle");

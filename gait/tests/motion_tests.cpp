@@ -2,9 +2,6 @@
 // and the walker, on hand-made files with known answers and on the embedded captures.
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -15,6 +12,7 @@
 #include "gait/motion/bvh.hpp"
 #include "gait/motion/mocap_folder.hpp"
 #include "gait/synth/walker.hpp"
+#include "gait/testing_tmp.hpp"
 
 namespace gait {
 namespace {
@@ -332,7 +330,7 @@ TEST(GaitModel, WalkToWalkSpreadComesFromNaturalPaceCycles) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / fmt::format("gait_motion_{}_{}", name, ::getpid());
+  const fs::path d = test_scratch_dir("gait_motion_" + name);
   fs::remove_all(d);
   return d;
 }

@@ -207,25 +207,25 @@ void ulysses_achievable_bounds(nlohmann::json& section, int sms) {
 
 }  // namespace
 
-nlohmann::json probe_run_figures(const std::filesystem::path& dir, const std::string& pattern, double gap_ns) {
+nlohmann::json probe_run_figures(const std::filesystem::path& dir, const std::string& pattern, double recovery_gap_ns) {
   const auto summary = read_json_file(dir / "probe_summary.json");
   const auto params = read_json_file(dir / "params.json");
   const auto report = read_json_file(dir / "report.json");
   const auto rows = read_sweep_csv(dir / "sweep.csv");
   const int sms = summary.at("sm_count").get<int>();
   const std::string where = (dir / "sweep.csv").string();
-  const std::string gap_key = fmt::format("issue_ns_gap_{}us_median", gap_ns / 1000);
+  const std::string gap_key = fmt::format("issue_ns_gap_{}us_median", recovery_gap_ns / 1000);
   const SweepRow* no_gap_p = find_row(rows, pattern, "st16", sms, 16384, 0);
-  const SweepRow* gap_p = find_row(rows, pattern, "st16", sms, 16384, gap_ns);
+  const SweepRow* gap_p = find_row(rows, pattern, "st16", sms, 16384, recovery_gap_ns);
   XS_ASSERT(no_gap_p && gap_p, "{}: no issue-mode {} st16 rows at {} SMs x 16 KiB with gaps 0 and {} us "
-            "(run the standard sweep)", where, pattern, sms, gap_ns / 1000);
+            "(run the standard sweep)", where, pattern, sms, recovery_gap_ns / 1000);
   const SweepRow& no_gap = *no_gap_p;
   const SweepRow& gap = *gap_p;
   // The headline uses 16-byte st.global; every store kind the sweep has is listed too.
   nlohmann::json by_store = nlohmann::json::object();
   for (const char* st : {"st4", "st8", "st16", "tma"}) {
     const SweepRow* a = find_row(rows, pattern, st, sms, 16384, 0);
-    const SweepRow* b = find_row(rows, pattern, st, sms, 16384, gap_ns);
+    const SweepRow* b = find_row(rows, pattern, st, sms, 16384, recovery_gap_ns);
     if (a && b) by_store[st] = {{"ratio", a->issue_ns_med / b->issue_ns_med},
                                 {"issue_ns_no_gap_median", a->issue_ns_med},
                                 {gap_key, b->issue_ns_med}};

@@ -33,6 +33,8 @@ std::string read_file(const std::filesystem::path& path);
 // LibTorch 2.11's remove_all crashed there (a call through a null pointer). A path that
 // does not exist is no error; symbolic links are removed, not followed.
 void remove_tree(const std::filesystem::path& path, std::error_code& ec);
+// The folders directly in `dir`, sorted; none when `dir` cannot be listed.
+std::vector<std::filesystem::path> sorted_subfolders(const std::filesystem::path& dir);
 
 // The outputs of one command (a dataset, a cache, a run or report folder, a pair of
 // files) staged in a hidden folder beside `target` (".<name>.stage-<pid>", so on the
