@@ -29,6 +29,8 @@ if(NOT GAIT_TORCH STREQUAL "OFF")
   find_package(Torch QUIET HINTS ${_gait_torch_hints})
   if(Torch_FOUND)
     set(GAIT_HAVE_TORCH ON)
+    # xstage/torch binds the gait library only when it finds this same LibTorch.
+    set_property(GLOBAL PROPERTY GAIT_TORCH_DIR "${Torch_DIR}")
     add_library(gait_torch INTERFACE)
     target_link_libraries(gait_torch INTERFACE ${TORCH_LIBRARIES})
     # A LibTorch with CUDA (its torch_cuda target): the trainer can capture CUDA graphs

@@ -87,6 +87,11 @@ std::string build_info() {
 #else
   j["cuda_kernels"] = false;
 #endif
+#if XSTAGE_TORCH_GAIT
+  j["gait"] = true;  // torch.ops.gait and torch.classes.gait.Model (python: xstage.gait)
+#else
+  j["gait"] = false;
+#endif
   return j.dump();
 }
 

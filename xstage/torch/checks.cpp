@@ -10,6 +10,7 @@ const char* dtype_word(at::ScalarType t) {
     case at::kBFloat16: return "bf16";
     case at::kFloat: return "float32";
     case at::kInt: return "int32";
+    case at::kByte: return "uint8";
     default: return c10::toString(t);
   }
 }

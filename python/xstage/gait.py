@@ -1,0 +1,111 @@
+"""Gait recognition from PyTorch: the gait library of this repository (gait/), as the
+`gait` CLI runs it, on a researcher's own tensors.
+
+    import torch, xstage.gait as gait
+    model = gait.Model("run/latest.gckpt")                 # a `gait train` checkpoint
+    sil, kept = gait.preprocess(frames)                     # raw [T, H, W] uint8 -> [T', 64, 44]
+    emb = model.embed(sil)                                  # [c, p] float32 (pose= for skeleton models)
+    table = gait.rank1(embeddings, ["075-nm-05-090", ...])  # CASIA-B rank-1, as `gait eval`
+
+Each function calls one operator of torch.ops.gait (torch.classes.gait.Model for the
+model), registered by libxstage_torch.so when it was built with the gait library against
+the same LibTorch. docs/xstage-torch.md has the contracts.
+"""
+
+import json
+import os
+
+import torch
+
+from . import build_info
+
+__all__ = ["Model", "preprocess", "rank1", "read_sequence"]
+
+if not build_info().get("gait"):
+    raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
+                      "LibTorch, found by the build as the one the operators use); see docs/xstage-torch.md")
+
+_ops = torch.ops.gait
+
+
+class Model:
+    """A trained checkpoint (`gait train`'s .gckpt) on `device`, in eval mode. embed() gives
+    the embedding `gait eval` and `gait embed` compute: the heads and feature of the
+    checkpoint's evaluator section unless set_heads / skeleton_scale change them."""
+
+    def __init__(self, checkpoint, device="cpu"):
+        self._m = torch.classes.gait.Model(os.fspath(checkpoint), str(torch.device(device)))
+
+    def embed(self, silhouettes=None, pose=None):
+        """silhouettes [T, 64, 44] or [n, T, 64, 44] uint8 (255 person, 0 background: the
+        output of preprocess) and/or pose [T, 17, 3] or [n, T, 17, 3] float32 (COCO-17 x, y in
+        video pixels, confidence), T >= 3, whichever the model reads -> [c, p] or [n, c, p]
+        float32 on the CPU. Whole clips, as the CASIA-B evaluation embeds test sequences."""
+        return self._m.embed(silhouettes, pose)
+
+    @property
+    def channels(self):
+        return self._m.channels()
+
+    @property
+    def parts(self):
+        """Parts of the embedding: the model's parts, 1 for the skeleton head alone, 2x or
+        3x for the heads side by side."""
+        return self._m.parts()
+
+    @property
+    def needs_silhouettes(self):
+        return self._m.needs_silhouettes()
+
+    @property
+    def needs_pose(self):
+        return self._m.needs_pose()
+
+    @property
+    def heads(self):
+        """fused | fused+branches | branches | silhouette | skeleton."""
+        return self._m.heads()
+
+    @heads.setter
+    def heads(self, value):
+        self._m.set_heads(str(value))
+
+    @property
+    def skeleton_scale(self):
+        """The skeleton head's weight beside other heads (evaluator.skeleton_scale)."""
+        return self._m.skeleton_scale()
+
+    @skeleton_scale.setter
+    def skeleton_scale(self, value):
+        self._m.set_skeleton_scale(float(value))
+
+    def info(self):
+        """The checkpoint's iteration, classes (classifier index -> subject id), full config,
+        training seconds and the LibTorch version that wrote it, as a dict."""
+        return json.loads(self._m.info())
+
+
+def preprocess(frames):
+    """OpenGait's silhouette pretreatment of raw frames [T, H, W] uint8 (gray, any size):
+    crop to the person's rows, resize to height 64, centre on the mass, cut to 64 x 44.
+    Returns (silhouettes [T', 64, 44] uint8, kept [T'] int64: the input index of each);
+    near-empty and centreless frames are dropped."""
+    if frames.dim() == 2:
+        frames = frames.unsqueeze(0)
+    return _ops.preprocess(frames)
+
+
+def rank1(embeddings, sequence_ids, train_last_subject=74):
+    """CASIA-B rank-1 of embeddings [n, c, p] float32, one sequence id per row
+    ("075-nm-05-090": subject, condition and number, view): gallery nm-01..04, probes
+    NM nm-05..06, BG bg-01..02, CL cl-01..02, identical views excluded, Euclidean distance
+    per part averaged over parts; subjects up to train_last_subject are left out. Returns
+    the dict `gait eval` writes as rank1.json (per-view accuracies and means, in %)."""
+    return json.loads(_ops.rank1(embeddings, [str(s) for s in sequence_ids], int(train_last_subject)))
+
+
+def read_sequence(path):
+    """A preprocessed cache file (.gseq, written by `gait preprocess` / `gait train`) ->
+    (silhouettes [T, 64, 44] uint8, pose [T, 17, 3] float32 ([0, 17, 3] without pose),
+    sequence id)."""
+    return _ops.read_sequence(os.fspath(path))

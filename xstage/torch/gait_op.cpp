@@ -1,0 +1,236 @@
+// torch.ops.gait.* and torch.classes.gait.Model: the gait library (gait/) from PyTorch.
+// A trained checkpoint embeds silhouette (and skeleton) clips; OpenGait's silhouette
+// pretreatment and the CASIA-B rank-1 evaluation run on a researcher's own tensors; the
+// preprocessed cache files read into tensors. The numbers are those of the `gait` CLI:
+// the same Embedder, preprocess_silhouette and evaluate_rank1.
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checks.hpp"
+#include "gait/eval/embedder.hpp"
+#include "gait/eval/rank1.hpp"
+#include "gait/eval/report.hpp"
+#include "gait/preprocess.hpp"
+#include "gait/seq_cache.hpp"
+
+namespace xstage::torch_ops {
+
+namespace {
+constexpr const char* kEmbed = "gait.Model.embed";
+constexpr const char* kPreprocess = "gait.preprocess";
+constexpr const char* kRank1 = "gait.rank1";
+
+// Silhouettes [n, T, 64, 44] uint8 and/or pose [n, T, 17, 3] float32 -> n sequences of T frames.
+std::vector<gait::CachedSequence> clips(const c10::optional<at::Tensor>& sil, const c10::optional<at::Tensor>& pose,
+                                        int64_t n, int64_t t) {
+  std::vector<gait::CachedSequence> seqs(static_cast<std::size_t>(n));
+  const at::Tensor s = sil ? sil->cpu().contiguous() : at::Tensor();
+  const at::Tensor p = pose ? pose->cpu().contiguous() : at::Tensor();
+  const auto frame_pixels = static_cast<int64_t>(gait::kSilPixels);
+  for (int64_t i = 0; i < n; ++i) {
+    gait::CachedSequence& q = seqs[static_cast<std::size_t>(i)];
+    q.key = {static_cast<int>(i + 1), gait::Condition::NM, 1, 0};  // a placeholder: only messages show it
+    for (int64_t f = 0; f < t; ++f) q.sil.frame_ids.push_back(static_cast<int>(f + 1));
+    q.sil.pixels.assign(static_cast<std::size_t>(t * frame_pixels), 0);  // a skeleton-only model reads none
+    if (s.defined())
+      std::memcpy(q.sil.pixels.data(), s.data_ptr<std::uint8_t>() + i * t * frame_pixels, t * frame_pixels);
+    if (p.defined()) {
+      q.pose.resize(static_cast<std::size_t>(t));
+      static_assert(sizeof(gait::PoseFrame) == sizeof(float) * gait::kCocoJoints * 3,
+                    "PoseFrame must be packed floats");
+      std::memcpy(static_cast<void*>(q.pose.data()), p.data_ptr<float>() + i * t * gait::kCocoJoints * 3,
+                  t * sizeof(gait::PoseFrame));
+    }
+  }
+  return seqs;
+}
+}  // namespace
+
+// A trained checkpoint (gait train's .gckpt) and the embedding of `gait embed` / `gait eval`.
+class GaitModel : public torch::CustomClassHolder {
+ public:
+  GaitModel(const std::string& checkpoint, const std::string& device)
+      : emb_(translate_errors("gait.Model", [&] {
+          const torch::Device d(device);
+          check_value(!d.is_cuda() || torch::cuda::is_available(), "gait.Model",
+                      "device '" + device + "' asked for, but this PyTorch sees no CUDA GPU");
+          return std::make_unique<gait::eval::Embedder>(checkpoint, d);
+        })) {}
+
+  // silhouettes [T, 64, 44] or [n, T, 64, 44] uint8 (0 background, 255 person; the
+  // preprocessed form) and/or pose [T, 17, 3] or [n, T, 17, 3] float32 (COCO-17 x, y in
+  // video pixels, confidence) -> [c, p] or [n, c, p] float32 on the CPU.
+  at::Tensor embed(const c10::optional<at::Tensor>& silhouettes, const c10::optional<at::Tensor>& pose) {
+    const bool want_sil = emb_->model()->uses_silhouettes(), want_pose = emb_->needs_pose();
+    check_value(!want_sil || silhouettes.has_value(), kEmbed, "this model reads silhouettes; pass silhouettes");
+    check_value(!want_pose || pose.has_value(), kEmbed, "this model reads skeletons; pass pose [T, 17, 3]");
+    check_value(silhouettes.has_value() || pose.has_value(), kEmbed, "pass silhouettes, pose or both");
+    int64_t n = -1, t = -1;
+    bool batched = false;
+    if (silhouettes) {
+      const Arg a{kEmbed, "silhouettes", *silhouettes};
+      check_dtype(a, at::kByte);
+      batched = silhouettes->dim() == 4;
+      if (!batched) check_dims(a, 3, "[T, 64, 44]");
+      const at::Tensor s = batched ? *silhouettes : silhouettes->unsqueeze(0);
+      check_size({kEmbed, "silhouettes", s}, 2, gait::kSilHeight, "the silhouette height");
+      check_size({kEmbed, "silhouettes", s}, 3, gait::kSilWidth, "the silhouette width");
+      n = s.size(0), t = s.size(1);
+    }
+    if (pose) {
+      const Arg a{kEmbed, "pose", *pose};
+      check_dtype(a, at::kFloat);
+      const bool pose_batched = pose->dim() == 4;
+      if (!pose_batched) check_dims(a, 3, "[T, 17, 3]");
+      check_value(!silhouettes || pose_batched == batched, kEmbed,
+                  "silhouettes and pose must both have a batch dimension or neither");
+      const at::Tensor p = pose_batched ? *pose : pose->unsqueeze(0);
+      check_size({kEmbed, "pose", p}, 2, gait::kCocoJoints, "the COCO joints");
+      check_size({kEmbed, "pose", p}, 3, 3, "(x, y, confidence)");
+      if (n >= 0) {
+        check_size({kEmbed, "pose", p}, 0, n, "n of silhouettes");
+        check_size({kEmbed, "pose", p}, 1, t, "T of silhouettes");
+      }
+      batched = pose_batched, n = p.size(0), t = p.size(1);
+    }
+    check_value(n >= 1, kEmbed, "the batch is empty");
+    check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t));
+    const auto b = [](const c10::optional<at::Tensor>& x, bool batched) {
+      return x ? c10::optional<at::Tensor>(batched ? *x : x->unsqueeze(0)) : c10::optional<at::Tensor>();
+    };
+    const std::vector<gait::CachedSequence> seqs = clips(b(silhouettes, batched), b(pose, batched), n, t);
+    const gait::eval::EmbeddingSet set = translate_errors(kEmbed, [&] { return emb_->embed_all(seqs, false); });
+    at::Tensor out = at::empty({n, emb_->channels(), emb_->parts()}, at::kFloat);
+    std::memcpy(out.data_ptr<float>(), set.data.data(), set.data.size() * sizeof(float));
+    return batched ? out : out.squeeze(0);
+  }
+
+  int64_t channels() const { return emb_->channels(); }
+  int64_t parts() const { return emb_->parts(); }
+  bool needs_silhouettes() const { return emb_->model()->uses_silhouettes(); }
+  bool needs_pose() const { return emb_->needs_pose(); }
+  std::string heads() const { return gait::train::to_string(emb_->config().evaluator.heads); }
+  void set_heads(const std::string& heads) {
+    translate_errors("gait.Model.set_heads", [&] { emb_->set_heads(gait::train::parse_eval_heads(heads)); });
+  }
+  double skeleton_scale() const { return emb_->config().evaluator.skeleton_scale; }
+  void set_skeleton_scale(double a) {
+    translate_errors("gait.Model.set_skeleton_scale", [&] { emb_->set_skeleton_scale(a); });
+  }
+  // JSON: the checkpoint's iteration, classes (classifier index -> subject) and full config.
+  std::string info() const {
+    const gait::train::CheckpointMeta& m = emb_->meta();
+    return nlohmann::json{{"iteration", m.iteration},
+                          {"classes", m.classes},
+                          {"config", m.config},
+                          {"train_seconds", m.train_seconds},
+                          {"torch_version", m.torch_version}}
+        .dump();
+  }
+
+ private:
+  std::unique_ptr<gait::eval::Embedder> emb_;
+};
+
+// frames [T, H, W] uint8 (gray, any size) -> (silhouettes [T', 64, 44] uint8, kept [T']
+// int64: the input index of each output frame; dropped frames are near-empty or centreless).
+std::tuple<at::Tensor, at::Tensor> gait_preprocess(const at::Tensor& frames) {
+  const Arg a{kPreprocess, "frames", frames};
+  check_dtype(a, at::kByte);
+  check_dims(a, 3, "[T, H, W]");
+  const at::Tensor f = frames.cpu().contiguous();
+  const int64_t t = f.size(0), h = f.size(1), w = f.size(2);
+  std::vector<gait::SilFrame> out;
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < t; ++i) {
+    common::Image img{static_cast<int>(w), static_cast<int>(h), 1, {}};
+    const std::uint8_t* src = f.data_ptr<std::uint8_t>() + i * h * w;
+    img.pixels.assign(src, src + h * w);
+    gait::PreprocessResult r = gait::preprocess_silhouette(img);
+    if (!r.frame) continue;
+    out.push_back(*r.frame);
+    kept.push_back(i);
+  }
+  at::Tensor sil = at::empty({static_cast<int64_t>(out.size()), gait::kSilHeight, gait::kSilWidth}, at::kByte);
+  if (!out.empty()) std::memcpy(sil.data_ptr<std::uint8_t>(), out.data(), out.size() * sizeof(gait::SilFrame));
+  at::Tensor idx = at::empty({static_cast<int64_t>(kept.size())}, at::kLong);
+  if (!kept.empty()) std::memcpy(idx.data_ptr<int64_t>(), kept.data(), kept.size() * sizeof(int64_t));
+  return {sil, idx};
+}
+
+// embeddings [n, c, p] float32, one CASIA-B sequence id per row ("075-nm-05-090") ->
+// the rank-1 table as JSON (gait eval's rank1.json). Subjects up to train_last_subject
+// are training identities and left out.
+std::string gait_rank1(const at::Tensor& embeddings, const c10::List<std::string>& sequence_ids,
+                       int64_t train_last_subject) {
+  const Arg a{kRank1, "embeddings", embeddings};
+  check_dtype(a, at::kFloat);
+  check_dims(a, 3, "[n, c, p]");
+  check_value(
+      static_cast<int64_t>(sequence_ids.size()) == embeddings.size(0), kRank1,
+      std::to_string(sequence_ids.size()) + " sequence ids for " + std::to_string(embeddings.size(0)) + " embeddings");
+  check_value(train_last_subject >= 0, kRank1, "train_last_subject must be >= 0");
+  const at::Tensor e = embeddings.cpu().contiguous();
+  gait::eval::EmbeddingSet set;
+  set.channels = static_cast<int>(e.size(1));
+  set.parts = static_cast<int>(e.size(2));
+  for (std::size_t i = 0; i < sequence_ids.size(); ++i) {
+    const std::string id = sequence_ids.get(i);
+    const auto key = gait::parse_sequence_id(id);
+    check_value(
+        key.has_value(), kRank1,
+        "sequence id " + std::to_string(i) + " '" + id + "' is not <sid>-<cond>-<nn>-<view>, e.g. 075-nm-05-090");
+    set.add(*key, {e.data_ptr<float>() + i * set.row_size(), set.row_size()});
+  }
+  gait::Protocol protocol;
+  protocol.train_last_subject = static_cast<int>(train_last_subject);
+  return translate_errors(kRank1,
+                          [&] { return gait::eval::rank1_json(gait::eval::evaluate_rank1(set, protocol)).dump(); });
+}
+
+// A preprocessed cache file (.gseq) -> (silhouettes [T, 64, 44] uint8, pose [T, 17, 3]
+// float32 or [0, 17, 3] without pose, the sequence id).
+std::tuple<at::Tensor, at::Tensor, std::string> gait_read_sequence(const std::string& path) {
+  const gait::CachedSequence s =
+      translate_errors("gait.read_sequence", [&] { return gait::read_cached_sequence(path); });
+  const auto t = static_cast<int64_t>(s.sil.frames());
+  at::Tensor sil = at::empty({t, gait::kSilHeight, gait::kSilWidth}, at::kByte);
+  std::memcpy(sil.data_ptr<std::uint8_t>(), s.sil.pixels.data(), s.sil.pixels.size());
+  at::Tensor pose = at::empty({static_cast<int64_t>(s.pose.size()), gait::kCocoJoints, 3}, at::kFloat);
+  if (!s.pose.empty())
+    std::memcpy(pose.data_ptr<float>(), static_cast<const void*>(s.pose.data()),
+                s.pose.size() * sizeof(gait::PoseFrame));
+  return {sil, pose, gait::sequence_id(s.key)};
+}
+
+}  // namespace xstage::torch_ops
+
+TORCH_LIBRARY(gait, m) {
+  using xstage::torch_ops::GaitModel;
+  m.class_<GaitModel>("Model")
+      .def(torch::init<std::string, std::string>())
+      .def("embed", &GaitModel::embed)
+      .def("channels", &GaitModel::channels)
+      .def("parts", &GaitModel::parts)
+      .def("needs_silhouettes", &GaitModel::needs_silhouettes)
+      .def("needs_pose", &GaitModel::needs_pose)
+      .def("heads", &GaitModel::heads)
+      .def("set_heads", &GaitModel::set_heads)
+      .def("skeleton_scale", &GaitModel::skeleton_scale)
+      .def("set_skeleton_scale", &GaitModel::set_skeleton_scale)
+      .def("info", &GaitModel::info);
+  m.def("preprocess(Tensor frames) -> (Tensor silhouettes, Tensor kept)", &xstage::torch_ops::gait_preprocess);
+  m.def(
+      "rank1(Tensor embeddings, str[] sequence_ids, int "
+      "train_last_subject=74) -> str",
+      &xstage::torch_ops::gait_rank1);
+  m.def(
+      "read_sequence(str path) -> (Tensor silhouettes, Tensor pose, str "
+      "sequence_id)",
+      &xstage::torch_ops::gait_read_sequence);
+}
