@@ -37,15 +37,21 @@ def main():
     if train_last is None:  # the classifier's identities are the training subjects
         train_last = max(model.info()["classes"])
     ids, rows = [], []
-    for f in files:
+    for n, f in enumerate(files, 1):
         sil, pose, sid = gait.read_sequence(f)
-        if int(sid[:3]) <= train_last:
-            continue
-        ids.append(sid)
-        rows.append(model.embed(sil if model.needs_silhouettes else None, pose if model.needs_pose else None))
+        if int(sid[:3]) > train_last:  # one sequence per call: whole, as the evaluation embeds it
+            ids.append(sid)
+            rows.append(model.embed(sil if model.needs_silhouettes else None, pose if model.needs_pose else None))
+        if sys.stderr.isatty() and (n % 20 == 0 or n == len(files)):
+            print(f"\rembedding: {n}/{len(files)} files read, {len(ids)} test sequences", end="", file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if not ids:
+        sys.exit(f"torch_gait: no sequence of a subject above {train_last} under {args.cache}")
     table = gait.rank1(torch.stack(rows), ids, train_last)
 
     print(f"{len(ids)} test sequences, views {table['views']}")
+
     def cell(v):  # None: no probe or no gallery sequence at that view
         return "   n/a" if v is None else f"{v:6.2f}"
 
