@@ -41,10 +41,9 @@ std::vector<fs::path> list_frame_files(const fs::path& dir, SilReadStats& stats)
   return files;
 }
 
-SilhouetteSequence read_silhouette_folder(const fs::path& dir, SilReadStats& stats) {
-  SilhouetteSequence seq;
+std::vector<RawFrame> read_frame_images(const fs::path& dir, SilReadStats& stats) {
+  std::vector<RawFrame> frames;
   const auto files = list_frame_files(dir, stats);
-  int width = 0, height = 0;
   for (std::size_t i = 0; i < files.size(); ++i) {
     ++stats.files;
     common::Image img;
@@ -57,25 +56,31 @@ SilhouetteSequence read_silhouette_folder(const fs::path& dir, SilReadStats& sta
     }
     if (img.width < kMinFrameSide || img.height < kMinFrameSide) {
       ++stats.bad_size;
-      stats.problems.push_back(fmt::format("{}: {}x{} is too small for a video frame", files[i].string(), img.width, img.height));
+      stats.problems.push_back(
+          fmt::format("{}: {}x{} is too small for a video frame", files[i].string(), img.width, img.height));
       continue;
     }
-    if (width == 0) {
-      width = img.width;
-      height = img.height;
-    } else if (img.width != width || img.height != height) {
+    if (!frames.empty() && (img.width != frames[0].image.width || img.height != frames[0].image.height)) {
       ++stats.bad_size;
       stats.problems.push_back(fmt::format("{}: {}x{} differs from the sequence's {}x{}", files[i].string(), img.width,
-                                           img.height, width, height));
+                                           img.height, frames[0].image.width, frames[0].image.height));
       continue;
     }
-    const auto r = preprocess_silhouette(img);
+    const auto id = parse_frame_number(files[i].filename().string());
+    frames.push_back({id ? *id : static_cast<int>(i + 1), std::move(img)});
+  }
+  return frames;
+}
+
+SilhouetteSequence read_silhouette_folder(const fs::path& dir, SilReadStats& stats) {
+  SilhouetteSequence seq;
+  for (const RawFrame& f : read_frame_images(dir, stats)) {
+    const auto r = preprocess_silhouette(f.image);
     if (!r.frame) {
       ++(r.dropped == DropReason::NearEmpty ? stats.near_empty : stats.no_centre);
       continue;
     }
-    const auto id = parse_frame_number(files[i].filename().string());
-    seq.frame_ids.push_back(id ? *id : static_cast<int>(i + 1));
+    seq.frame_ids.push_back(f.frame_id);
     seq.pixels.insert(seq.pixels.end(), r.frame->begin(), r.frame->end());
     ++stats.used;
   }

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import zlib
 from pathlib import Path
 
 import torch
@@ -43,41 +42,6 @@ def read_npy_f32(path):
     assert header["descr"] == "<f4" and not header["fortran_order"], header
     data = bytearray(raw[10 + header_len:])
     return torch.frombuffer(data, dtype=torch.float32).reshape(header["shape"]).clone()
-
-
-def read_gray_png(path):
-    """An 8-bit grey, non-interlaced PNG -> uint8 tensor [H, W] (PIL is not needed)."""
-    raw = Path(path).read_bytes()
-    pos, idat, width, height = 8, b"", 0, 0
-    while pos < len(raw):
-        length, kind = struct.unpack(">I4s", raw[pos:pos + 8])
-        body = raw[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and colour == 0 and interlace == 0, (path, depth, colour, interlace)
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    data = zlib.decompress(idat)
-    rows, prev = [], bytearray(width)
-    for y in range(height):
-        f, line = data[y * (width + 1)], bytearray(data[y * (width + 1) + 1:(y + 1) * (width + 1)])
-        for x in range(width):
-            a, b = (line[x - 1] if x else 0), prev[x]
-            c = prev[x - 1] if x else 0
-            if f == 1:
-                line[x] = (line[x] + a) & 255
-            elif f == 2:
-                line[x] = (line[x] + b) & 255
-            elif f == 3:
-                line[x] = (line[x] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
-        prev = line
-    return torch.frombuffer(bytearray(b"".join(rows)), dtype=torch.uint8).reshape(height, width).clone()
 
 
 def rank1_reference(emb, ids, train_last):
@@ -232,16 +196,28 @@ class ModelTest(unittest.TestCase):
                         "--cache", folder, "--json", out], check=True, stdout=subprocess.DEVNULL)
         self.assertEqual(json.loads(out.read_text()), json.loads(self.rank1_json)["rank1"])
 
-    def test_preprocess_of_the_raw_frames_equals_the_cache(self):
+    def test_read_frames_then_preprocess_equals_the_cache(self):
         sid = self.ids[0]
         sil, _, _ = gait.read_sequence(self.cache[sid])
         subject, cond, nn, view = sid.split("-")
         folder = self.data / "silhouettes" / subject / f"{cond}-{nn}" / view
-        pngs = sorted(folder.glob("*.png"))
-        frames = torch.stack([read_gray_png(p) for p in pngs])
+        frames, frame_ids = gait.read_frames(folder)
+        self.assertEqual(frames.shape[0], len(list(folder.glob("*.png"))))
+        self.assertTrue(bool((frame_ids[1:] > frame_ids[:-1]).all()))
         got, kept = gait.preprocess(frames)
         self.assertTrue(torch.equal(got, sil), sid)
         self.assertEqual(len(kept), sil.shape[0])
+        # A corrupt frame is skipped with a warning naming it; a folder without frames is an error.
+        bad = Path(self.tmp.name) / "bad" / view
+        bad.mkdir(parents=True)
+        for p in sorted(folder.glob("*.png"))[:6]:
+            (bad / p.name).write_bytes(p.read_bytes())
+        (bad / f"{sid}-999.png").write_bytes(b"not a png")
+        with self.assertWarnsRegex(UserWarning, f"{sid}-999.png"):
+            frames, _ = gait.read_frames(bad)
+        self.assertEqual(frames.shape[0], 6)
+        with self.assertRaisesRegex(ValueError, "no readable frame"):
+            gait.read_frames(Path(self.tmp.name))
 
     def test_heads_scale_and_info(self):
         m = gait.Model(self.run_dir / "latest.gckpt")

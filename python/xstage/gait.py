@@ -3,6 +3,7 @@
 
     import torch, xstage.gait as gait
     model = gait.Model("run/latest.gckpt")                 # a `gait train` checkpoint
+    frames, frame_ids = gait.read_frames("001/nm-01/090")   # a CASIA-B view folder of PNGs
     sil, kept = gait.preprocess(frames)                     # raw [T, H, W] uint8 -> [T', 64, 44]
     emb = model.embed(sil)                                  # [c, p] float32 (pose= for skeleton models)
     table = gait.rank1(embeddings, ["075-nm-05-090", ...])  # CASIA-B rank-1, as `gait eval`
@@ -14,12 +15,13 @@ the same LibTorch. docs/xstage-torch.md has the contracts.
 
 import json
 import os
+import warnings
 
 import torch
 
 from . import build_info
 
-__all__ = ["Model", "preprocess", "rank1", "read_sequence"]
+__all__ = ["Model", "preprocess", "rank1", "read_frames", "read_sequence"]
 
 if not build_info().get("gait"):
     raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
@@ -102,6 +104,17 @@ def rank1(embeddings, sequence_ids, train_last_subject=74):
     per part averaged over parts; subjects up to train_last_subject are left out. Returns
     the dict `gait eval` writes as rank1.json (per-view accuracies and means, in %)."""
     return json.loads(_ops.rank1(embeddings, [str(s) for s in sequence_ids], int(train_last_subject)))
+
+
+def read_frames(folder):
+    """A CASIA-B view folder of silhouette PNGs (<sid>-<cond>-<nn>-<view>-<frame>.png) ->
+    (frames [T, H, W] uint8 as decoded, frame_ids [T] int64), in frame order; unreadable
+    or differently sized frames are skipped with a warning. preprocess(frames) then gives
+    what `gait preprocess` caches."""
+    frames, frame_ids, skipped = _ops.read_frames(os.fspath(folder))
+    for line in skipped:
+        warnings.warn(f"xstage.gait.read_frames: skipped {line}", stacklevel=2)
+    return frames, frame_ids
 
 
 def read_sequence(path):

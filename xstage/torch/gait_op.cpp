@@ -17,6 +17,7 @@
 #include "gait/eval/report.hpp"
 #include "gait/preprocess.hpp"
 #include "gait/seq_cache.hpp"
+#include "gait/silhouettes.hpp"
 
 namespace xstage::torch_ops {
 
@@ -193,6 +194,25 @@ std::string gait_rank1(const at::Tensor& embeddings, const c10::List<std::string
                           [&] { return gait::eval::rank1_json(gait::eval::evaluate_rank1(set, protocol)).dump(); });
 }
 
+// A CASIA-B view folder of silhouette PNGs (<sid>-<cond>-<nn>-<view>-<frame>.png) ->
+// (frames [T, H, W] uint8 as decoded, frame_ids [T] int64, one line per frame skipped as
+// `gait preprocess` skips it: unreadable, too small, or of another size).
+std::tuple<at::Tensor, at::Tensor, c10::List<std::string>> gait_read_frames(const std::string& folder) {
+  gait::SilReadStats stats;
+  const std::vector<gait::RawFrame> raw = gait::read_frame_images(folder, stats);
+  check_value(!raw.empty(), "gait.read_frames", folder + ": no readable frame");
+  const int64_t h = raw[0].image.height, w = raw[0].image.width;
+  at::Tensor frames = at::empty({static_cast<int64_t>(raw.size()), h, w}, at::kByte);
+  at::Tensor ids = at::empty({static_cast<int64_t>(raw.size())}, at::kLong);
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    std::memcpy(frames.data_ptr<std::uint8_t>() + i * h * w, raw[i].image.pixels.data(), h * w);
+    ids.data_ptr<int64_t>()[i] = raw[i].frame_id;
+  }
+  c10::List<std::string> skipped;
+  for (const std::string& p : stats.problems) skipped.push_back(p);
+  return {frames, ids, skipped};
+}
+
 // A preprocessed cache file (.gseq) -> (silhouettes [T, 64, 44] uint8, pose [T, 17, 3]
 // float32 or [0, 17, 3] without pose, the sequence id).
 std::tuple<at::Tensor, at::Tensor, std::string> gait_read_sequence(const std::string& path) {
@@ -225,12 +245,10 @@ TORCH_LIBRARY(gait, m) {
       .def("set_skeleton_scale", &GaitModel::set_skeleton_scale)
       .def("info", &GaitModel::info);
   m.def("preprocess(Tensor frames) -> (Tensor silhouettes, Tensor kept)", &xstage::torch_ops::gait_preprocess);
-  m.def(
-      "rank1(Tensor embeddings, str[] sequence_ids, int "
-      "train_last_subject=74) -> str",
-      &xstage::torch_ops::gait_rank1);
-  m.def(
-      "read_sequence(str path) -> (Tensor silhouettes, Tensor pose, str "
-      "sequence_id)",
-      &xstage::torch_ops::gait_read_sequence);
+  m.def("rank1(Tensor embeddings, str[] sequence_ids, int train_last_subject=74) -> str",
+        &xstage::torch_ops::gait_rank1);
+  m.def("read_frames(str folder) -> (Tensor frames, Tensor frame_ids, str[] skipped)",
+        &xstage::torch_ops::gait_read_frames);
+  m.def("read_sequence(str path) -> (Tensor silhouettes, Tensor pose, str sequence_id)",
+        &xstage::torch_ops::gait_read_sequence);
 }

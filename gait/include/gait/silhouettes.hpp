@@ -1,4 +1,5 @@
-// Reading one CASIA-B view folder of silhouette PNGs into a preprocessed sequence.
+// Reading one CASIA-B view folder of silhouette PNGs into a preprocessed sequence (or
+// into its decoded frames).
 // Every problem (corrupt or truncated PNG, a frame whose size differs from the
 // sequence's, a frame too small to be a video frame) skips that frame and is
 // counted with a message naming the file; a missing folder or one with fewer than
@@ -35,8 +36,16 @@ struct SilReadStats {
 // number sort after, by name). Missing folder: empty list and a problem line.
 std::vector<std::filesystem::path> list_frame_files(const std::filesystem::path& dir, SilReadStats& stats);
 
-// Decodes and preprocesses every frame of `dir`. Frames without a parsable frame
-// number get their 1-based position in the sorted list.
+// One decoded frame of a view folder, before preprocessing.
+struct RawFrame {
+  int frame_id = 0;      // the file's frame number, or its 1-based position in the sorted list
+  common::Image image;   // single-channel, the size of the folder's first usable frame
+};
+// Decodes every frame of `dir` in frame order; corrupt, too small and differently sized
+// frames are skipped and counted.
+std::vector<RawFrame> read_frame_images(const std::filesystem::path& dir, SilReadStats& stats);
+
+// read_frame_images, then preprocesses each frame (near-empty and centreless ones dropped).
 SilhouetteSequence read_silhouette_folder(const std::filesystem::path& dir, SilReadStats& stats);
 
 }  // namespace gait
