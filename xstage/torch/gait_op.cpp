@@ -26,12 +26,25 @@ constexpr const char* kEmbed = "gait.Model.embed";
 constexpr const char* kPreprocess = "gait.preprocess";
 constexpr const char* kRank1 = "gait.rank1";
 
-// Silhouettes [n, T, 64, 44] uint8 and/or pose [n, T, 17, 3] float32 -> n sequences of T frames.
-std::vector<gait::CachedSequence> clips(const c10::optional<at::Tensor>& sil, const c10::optional<at::Tensor>& pose,
-                                        int64_t n, int64_t t) {
+// A clip [T, A, B] or a batch of clips [n, T, A, B] as a batch (`batched` says which it
+// was), with its dtype and last two sizes checked.
+at::Tensor clip_batch(const Arg& a, at::ScalarType dtype, int64_t a_size, const char* a_what, int64_t b_size,
+                      const char* b_what, const char* layout, bool& batched) {
+  check_dtype(a, dtype);
+  batched = a.t.dim() == 4;
+  if (!batched) check_dims(a, 3, layout);
+  const at::Tensor x = batched ? a.t : a.t.unsqueeze(0);
+  check_size({a.op, a.name, x}, 2, a_size, a_what);
+  check_size({a.op, a.name, x}, 3, b_size, b_what);
+  return x;
+}
+
+// Silhouettes [n, T, 64, 44] uint8 and/or pose [n, T, 17, 3] float32 (undefined: not
+// given) -> n sequences of T frames.
+std::vector<gait::CachedSequence> clips(const at::Tensor& sil, const at::Tensor& pose, int64_t n, int64_t t) {
   std::vector<gait::CachedSequence> seqs(static_cast<std::size_t>(n));
-  const at::Tensor s = sil ? sil->cpu().contiguous() : at::Tensor();
-  const at::Tensor p = pose ? pose->cpu().contiguous() : at::Tensor();
+  const at::Tensor s = sil.defined() ? sil.cpu().contiguous() : at::Tensor();
+  const at::Tensor p = pose.defined() ? pose.cpu().contiguous() : at::Tensor();
   const auto frame_pixels = static_cast<int64_t>(gait::kSilPixels);
   for (int64_t i = 0; i < n; ++i) {
     gait::CachedSequence& q = seqs[static_cast<std::size_t>(i)];
@@ -71,40 +84,26 @@ class GaitModel : public torch::CustomClassHolder {
     check_value(!want_sil || silhouettes.has_value(), kEmbed, "this model reads silhouettes; pass silhouettes");
     check_value(!want_pose || pose.has_value(), kEmbed, "this model reads skeletons; pass pose [T, 17, 3]");
     check_value(silhouettes.has_value() || pose.has_value(), kEmbed, "pass silhouettes, pose or both");
-    int64_t n = -1, t = -1;
-    bool batched = false;
-    if (silhouettes) {
-      const Arg a{kEmbed, "silhouettes", *silhouettes};
-      check_dtype(a, at::kByte);
-      batched = silhouettes->dim() == 4;
-      if (!batched) check_dims(a, 3, "[T, 64, 44]");
-      const at::Tensor s = batched ? *silhouettes : silhouettes->unsqueeze(0);
-      check_size({kEmbed, "silhouettes", s}, 2, gait::kSilHeight, "the silhouette height");
-      check_size({kEmbed, "silhouettes", s}, 3, gait::kSilWidth, "the silhouette width");
-      n = s.size(0), t = s.size(1);
-    }
+    bool batched = false, pose_batched = false;
+    at::Tensor s, p;  // as batches [n, T, ...]
+    if (silhouettes)
+      s = clip_batch({kEmbed, "silhouettes", *silhouettes}, at::kByte, gait::kSilHeight, "the silhouette height",
+                     gait::kSilWidth, "the silhouette width", "[T, 64, 44]", batched);
     if (pose) {
-      const Arg a{kEmbed, "pose", *pose};
-      check_dtype(a, at::kFloat);
-      const bool pose_batched = pose->dim() == 4;
-      if (!pose_batched) check_dims(a, 3, "[T, 17, 3]");
-      check_value(!silhouettes || pose_batched == batched, kEmbed,
-                  "silhouettes and pose must both have a batch dimension or neither");
-      const at::Tensor p = pose_batched ? *pose : pose->unsqueeze(0);
-      check_size({kEmbed, "pose", p}, 2, gait::kCocoJoints, "the COCO joints");
-      check_size({kEmbed, "pose", p}, 3, 3, "(x, y, confidence)");
-      if (n >= 0) {
-        check_size({kEmbed, "pose", p}, 0, n, "n of silhouettes");
-        check_size({kEmbed, "pose", p}, 1, t, "T of silhouettes");
+      p = clip_batch({kEmbed, "pose", *pose}, at::kFloat, gait::kCocoJoints, "the COCO joints", 3,
+                     "(x, y, confidence)", "[T, 17, 3]", pose_batched);
+      if (s.defined()) {
+        check_value(pose_batched == batched, kEmbed,
+                    "silhouettes and pose must both have a batch dimension or neither");
+        check_size({kEmbed, "pose", p}, 0, s.size(0), "n of silhouettes");
+        check_size({kEmbed, "pose", p}, 1, s.size(1), "T of silhouettes");
       }
-      batched = pose_batched, n = p.size(0), t = p.size(1);
+      batched = pose_batched;
     }
+    const int64_t n = (s.defined() ? s : p).size(0), t = (s.defined() ? s : p).size(1);
     check_value(n >= 1, kEmbed, "the batch is empty");
     check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t));
-    const auto b = [](const c10::optional<at::Tensor>& x, bool batched) {
-      return x ? c10::optional<at::Tensor>(batched ? *x : x->unsqueeze(0)) : c10::optional<at::Tensor>();
-    };
-    const std::vector<gait::CachedSequence> seqs = clips(b(silhouettes, batched), b(pose, batched), n, t);
+    const std::vector<gait::CachedSequence> seqs = clips(s, p, n, t);
     const gait::eval::EmbeddingSet set = translate_errors(kEmbed, [&] { return emb_->embed_all(seqs, false); });
     at::Tensor out = at::empty({n, emb_->channels(), emb_->parts()}, at::kFloat);
     std::memcpy(out.data_ptr<float>(), set.data.data(), set.data.size() * sizeof(float));
