@@ -8,6 +8,8 @@ library when this package loads it), so models may also call torch.ops.xstage.* 
 e.g. inside torch.compile. The library is looked for, in order: $XSTAGE_TORCH_LIB; beside
 this file (the build tree: PYTHONPATH=<build>/python); where `cmake --install` put it
 (_libpath.py, written at install). docs/xstage-torch.md has the operators' contracts.
+The gait system's bindings are the submodule xstage.gait (`import xstage.gait`), where the
+library was built with them (build_info()["gait"]).
 """
 
 import json
@@ -119,5 +121,6 @@ def advise(bytes_per_burst, sms, compute_ns_between_bursts, bursts=1, pattern="p
 
 
 def build_info():
-    """What the loaded library was built with: LibTorch version, whether the CUDA kernels are in."""
+    """What the loaded library was built with: LibTorch version, whether the CUDA kernels and
+    the gait bindings (xstage.gait) are in."""
     return json.loads(_ops.build_info())
