@@ -4,7 +4,7 @@ same numbers as `gait eval`, from code a researcher can change (swap the model f
 own and keep the protocol, or the reverse).
 
     PYTHONPATH=build/python python3 examples/torch_gait.py --ckpt RUN/latest.gckpt --cache DATA/cache
-    [--train-last 74] [--json out.json]
+    [--train-last 74] [--device cpu] [--chunk 256] [--json out.json]
 
 --cache is the folder of .gseq files that `gait preprocess` (or `gait train`) writes.
 """
@@ -26,8 +26,11 @@ def main():
     ap.add_argument("--train-last", type=int, default=None,
                     help="last training subject (default: the checkpoint's training identities)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--chunk", type=int, default=256, help="sequences held and embedded per call (memory bound)")
     ap.add_argument("--json", type=Path, help="also write the table here")
     args = ap.parse_args()
+    if args.chunk < 1:
+        sys.exit(f"torch_gait: --chunk must be at least 1, got {args.chunk}")
     files = sorted(args.cache.rglob("*.gseq"))
     if not files:
         sys.exit(f"torch_gait: no .gseq files under {args.cache}")
@@ -36,19 +39,29 @@ def main():
     train_last = args.train_last
     if train_last is None:  # the classifier's identities are the training subjects
         train_last = max(model.info()["classes"])
-    ids, rows = [], []
+    ids, rows, sils, poses = [], [], [], []
+
+    def flush():  # whole sequences, as the evaluation embeds them; equal lengths share a pass
+        if sils:
+            rows.append(model.embed(sils if model.needs_silhouettes else None, poses if model.needs_pose else None))
+            sils.clear()
+            poses.clear()
+
     for n, f in enumerate(files, 1):
         sil, pose, sid = gait.read_sequence(f)
-        if int(sid[:3]) > train_last:  # one sequence per call: whole, as the evaluation embeds it
+        if int(sid[:3]) > train_last:
             ids.append(sid)
-            rows.append(model.embed(sil if model.needs_silhouettes else None, pose if model.needs_pose else None))
+            sils.append(sil)
+            poses.append(pose)
+        if len(sils) == args.chunk or n == len(files):
+            flush()
         if sys.stderr.isatty() and (n % 20 == 0 or n == len(files)):
             print(f"\rembedding: {n}/{len(files)} files read, {len(ids)} test sequences", end="", file=sys.stderr)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if not ids:
         sys.exit(f"torch_gait: no sequence of a subject above {train_last} under {args.cache}")
-    table = gait.rank1(torch.stack(rows), ids, train_last)
+    table = gait.rank1(torch.cat(rows), ids, train_last)
 
     print(f"{len(ids)} test sequences, views {table['views']}")
 

@@ -184,6 +184,20 @@ class ModelTest(unittest.TestCase):
         for i in range(3):
             self.assertLess((batch[i] - self.model.embed(sil[i], pose[i])).abs().max().item(), EMBED_TOL)
 
+    def test_a_list_of_clips_of_any_lengths_equals_one_at_a_time(self):
+        clips = [gait.read_sequence(self.cache[sid]) for sid in self.ids[:4]]
+        clips[1] = (clips[1][0][:7], clips[1][1][:7], clips[1][2])  # another length
+        got = self.model.embed([c[0] for c in clips], [c[1] for c in clips])
+        self.assertEqual(tuple(got.shape), (4, self.model.channels, self.model.parts))
+        for i, (sil, pose, _) in enumerate(clips):
+            self.assertLess((got[i] - self.model.embed(sil, pose)).abs().max().item(), EMBED_TOL)
+        with self.assertRaisesRegex(ValueError, "2 silhouette clips but 1 pose clips"):
+            self.model.embed([clips[0][0], clips[1][0]], [clips[0][1]])
+        with self.assertRaisesRegex(ValueError, r"pose\[1\] has size 6 in dimension 1 .* T of silhouettes\[1\]"):
+            self.model.embed([clips[0][0], clips[1][0]], [clips[0][1], clips[1][1][:6]])
+        with self.assertRaisesRegex(ValueError, r"silhouettes\[0\] must be one clip"):
+            self.model.embed([clips[0][0].unsqueeze(0)], [clips[0][1]])
+
     def test_rank1_of_the_dump_equals_gait_eval(self):
         train_last = min(int(s[:3]) for s in self.ids) - 1  # the dump holds the test subjects
         # eval's rank1.json: {"rank1": the table, and what was evaluated}

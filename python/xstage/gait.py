@@ -42,7 +42,11 @@ class Model:
         """silhouettes [T, 64, 44] or [n, T, 64, 44] uint8 (255 person, 0 background: the
         output of preprocess) and/or pose [T, 17, 3] or [n, T, 17, 3] float32 (COCO-17 x, y in
         video pixels, confidence), T >= 3, whichever the model reads -> [c, p] or [n, c, p]
-        float32 on the CPU. Whole clips, as the CASIA-B evaluation embeds test sequences."""
+        float32 on the CPU. Whole clips, as the CASIA-B evaluation embeds test sequences.
+        Lists of single clips of any lengths give [n, c, p]; clips of equal length share
+        forward passes, as in `gait eval`."""
+        if isinstance(silhouettes, (list, tuple)) or isinstance(pose, (list, tuple)):
+            return self._m.embed_list(list(silhouettes or []), list(pose or []))
         return self._m.embed(silhouettes, pose)
 
     @property

@@ -6,6 +6,7 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -37,6 +38,15 @@ at::Tensor clip_batch(const Arg& a, at::ScalarType dtype, int64_t a_size, const 
   check_size({a.op, a.name, x}, 2, a_size, a_what);
   check_size({a.op, a.name, x}, 3, b_size, b_what);
   return x;
+}
+
+at::Tensor silhouette_batch(const Arg& a, bool& batched) {
+  return clip_batch(a, at::kByte, gait::kSilHeight, "the silhouette height", gait::kSilWidth, "the silhouette width",
+                    "[T, 64, 44]", batched);
+}
+at::Tensor pose_batch(const Arg& a, bool& batched) {
+  return clip_batch(a, at::kFloat, gait::kCocoJoints, "the COCO joints", 3, "(x, y, confidence)", "[T, 17, 3]",
+                    batched);
 }
 
 // Silhouettes [n, T, 64, 44] uint8 and/or pose [n, T, 17, 3] float32 (undefined: not
@@ -80,18 +90,12 @@ class GaitModel : public torch::CustomClassHolder {
   // preprocessed form) and/or pose [T, 17, 3] or [n, T, 17, 3] float32 (COCO-17 x, y in
   // video pixels, confidence) -> [c, p] or [n, c, p] float32 on the CPU.
   at::Tensor embed(const c10::optional<at::Tensor>& silhouettes, const c10::optional<at::Tensor>& pose) {
-    const bool want_sil = emb_->model()->uses_silhouettes(), want_pose = emb_->needs_pose();
-    check_value(!want_sil || silhouettes.has_value(), kEmbed, "this model reads silhouettes; pass silhouettes");
-    check_value(!want_pose || pose.has_value(), kEmbed, "this model reads skeletons; pass pose [T, 17, 3]");
-    check_value(silhouettes.has_value() || pose.has_value(), kEmbed, "pass silhouettes, pose or both");
+    check_inputs(silhouettes.has_value(), pose.has_value());
     bool batched = false, pose_batched = false;
     at::Tensor s, p;  // as batches [n, T, ...]
-    if (silhouettes)
-      s = clip_batch({kEmbed, "silhouettes", *silhouettes}, at::kByte, gait::kSilHeight, "the silhouette height",
-                     gait::kSilWidth, "the silhouette width", "[T, 64, 44]", batched);
+    if (silhouettes) s = silhouette_batch({kEmbed, "silhouettes", *silhouettes}, batched);
     if (pose) {
-      p = clip_batch({kEmbed, "pose", *pose}, at::kFloat, gait::kCocoJoints, "the COCO joints", 3,
-                     "(x, y, confidence)", "[T, 17, 3]", pose_batched);
+      p = pose_batch({kEmbed, "pose", *pose}, pose_batched);
       if (s.defined()) {
         check_value(pose_batched == batched, kEmbed,
                     "silhouettes and pose must both have a batch dimension or neither");
@@ -103,11 +107,35 @@ class GaitModel : public torch::CustomClassHolder {
     const int64_t n = (s.defined() ? s : p).size(0), t = (s.defined() ? s : p).size(1);
     check_value(n >= 1, kEmbed, "the batch is empty");
     check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t));
-    const std::vector<gait::CachedSequence> seqs = clips(s, p, n, t);
-    const gait::eval::EmbeddingSet set = translate_errors(kEmbed, [&] { return emb_->embed_all(seqs, false); });
-    at::Tensor out = at::empty({n, emb_->channels(), emb_->parts()}, at::kFloat);
-    std::memcpy(out.data_ptr<float>(), set.data.data(), set.data.size() * sizeof(float));
+    const at::Tensor out = embed_sequences(clips(s, p, n, t));
     return batched ? out : out.squeeze(0);
+  }
+
+  // Clips of any lengths: silhouettes[i] [T_i, 64, 44] uint8 and/or pose[i] [T_i, 17, 3]
+  // float32 (an empty list: not given) -> [n, c, p]. Equal lengths share forward passes,
+  // as in `gait eval`.
+  at::Tensor embed_list(const c10::List<at::Tensor>& silhouettes, const c10::List<at::Tensor>& pose) {
+    check_inputs(!silhouettes.empty(), !pose.empty());
+    check_value(silhouettes.empty() || pose.empty() || silhouettes.size() == pose.size(), kEmbed,
+                std::to_string(silhouettes.size()) + " silhouette clips but " + std::to_string(pose.size()) +
+                    " pose clips");
+    const std::size_t n = std::max(silhouettes.size(), pose.size());
+    std::vector<gait::CachedSequence> seqs;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string sname = "silhouettes[" + std::to_string(i) + "]", pname = "pose[" + std::to_string(i) + "]";
+      bool batched = false;
+      at::Tensor s, p;
+      if (!silhouettes.empty()) s = silhouette_batch({kEmbed, sname.c_str(), silhouettes.get(i)}, batched);
+      check_value(!batched, kEmbed, sname + " must be one clip [T, 64, 44]");
+      if (!pose.empty()) p = pose_batch({kEmbed, pname.c_str(), pose.get(i)}, batched);
+      check_value(!batched, kEmbed, pname + " must be one clip [T, 17, 3]");
+      if (s.defined() && p.defined()) check_size({kEmbed, pname.c_str(), p}, 1, s.size(1), ("T of " + sname).c_str());
+      const int64_t t = (s.defined() ? s : p).size(1);
+      check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t) + " in clip " +
+                                      std::to_string(i));
+      seqs.push_back(std::move(clips(s, p, 1, t)[0]));
+    }
+    return embed_sequences(seqs);
   }
 
   int64_t channels() const { return emb_->channels(); }
@@ -134,6 +162,19 @@ class GaitModel : public torch::CustomClassHolder {
   }
 
  private:
+  void check_inputs(bool have_sil, bool have_pose) const {
+    check_value(!needs_silhouettes() || have_sil, kEmbed, "this model reads silhouettes; pass silhouettes");
+    check_value(!needs_pose() || have_pose, kEmbed, "this model reads skeletons; pass pose [T, 17, 3]");
+    check_value(have_sil || have_pose, kEmbed, "pass silhouettes, pose or both");
+  }
+  // The sequences' embeddings [n, c, p], float32 on the CPU.
+  at::Tensor embed_sequences(const std::vector<gait::CachedSequence>& seqs) {
+    const gait::eval::EmbeddingSet set = translate_errors(kEmbed, [&] { return emb_->embed_all(seqs, false); });
+    at::Tensor out = at::empty({static_cast<int64_t>(seqs.size()), emb_->channels(), emb_->parts()}, at::kFloat);
+    std::memcpy(out.data_ptr<float>(), set.data.data(), set.data.size() * sizeof(float));
+    return out;
+  }
+
   std::unique_ptr<gait::eval::Embedder> emb_;
 };
 
@@ -234,6 +275,7 @@ TORCH_LIBRARY(gait, m) {
   m.class_<GaitModel>("Model")
       .def(torch::init<std::string, std::string>())
       .def("embed", &GaitModel::embed)
+      .def("embed_list", &GaitModel::embed_list)
       .def("channels", &GaitModel::channels)
       .def("parts", &GaitModel::parts)
       .def("needs_silhouettes", &GaitModel::needs_silhouettes)
