@@ -6,7 +6,8 @@
 # 2. the Python tests on the GPU (XSTAGE_TEST_DEVICE=cuda: the sm_90a attention kernel, the
 #    fused MoE kernel against the CPU reference, torch.compile of both operators), again
 #    with the attention's torch-op reference forced (XSTAGE_TORCH_ATTENTION=reference), and
-#    on the CPU;
+#    on the CPU; with TORCH_GAIT=1 the build also has the gait library and CLI, and the
+#    tests include xstage.gait (test_gait.py: the model on the GPU against the CLI's CPU run);
 # 3. examples/torch_attention.py at TORCH_SEQ_K (default 16,32; heads 24, D 128):
 #    non-causal with torch.compile of the block, then causal -> torch_attention*.json;
 # 4. TORCH_ROUNDS (default 3) rounds of `xstage bench attention` (the kernel's own time,
@@ -30,12 +31,15 @@ TORCH_PREFIX=$("$TPY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>
 TSEQ_K=${TORCH_SEQ_K:-16,32}
 TSEQ=$(echo "$TSEQ_K" | tr ',' '\n' | awk '{printf "%s%d", (NR > 1 ? "," : ""), $1 * 1024}')
 TENV=(env PYTHONPATH="$TB/python" XSTAGE_SOURCE_DIR="$ROOT")
+TGAIT_TARGETS=()
+if [ "${TORCH_GAIT:-0}" = 1 ]; then TGAIT_TARGETS=(gait); TENV+=(GAIT_CLI="$TB/gait/cli/gait"); fi
 
 t_step torch_configure 240 cmake -S "$ROOT" -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_CUDA=ON \
-  -DXSTAGE_BUILD_GAIT=OFF -DXSTAGE_TORCH_OPS=ON -DXSTAGE_TORCH_PYTHON="$TPY" \
+  -DXSTAGE_BUILD_GAIT="$([ ${#TGAIT_TARGETS[@]} -gt 0 ] && echo ON || echo OFF)" -DXSTAGE_TORCH_OPS=ON \
+  -DXSTAGE_TORCH_PYTHON="$TPY" \
   ${TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$TORCH_PREFIX"}
 grep -E "xstage torch|LibTorch|Torch" "$OUT/torch_configure.log" | head -4
-t_step torch_build 560 cmake --build "$TB" -j "$(nproc)" --target xstage_torch xstage
+t_step torch_build 560 cmake --build "$TB" -j "$(nproc)" --target xstage_torch xstage "${TGAIT_TARGETS[@]}"
 "$TPY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >"$OUT/torch_env.log" 2>&1
 note torch_env "$(cat "$OUT/torch_env.log" | tail -1); $("${TENV[@]}" "$TPY" -c 'import xstage; print(xstage.build_info())' 2>&1 | tail -1)"
 
