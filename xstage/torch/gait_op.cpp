@@ -49,29 +49,24 @@ at::Tensor pose_batch(const Arg& a, bool& batched) {
                     batched);
 }
 
-// Silhouettes [n, T, 64, 44] uint8 and/or pose [n, T, 17, 3] float32 (undefined: not
-// given) -> n sequences of T frames.
-std::vector<gait::CachedSequence> clips(const at::Tensor& sil, const at::Tensor& pose, int64_t n, int64_t t) {
-  std::vector<gait::CachedSequence> seqs(static_cast<std::size_t>(n));
-  const at::Tensor s = sil.defined() ? sil.cpu().contiguous() : at::Tensor();
-  const at::Tensor p = pose.defined() ? pose.cpu().contiguous() : at::Tensor();
-  const auto frame_pixels = static_cast<int64_t>(gait::kSilPixels);
-  for (int64_t i = 0; i < n; ++i) {
-    gait::CachedSequence& q = seqs[static_cast<std::size_t>(i)];
-    q.key = {static_cast<int>(i + 1), gait::Condition::NM, 1, 0};  // a placeholder: only messages show it
-    for (int64_t f = 0; f < t; ++f) q.sil.frame_ids.push_back(static_cast<int>(f + 1));
-    q.sil.pixels.assign(static_cast<std::size_t>(t * frame_pixels), 0);  // a skeleton-only model reads none
-    if (s.defined())
-      std::memcpy(q.sil.pixels.data(), s.data_ptr<std::uint8_t>() + i * t * frame_pixels, t * frame_pixels);
-    if (p.defined()) {
-      q.pose.resize(static_cast<std::size_t>(t));
-      static_assert(sizeof(gait::PoseFrame) == sizeof(float) * gait::kCocoJoints * 3,
-                    "PoseFrame must be packed floats");
-      std::memcpy(static_cast<void*>(q.pose.data()), p.data_ptr<float>() + i * t * gait::kCocoJoints * 3,
-                  t * sizeof(gait::PoseFrame));
-    }
+// One clip: silhouettes [T, 64, 44] uint8 and/or pose [T, 17, 3] float32 (undefined: not
+// given) -> a sequence of T frames (a skeleton-only model reads no silhouettes: zeros).
+gait::CachedSequence clip_sequence(const at::Tensor& sil, const at::Tensor& pose, int64_t t) {
+  gait::CachedSequence q;
+  q.key = {1, gait::Condition::NM, 1, 0};  // a placeholder: only messages show it
+  for (int64_t f = 0; f < t; ++f) q.sil.frame_ids.push_back(static_cast<int>(f + 1));
+  q.sil.pixels.assign(static_cast<std::size_t>(t) * gait::kSilPixels, 0);
+  if (sil.defined()) {
+    const at::Tensor s = sil.cpu().contiguous();
+    std::memcpy(q.sil.pixels.data(), s.data_ptr<std::uint8_t>(), q.sil.pixels.size());
   }
-  return seqs;
+  if (pose.defined()) {
+    const at::Tensor p = pose.cpu().contiguous();
+    q.pose.resize(static_cast<std::size_t>(t));
+    static_assert(sizeof(gait::PoseFrame) == sizeof(float) * gait::kCocoJoints * 3, "PoseFrame must be packed floats");
+    std::memcpy(static_cast<void*>(q.pose.data()), p.data_ptr<float>(), q.pose.size() * sizeof(gait::PoseFrame));
+  }
+  return q;
 }
 }  // namespace
 
@@ -107,7 +102,10 @@ class GaitModel : public torch::CustomClassHolder {
     const int64_t n = (s.defined() ? s : p).size(0), t = (s.defined() ? s : p).size(1);
     check_value(n >= 1, kEmbed, "the batch is empty");
     check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t));
-    const at::Tensor out = embed_sequences(clips(s, p, n, t));
+    std::vector<gait::CachedSequence> seqs;
+    for (int64_t i = 0; i < n; ++i)
+      seqs.push_back(clip_sequence(s.defined() ? s[i] : at::Tensor(), p.defined() ? p[i] : at::Tensor(), t));
+    const at::Tensor out = embed_sequences(seqs);
     return batched ? out : out.squeeze(0);
   }
 
@@ -133,7 +131,7 @@ class GaitModel : public torch::CustomClassHolder {
       const int64_t t = (s.defined() ? s : p).size(1);
       check_value(t >= 3, kEmbed, "a clip needs at least 3 frames, got " + std::to_string(t) + " in clip " +
                                       std::to_string(i));
-      seqs.push_back(std::move(clips(s, p, 1, t)[0]));
+      seqs.push_back(clip_sequence(s.defined() ? s[0] : at::Tensor(), p.defined() ? p[0] : at::Tensor(), t));
     }
     return embed_sequences(seqs);
   }
