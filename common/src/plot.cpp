@@ -486,4 +486,24 @@ void write_chart(const Chart& chart, const std::filesystem::path& path) {
   draw_to_png(chart.width, chart.height, colour_slots(chart), path, [&] { draw_chart(chart, plan); });
 }
 
+void write_charts(const std::vector<Chart>& charts, const std::filesystem::path& path) {
+  XS_ASSERT(!charts.empty(), "{}: no charts to write", path.string());
+  std::vector<Image> parts;
+  int width = 0, height = 0;
+  for (const Chart& c : charts) {
+    parts.push_back(render(c));
+    width = std::max(width, parts.back().width);
+    height += parts.back().height;
+  }
+  Image out = Image::blank(width, height, 3, 255);
+  int top = 0;
+  for (const Image& p : parts) {
+    XS_ASSERT(p.channels == 3, "chart image with {} channels", p.channels);
+    const std::size_t row = static_cast<std::size_t>(p.width) * 3;
+    for (int y = 0; y < p.height; ++y) std::copy_n(p.pixels.data() + y * row, row, &out.at(top + y, 0));
+    top += p.height;
+  }
+  write_png(out, path);
+}
+
 }  // namespace common::plot

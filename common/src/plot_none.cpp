@@ -17,6 +17,7 @@ void require_charts(const std::string& what) { no_charts(what); }
 Frame layout(const Chart&) { no_charts("chart layout"); }
 Image render(const Chart&) { no_charts("chart"); }
 void write_chart(const Chart&, const std::filesystem::path& path) { no_charts(path.string()); }
+void write_charts(const std::vector<Chart>&, const std::filesystem::path& path) { no_charts(path.string()); }
 Image render(const Heatmap&) { no_charts("heatmap"); }
 void write_heatmap(const Heatmap&, const std::filesystem::path& path) { no_charts(path.string()); }
 

@@ -284,6 +284,35 @@ TEST(Plot, FailedWritesLeaveTheExistingFileAndNoTempFile) {
   fs::remove_all(dir);
 }
 
+TEST(Plot, WritesChartsStackedTopToBottom) {
+  const fs::path dir = fresh_dir("stack");
+  auto narrow = two_series_chart();
+  narrow.width = 480;
+  narrow.height = 300;
+  plot::write_charts({two_series_chart(), narrow}, dir / "s.png");
+  const auto back = common::read_png(dir / "s.png", 3);
+  ASSERT_EQ(back.width, 640);
+  ASSERT_EQ(back.height, 420 + 300);
+  // Each part is its chart's own rendering, in place; the narrower one is padded white.
+  const auto top = plot::render(two_series_chart()), bottom = plot::render(narrow);
+  int differ = 0;
+  for (int y = 0; y < 420; ++y)
+    for (int x = 0; x < 640; ++x) differ += pixel(back, x, y) == pixel(top, x, y) ? 0 : 1;
+  for (int y = 0; y < 300; ++y)
+    for (int x = 0; x < 480; ++x) differ += pixel(back, x, 420 + y) == pixel(bottom, x, y) ? 0 : 1;
+  EXPECT_LT(differ, (640 * 420 + 480 * 300) / 200);
+  EXPECT_EQ(count(back, 480, 420, 640, 720, [](plot::Color p) { return !is_white(p); }), 0);
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"s.png"}));
+
+  common::write_file_atomic(dir / "s.png", "previous bytes");
+  auto bad = narrow;
+  bad.series[0].y[1] = -3.0;  // log axis, non-positive value: nothing is written
+  EXPECT_THROW(plot::write_charts({two_series_chart(), bad}, dir / "s.png"), common::Error);
+  EXPECT_THROW(plot::write_charts({}, dir / "s.png"), common::Error);
+  EXPECT_EQ(common::read_file(dir / "s.png"), "previous bytes");
+  fs::remove_all(dir);
+}
+
 TEST(Plot, ChartsFromManyThreadsComeOutTheSame) {
   const auto one = plot::render(two_series_chart());
   std::vector<common::Image> out(4);

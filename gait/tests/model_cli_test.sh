@@ -16,7 +16,7 @@ step synth
 "$GAIT" synth --small --views 0,90 --out "$T/data" --no-progress >/dev/null
 step train
 "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --iterations 2 --threads 1 --no-progress
-test -f "$T/run/latest.gckpt" && test -f "$T/run/train_log.csv"
+test -f "$T/run/latest.gckpt" && test -f "$T/run/train_log.csv" && test -s "$T/run/train_curves.png"
 step resume
 "$GAIT" train --config "$CFG" --data "$T/data" --out "$T/run" --iterations 3 --threads 1 --resume --no-progress \
   | tee "$T/resume.txt"

@@ -1,6 +1,6 @@
 // Torch-free parts of the gait model code: config strictness, the CASIA-B evaluator on
 // a hand-computed case, embedding files, reports, the skeleton graph operators,
-// augmentation and learning-rate schedules.
+// augmentation, learning-rate schedules and the training curves.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +16,8 @@
 #include "common/testing.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/plot.hpp"
+#include "common/png.hpp"
 #include "gait/eval/embeddings.hpp"
 #include "gait/eval/fusion.hpp"
 #include "gait/eval/rank1.hpp"
@@ -26,6 +28,7 @@
 #include "gait/train/augment.hpp"
 #include "gait/seq_cache.hpp"
 #include "gait/train/config.hpp"
+#include "gait/train/curves.hpp"
 #include "gait/train/data_source.hpp"
 #include "gait/train/schedule.hpp"
 
@@ -619,6 +622,39 @@ TEST(Schedule, CosineFollowsTheTimeBudget) {
   s.milestones = {50};
   s.gamma = 0.1;
   EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 20, 110, 0.99), 1.0);
+}
+
+TEST(Curves, DrawnFromTheLogAndRefusedNamingTheFile) {
+  if (!common::plot::charts_available()) GTEST_SKIP() << "this build draws no charts";
+  const fs::path d = temp_dir("curves");
+  const std::string header = "iteration,loss,triplet,ce,accuracy,active,lr,seq_per_s,train_seconds,branch_losses\n";
+  std::string rows;
+  for (int i = 1; i <= 80; ++i)  // more rows than get markers, and branch heads logged
+    rows += fmt::format("{},{},{},{},{},{},{},20,{},{}\n", 10 * i, 5.0 / i, 0.2, 1.5 / i, 0.01 * i, 0.5, 1e-4, i, 0.3);
+  common::write_file_atomic(d / "train_log.csv", header + rows);
+  train::write_train_curves(d / "train_log.csv", d / "curves.png", "run");
+  const common::Image img = common::read_png(d / "curves.png", 3);
+  EXPECT_EQ(img.width, 960);
+  EXPECT_EQ(img.height, 3 * 400);  // losses, batch, learning rate
+  // One row (a run stopped after its first log) still draws.
+  common::write_file_atomic(d / "one.csv", header + "10,5,0.2,1.5,0.1,0.5,0.001,20,1,0\n");
+  train::write_train_curves(d / "one.csv", d / "one.png", "run");
+  EXPECT_GT(fs::file_size(d / "one.png"), 1000u);
+
+  auto refused = [&](const std::string& text, const std::string& expect) {
+    common::write_file_atomic(d / "bad.csv", text);
+    common::write_file_atomic(d / "bad.png", "previous");
+    const std::string e = error_of([&] { train::write_train_curves(d / "bad.csv", d / "bad.png", "run"); });
+    EXPECT_NE(e.find("bad.csv"), std::string::npos) << e;
+    EXPECT_NE(e.find(expect), std::string::npos) << e;
+    EXPECT_EQ(common::read_file(d / "bad.png"), "previous");
+  };
+  refused(header, "no rows yet");
+  refused("iteration,loss\n10,5\n", "triplet");
+  refused(header + "10,5,0.2,nan,0.1,0.5,0.001,20,1,0\n", "'ce'");
+  EXPECT_THROW(train::write_train_curves(d / "missing.csv", d / "m.png", "run"), common::Error);
+  EXPECT_FALSE(fs::exists(d / "m.png"));
+  fs::remove_all(d);
 }
 
 }  // namespace

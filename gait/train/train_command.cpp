@@ -7,9 +7,11 @@
 #include "gait/eval/commands.hpp"
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/plot.hpp"
 #include "common/validate.hpp"
 #include "gait/train/amp.hpp"
 #include "gait/train/checkpoint.hpp"
+#include "gait/train/curves.hpp"
 #include "gait/train/data_source.hpp"
 #include "gait/train/trainer.hpp"
 
@@ -48,6 +50,22 @@ train::Config configured(const TrainArgs& a) {
   if (a.max_minutes) cfg.trainer.max_minutes = *a.max_minutes;
   if (a.cache_only) cfg.data.cache_only = true;
   return train::parse_config(train::to_json(cfg), a.config);
+}
+
+// The curves are a view of the log: a build without charts, or a log they cannot be drawn
+// from, costs the picture, not the run.
+bool draw_curves(const fs::path& dir, const fs::path& out_dir) {
+  if (!common::plot::charts_available()) {
+    fmt::print(stderr, "train_curves.png: skipped, this build draws no charts (PLplot was not found)\n");
+    return false;
+  }
+  try {
+    train::write_train_curves(dir / "train_log.csv", dir / "train_curves.png", (out_dir / "").parent_path().filename().string());
+    return true;
+  } catch (const common::Error& e) {
+    fmt::print(stderr, "train_curves.png: not drawn: {}\n", e.what());
+    return false;
+  }
 }
 
 // Before the data is read: an output folder that cannot be written, or a finished run's
@@ -116,14 +134,16 @@ void run_train(const TrainArgs& a) {
   } catch (const common::Error& e) {
     throw common::Error(fmt::format("{}; nothing of this run was written to {}", e.what(), out_dir.string()));
   }
+  const bool curves = draw_curves(stage.dir(), out_dir);
   const std::size_t removed = a.force ? remove_earlier_checkpoints(out_dir, latest) : 0;
   stage.commit();
   if (a.force) fmt::print("--force: removed {} checkpoint(s) of the earlier run in {}\n", removed, out_dir.string());
   if (sum.stopped_by_time)
     fmt::print("trainer.max_minutes = {}: stopped at the time limit after iteration {} of {}\n", cfg.trainer.max_minutes,
                sum.iterations, sum.planned_iterations);
-  fmt::print("trained to iteration {} in {:.1f} s ({:.1f} s this run); checkpoint {}/latest{}\n", trainer.iteration(),
-             trainer.train_seconds(), trainer.train_seconds() - before, cfg.trainer.out_dir, train::kCheckpointExtension);
+  fmt::print("trained to iteration {} in {:.1f} s ({:.1f} s this run); checkpoint {}/latest{}{}\n",
+             trainer.iteration(), trainer.train_seconds(), trainer.train_seconds() - before, cfg.trainer.out_dir,
+             train::kCheckpointExtension, curves ? fmt::format(", curves {}/train_curves.png", cfg.trainer.out_dir) : "");
 }
 
 }  // namespace

@@ -104,6 +104,9 @@ Image render(const Chart& chart);
 // Writes the chart as a PNG, atomically: nothing is left at `path` (nor a
 // temporary file) when drawing or writing fails, and an existing file stays as it was.
 void write_chart(const Chart& chart, const std::filesystem::path& path);
+// Writes several charts into one PNG, top to bottom (each its own size; a narrower one
+// is padded white on the right), atomically as write_chart. Throws on an empty list.
+void write_charts(const std::vector<Chart>& charts, const std::filesystem::path& path);
 
 // ---------------------------------------------------------------- heatmaps
 
