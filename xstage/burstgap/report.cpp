@@ -144,7 +144,7 @@ std::string format_fit_report(const FitResult& res, std::size_t max_rows) {
 Prediction predict(const ModelParams& p, int sms, double burst_bytes, double gap_ns, int bursts) {
   XS_ASSERT(sms >= 1, "--sms must be >= 1 (got {})", sms);
   XS_ASSERT(burst_bytes >= 1, "--burst must be at least 1 byte");
-  XS_ASSERT(bursts >= 1 && bursts <= 100000, "--bursts must be in 1..100000 (got {})", bursts);
+  XS_ASSERT(bursts >= 1 && bursts <= kMaxPredictedBursts, "--bursts must be in 1..{} (got {})", kMaxPredictedBursts, bursts);
   Prediction pr;
   pr.params = p;
   pr.sms = sms;

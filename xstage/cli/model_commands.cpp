@@ -316,7 +316,7 @@ void add_predict(CLI::App& app) {
   c->add_option("--sms", a->sms, "issuing SMs")->required()->check(v::range(1, 1024, "SMs"));
   c->add_option("--burst", a->burst, "bytes per SM per burst, e.g. 16KiB")->required();
   c->add_option("--gap", a->gap, "compute between bursts, e.g. 2us")->required();
-  c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)")->check(v::range(1, 1000000, "bursts"));
+  c->add_option("--bursts", a->bursts, "bursts to simulate (default 10)")->check(v::range(1, bg::kMaxPredictedBursts, "bursts"));
   add_group_options(c, a->pattern, a->store, a->gpus, "the fitted group's ");
   c->add_flag("--json", a->json, "print JSON instead of a table");
 }

@@ -294,6 +294,9 @@ TEST_F(BurstGapCli, BadInputIsRefusedBeforeAnyWork) {
   expect_one_line_error(xstage("predict --params " + params + " --sms nan --burst 1KiB --gap 0"), "is not finite");
   expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 0 --bursts 0"),
                         "--bursts: 0 bursts is out of range");
+  // The command line's range is the model's: refused by CLI11 with the range, not later by the library.
+  expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 0 --bursts 100001"),
+                        "--bursts: 100001 bursts is out of range (1 .. 100000 bursts)");
   expect_one_line_error(xstage("predict --params " + params + " --sms 1 --burst 1KiB --gap 1e30s"), "--gap");
   expect_one_line_error(xstage("synth -o " + path("s1.csv") + " --gpus 1"), "--gpus: 1 GPUs is out of range");
   expect_one_line_error(xstage("bench moe --budget-s -1"), "-1 s is below the minimum 0 s");

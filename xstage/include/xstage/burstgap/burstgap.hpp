@@ -323,6 +323,8 @@ struct Prediction {
   double max_burst_bytes = 0;        // +inf: any
   Advice advice;
 };
+// At most kMaxPredictedBursts bursts (each is kept, with its outcome, in the prediction).
+inline constexpr int kMaxPredictedBursts = 100000;
 Prediction predict(const ModelParams& p, int sms, double burst_bytes, double gap_ns, int bursts);
 std::string format_prediction(const Prediction& pr);
 std::string prediction_to_json(const Prediction& pr);
