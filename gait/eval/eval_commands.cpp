@@ -128,7 +128,9 @@ CachedSequence load_sequence(const std::string& arg, const train::DataConfig& da
   std::optional<SequenceKey> key = parse_sequence_id(arg);
   fs::path root = data.root, cache = data.cache, pose_path = data.pose;
   if (!key) {
-    const fs::path p = fs::path(arg).lexically_normal();
+    // Absolute, so that a folder given relative to the working directory still has its dataset root above it.
+    std::error_code aec;
+    const fs::path p = fs::absolute(fs::path(arg), aec).lexically_normal();
     const fs::path dir = p.has_filename() ? p : p.parent_path();
     const auto view = parse_view(dir.filename().string());
     const auto seq = parse_seq_dir(dir.parent_path().filename().string());

@@ -77,6 +77,9 @@ step identify a sequence of another dataset
 grep -qE "^probe 002-nm-01-090 \([1-9][0-9]* frames\) against" "$T/id2.txt"
 if "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" "$T/dev/silhouettes/002/nm-09/090" 2>"$T/e7.txt"; then exit 1; fi
 grep -q "no sequence 002-nm-09-090 in this dataset" "$T/e7.txt"
+# A folder given relative to the working directory has its dataset above it too.
+(cd "$T/dev/silhouettes" && "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" 002/nm-01/090) | tee "$T/id3.txt"
+cmp "$T/id2.txt" "$T/id3.txt"
 step bench-infer
 "$GAIT" bench-infer --config "$CFG" --frames 3 --repeats 2 --warmup 0 --threads 1 --json "$T/bench.json" >/dev/null
 python3 - "$T/bench.json" <<'PY'
