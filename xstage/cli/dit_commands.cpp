@@ -14,6 +14,7 @@
 #include "common/files.hpp"
 #include "common/validate.hpp"
 #include "xstage/bench/dit_bench.hpp"
+#include "xstage/ulysses/geometry.hpp"  // kMaxRanks
 
 namespace xstage::cli {
 
@@ -83,7 +84,7 @@ void add_dit_commands(CLI::App& app) {
   cmd->add_option("--steps", o.run.steps, "Euler steps of the sampler")->check(v::min(1, "steps"))
       ->capture_default_str();
   cmd->add_option("--gpus", o.run.ranks, "Ranks P (one per GPU); P > 1 also runs P = 1 for the difference")
-      ->check(v::range(1, 1024, "GPUs"))->capture_default_str();
+      ->check(v::range(1, xstage::ulysses::kMaxRanks, "GPUs"))->capture_default_str();
   cmd->add_option("--blocks", d->blocks, "Blocks used (default: all of the preset)")->check(v::min(1, "blocks"));
   cmd->add_option("--pad-multiple", d->pad_multiple,
                   "Also pad the tokens to a multiple of this, P = 1 included (default: only the padding P > 1 "

@@ -117,7 +117,7 @@ void validate(const Config& c, const Run& r, bool gpu, int visible_gpus) {
   XS_ASSERT(r.steps >= 1, "dit: --steps {} must be at least 1", r.steps);
   XS_ASSERT(r.blocks >= 0 && blocks_used(c, r) <= c.blocks, "dit: --blocks {} is outside 1 .. {} ({} has {} blocks)",
             r.blocks, c.blocks, c.name, c.blocks);
-  XS_ASSERT(r.ranks >= 1 && r.ranks <= 8, "dit: --gpus {} is outside 1 .. 8", r.ranks);
+  XS_ASSERT(r.ranks >= 1 && r.ranks <= ulysses::kMaxRanks, "dit: --gpus {} is outside 1 .. {}", r.ranks, ulysses::kMaxRanks);
   XS_ASSERT(!gpu || visible_gpus <= 0 || r.ranks <= visible_gpus,
             "dit: --gpus {} asks for more ranks than the {} visible GPU(s)", r.ranks, visible_gpus);
   XS_ASSERT(r.tokens % c.frames == 0, "dit: --tokens {} is not a multiple of {}'s {} frames", r.tokens, c.name,

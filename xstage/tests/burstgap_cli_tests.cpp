@@ -287,7 +287,7 @@ TEST_F(BurstGapCli, BadInputIsRefusedBeforeAnyWork) {
   std::ofstream(work_dir() / "afile") << "x";
   const std::string before = slurp(params);
   // Numbers out of range or not finite, with the unit.
-  expect_one_line_error(xstage("dit --plan --gpus 0"), "--gpus: 0 GPUs is out of range (1 .. 1024 GPUs)");
+  expect_one_line_error(xstage("dit --plan --gpus 0"), "--gpus: 0 GPUs is out of range (1 .. 8 GPUs)");
   expect_one_line_error(xstage("dit --cpu --tokens 2147483647"), "--tokens:");
   expect_one_line_error(xstage("dit --plan --tokens 2147483647"), "tokens is out of range");
   expect_one_line_error(xstage("dit --blocks 0"), "--blocks: 0 blocks is below the minimum 1 blocks");
