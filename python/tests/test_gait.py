@@ -246,6 +246,86 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(info["iteration"], 2)
         self.assertIn("model", info["config"])
 
+    def test_sequence_dataset_lists_and_splits_the_cache(self):
+        root = self.data / "cache"
+        everything = gait.SequenceDataset(root)
+        self.assertEqual(sorted(everything.sequence_ids), sorted(self.cache))  # in key order: nm, bg, cl
+        train = gait.SequenceDataset(root, split="train", train_last_subject=5)
+        test = gait.SequenceDataset(root, split="test", train_last_subject=5)
+        self.assertEqual(sorted(train.sequence_ids + test.sequence_ids), sorted(everything.sequence_ids))
+        self.assertTrue(all(int(s[:3]) <= 5 for s in train.sequence_ids))
+        self.assertEqual(test.subjects, [6, 7, 8])
+        for i in range(0, len(test), 7):
+            item = test[i]
+            sil, pose, sid = gait.read_sequence(self.cache[test.sequence_ids[i]])
+            self.assertEqual(item["sequence_id"], sid)
+            self.assertTrue(torch.equal(item["silhouettes"], sil) and torch.equal(item["pose"], pose), sid)
+            subject, cond, nn, view = sid.split("-")
+            self.assertEqual((item["subject"], item["condition"], item["number"], item["view"]),
+                             (int(subject), cond, int(nn), int(view)))
+            self.assertEqual(item["label"], test.subjects.index(int(subject)))
+            self.assertEqual(int(test.frames[i]), sil.shape[0])
+        bg90 = gait.SequenceDataset(root, conditions=["bg"], views=[90])
+        self.assertTrue(len(bg90) > 0)
+        self.assertEqual(bg90.sequence_ids, [s for s in everything.sequence_ids if s.endswith("090") and "-bg-" in s])
+
+    def test_sequence_dataset_clips_and_pxk_batches(self):
+        root = self.data / "cache"
+        data = gait.SequenceDataset(root, clip_frames=30)
+        torch.manual_seed(0)
+        starts = set()
+        for i in range(0, len(data), 5):
+            clip = data[i]["silhouettes"]
+            full, _, _ = gait.read_sequence(self.cache[data.sequence_ids[i]])
+            self.assertEqual(tuple(clip.shape), (30, 64, 44))
+            match = [s for s in range(max(1, full.shape[0] - 29)) if torch.equal(clip, full[s:s + 30])]
+            self.assertTrue(match, data.sequence_ids[i])  # contiguous
+            starts.add(match[0])
+        self.assertGreater(len(starts), 1)  # from a random start
+        longest = int(data.frames.max())
+        looped = gait.SequenceDataset(root, clip_frames=longest + 5)[0]
+        full, pose, _ = gait.read_sequence(self.cache[data.sequence_ids[0]])
+        idx = torch.arange(longest + 5) % full.shape[0]
+        self.assertTrue(torch.equal(looped["silhouettes"], full[idx]) and torch.equal(looped["pose"], pose[idx]))
+
+        sampler = gait.PxKBatchSampler(data, 3, 2, batches=4, seed=7)
+        self.assertEqual((len(sampler), sampler.identities), (4, 8))
+        batches = list(torch.utils.data.DataLoader(data, batch_sampler=sampler))
+        self.assertEqual(len(batches), 4)
+        for b in batches:
+            self.assertEqual(tuple(b["silhouettes"].shape), (6, 30, 64, 44))
+            labels = b["label"].tolist()
+            self.assertEqual([labels[j] for j in range(0, 6, 2)], [labels[j] for j in range(1, 6, 2)])  # K = 2 each
+            self.assertEqual(len(set(labels)), 3)  # P = 3 identities
+        # The same seed gives the same batches; a second pass goes on drawing.
+        first = list(gait.PxKBatchSampler(data, 3, 2, batches=4, seed=7))
+        again = gait.PxKBatchSampler(data, 3, 2, batches=4, seed=7)
+        self.assertEqual(list(again), first)
+        self.assertNotEqual(list(again), first)
+
+    def test_sequence_dataset_bad_arguments_say_what(self):
+        root = self.data / "cache"
+        with self.assertRaisesRegex(ValueError, "split 'dev' is not all, train or test"):
+            gait.SequenceDataset(root, split="dev")
+        with self.assertRaisesRegex(ValueError, "clip_frames must be None or a positive int"):
+            gait.SequenceDataset(root, clip_frames=0)
+        with self.assertRaisesRegex(ValueError, "gait.scan_cache: .*nowhere: no such cache folder"):
+            gait.SequenceDataset(Path(self.tmp.name) / "nowhere")
+        data = gait.SequenceDataset(root)
+        with self.assertRaisesRegex(ValueError, "P=9 identities per batch but the set has only 8"):
+            gait.PxKBatchSampler(data, 9, 2, batches=1)
+        with self.assertRaisesRegex(ValueError, "batches must be a positive int"):
+            gait.PxKBatchSampler(data, 2, 2, batches=0)
+        # A file that cannot be read is left out with a warning naming it.
+        bad = Path(self.tmp.name) / "badcache" / "001"
+        bad.mkdir(parents=True)
+        good = self.cache[data.sequence_ids[0]]
+        (bad / good.name).write_bytes(good.read_bytes())
+        (bad / "001-nm-02-000.gseq").write_bytes(b"not a cache file")
+        with self.assertWarnsRegex(UserWarning, "001-nm-02-000.gseq"):
+            one = gait.SequenceDataset(bad.parent)
+        self.assertEqual(one.sequence_ids, [data.sequence_ids[0]])
+
     def test_bad_arguments_say_what(self):
         m = self.model
         sil, pose, _ = gait.read_sequence(self.cache[self.ids[0]])

@@ -7,9 +7,11 @@
     sil, kept = gait.preprocess(frames)                     # raw [T, H, W] uint8 -> [T', 64, 44]
     emb = model.embed(sil)                                  # [c, p] float32 (pose= for skeleton models)
     table = gait.rank1(embeddings, ["075-nm-05-090", ...])  # CASIA-B rank-1, as `gait eval`
+    data = gait.SequenceDataset("data/cache", split="train", clip_frames=30)  # for your own training loop
+    loader = torch.utils.data.DataLoader(data, batch_sampler=gait.PxKBatchSampler(data, 8, 8, batches=1000))
 
 Each function calls one operator of torch.ops.gait (torch.classes.gait.Model for the
-model), registered by libxstage_torch.so when it was built with the gait library against
+model, torch.classes.gait.PxKSampler for the sampler), registered by libxstage_torch.so when it was built with the gait library against
 the same LibTorch. docs/xstage-torch.md has the contracts.
 """
 
@@ -21,7 +23,7 @@ import torch
 
 from . import build_info
 
-__all__ = ["Model", "preprocess", "rank1", "read_frames", "read_sequence"]
+__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "preprocess", "rank1", "read_frames", "read_sequence"]
 
 if not build_info().get("gait"):
     raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
@@ -126,3 +128,94 @@ def read_sequence(path):
     (silhouettes [T, 64, 44] uint8, pose [T, 17, 3] float32 ([0, 17, 3] without pose),
     sequence id)."""
     return _ops.read_sequence(os.fspath(path))
+
+
+class SequenceDataset(torch.utils.data.Dataset):
+    """The preprocessed sequences of a dataset (the cache `gait preprocess` and `gait train`
+    write: CACHE/<sid>/<sequence id>.gseq) as a map-style dataset for a training loop of
+    your own, in key order (subject, then nm, bg, cl, number, view). Files that cannot be
+    read are left out with a warning naming each.
+
+    split: "all", "train" (subjects 1..train_last_subject) or "test" (the others), as the
+    CASIA-B protocol divides them (74 of 124 subjects; `gait train` uses
+    round(subjects * 74 / 124) for a smaller set). conditions / views keep only those
+    ("nm", "bg", "cl"; degrees). clip_frames=None gives whole sequences (their lengths
+    differ: batch_size=None or a collate of your own); an int gives a contiguous clip of
+    that many frames from a random start (torch's generator, so DataLoader workers draw
+    apart), looped when the sequence is shorter, as `gait train` samples; the default
+    collate then stacks them.
+
+    Each item is a dict: silhouettes [T, 64, 44] uint8 (255 person), pose [T, 17, 3]
+    float32 ([0, 17, 3] where the dataset has no pose), label (the subject's index among
+    this dataset's subjects, for a classifier head), subject, condition, number, view and
+    sequence_id."""
+
+    def __init__(self, cache, split="all", train_last_subject=74, conditions=None, views=None, clip_frames=None):
+        if split not in ("all", "train", "test"):
+            raise ValueError(f"SequenceDataset: split '{split}' is not all, train or test")
+        if clip_frames is not None and (isinstance(clip_frames, bool) or not isinstance(clip_frames, int)
+                                        or clip_frames < 1):
+            raise ValueError(f"SequenceDataset: clip_frames must be None or a positive int, got {clip_frames!r}")
+        ids, paths, frames, skipped = _ops.scan_cache(os.fspath(cache))
+        for line in skipped:
+            warnings.warn(f"xstage.gait.SequenceDataset: left out {line}", stacklevel=2)
+        conditions = None if conditions is None else {str(c) for c in conditions}
+        views = None if views is None else {int(v) for v in views}
+        keep = []
+        for i, sid in enumerate(ids):
+            subject, cond, number, view = sid.split("-")
+            train = int(subject) <= train_last_subject
+            if (split == "train" and not train) or (split == "test" and train):
+                continue
+            if (conditions is not None and cond not in conditions) or (views is not None and int(view) not in views):
+                continue
+            keep.append(i)
+        self.sequence_ids = [ids[i] for i in keep]
+        self.frames = frames[keep] if keep else frames[:0]
+        self._paths = [paths[i] for i in keep]
+        self.subjects = sorted({int(s[:3]) for s in self.sequence_ids})
+        index = {s: i for i, s in enumerate(self.subjects)}
+        self.labels = [index[int(s[:3])] for s in self.sequence_ids]
+        self.clip_frames = clip_frames
+
+    def __len__(self):
+        return len(self.sequence_ids)
+
+    def __getitem__(self, i):
+        sil, pose, sid = read_sequence(self._paths[i])
+        if self.clip_frames is not None:
+            t, n = sil.shape[0], self.clip_frames
+            start = int(torch.randint(t - n + 1, ())) if t > n else 0
+            idx = (start + torch.arange(n)) % t
+            sil = sil[idx]
+            pose = pose[idx] if pose.shape[0] else pose
+        subject, cond, number, view = sid.split("-")
+        return {"silhouettes": sil, "pose": pose, "label": self.labels[i], "subject": int(subject),
+                "condition": cond, "number": int(number), "view": int(view), "sequence_id": sid}
+
+
+class PxKBatchSampler(torch.utils.data.Sampler):
+    """gait train's batches over a SequenceDataset (or any labels): each batch holds P
+    identities, drawn without replacement from a shuffled pass over all of them, and K
+    sequences of each (without replacement where the identity has K or more); `batches`
+    batches per pass of the loader, each pass going on from where the last one ended. The
+    same seed gives the same batches.
+    Use as DataLoader(dataset, batch_sampler=PxKBatchSampler(dataset, p, k, batches))."""
+
+    def __init__(self, dataset_or_labels, p, k, batches, seed=0):
+        labels = getattr(dataset_or_labels, "labels", dataset_or_labels)
+        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
+            raise ValueError(f"PxKBatchSampler: batches must be a positive int, got {batches!r}")
+        self._s = torch.classes.gait.PxKSampler([int(v) for v in labels], int(p), int(k), int(seed))
+        self.batches = batches
+
+    @property
+    def identities(self):
+        return self._s.identities()
+
+    def __iter__(self):
+        for _ in range(self.batches):
+            yield self._s.next_batch()
+
+    def __len__(self):
+        return self.batches

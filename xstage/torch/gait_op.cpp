@@ -1,22 +1,25 @@
 // torch.ops.gait.* and torch.classes.gait.Model: the gait library (gait/) from PyTorch.
 // A trained checkpoint embeds silhouette (and skeleton) clips; OpenGait's silhouette
 // pretreatment and the CASIA-B rank-1 evaluation run on a researcher's own tensors; the
-// preprocessed cache files read into tensors. The numbers are those of the `gait` CLI:
+// preprocessed cache files read into tensors, and the P x K identity sampler of `gait train`. The numbers are those of the `gait` CLI:
 // the same Embedder, preprocess_silhouette and evaluate_rank1.
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "checks.hpp"
+#include "gait/cache_build.hpp"
 #include "gait/eval/embedder.hpp"
 #include "gait/eval/rank1.hpp"
 #include "gait/eval/report.hpp"
 #include "gait/preprocess.hpp"
+#include "gait/sampler.hpp"
 #include "gait/seq_cache.hpp"
 #include "gait/silhouettes.hpp"
 
@@ -266,9 +269,53 @@ std::tuple<at::Tensor, at::Tensor, std::string> gait_read_sequence(const std::st
   return {sil, pose, gait::sequence_id(s.key)};
 }
 
+// Every cache file below `cache` (headers only), sorted by sequence id ->
+// (sequence ids, paths, frames [n] int64, one line per file left out: unreadable or stale).
+std::tuple<c10::List<std::string>, c10::List<std::string>, at::Tensor, c10::List<std::string>> gait_scan_cache(
+    const std::string& cache) {
+  std::vector<std::string> problems;
+  const std::vector<gait::CacheEntry> entries =
+      translate_errors("gait.scan_cache", [&] { return gait::scan_cache(cache, problems); });
+  c10::List<std::string> ids, paths, skipped;
+  at::Tensor frames = at::empty({static_cast<int64_t>(entries.size())}, at::kLong);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    ids.push_back(gait::sequence_id(entries[i].key));
+    paths.push_back(entries[i].path.string());
+    frames.data_ptr<int64_t>()[i] = entries[i].frames;
+  }
+  for (const std::string& p : problems) skipped.push_back(p);
+  return {ids, paths, frames, skipped};
+}
+
+// gait train's batches: P identities, K items of each (labels[i] is item i's identity).
+class PxKSampler : public torch::CustomClassHolder {
+ public:
+  PxKSampler(const std::vector<int64_t>& labels, int64_t p, int64_t k, int64_t seed)
+      : s_(translate_errors("gait.PxKSampler", [&] {
+          check_value(p <= 1 << 20 && k <= 1 << 20, "gait.PxKSampler", "P and K must be at most 1048576");
+          check_value(std::all_of(labels.begin(), labels.end(),
+                                  [](int64_t l) { return l >= INT32_MIN && l <= INT32_MAX; }),
+                      "gait.PxKSampler", "labels must fit in 32 bits");
+          return gait::PxKSampler(std::vector<int>(labels.begin(), labels.end()), static_cast<int>(p),
+                                  static_cast<int>(k), static_cast<std::uint64_t>(seed));
+        })) {}
+  std::vector<int64_t> next_batch() {
+    const std::vector<std::size_t> b = s_.next_batch();
+    return {b.begin(), b.end()};
+  }
+  int64_t identities() const { return s_.identities(); }
+
+ private:
+  gait::PxKSampler s_;
+};
+
 }  // namespace xstage::torch_ops
 
 TORCH_LIBRARY(gait, m) {
+  m.class_<xstage::torch_ops::PxKSampler>("PxKSampler")
+      .def(torch::init<std::vector<int64_t>, int64_t, int64_t, int64_t>())
+      .def("next_batch", &xstage::torch_ops::PxKSampler::next_batch)
+      .def("identities", &xstage::torch_ops::PxKSampler::identities);
   using xstage::torch_ops::GaitModel;
   m.class_<GaitModel>("Model")
       .def(torch::init<std::string, std::string>())
@@ -290,4 +337,6 @@ TORCH_LIBRARY(gait, m) {
         &xstage::torch_ops::gait_read_frames);
   m.def("read_sequence(str path) -> (Tensor silhouettes, Tensor pose, str sequence_id)",
         &xstage::torch_ops::gait_read_sequence);
+  m.def("scan_cache(str cache) -> (str[] sequence_ids, str[] paths, Tensor frames, str[] skipped)",
+        &xstage::torch_ops::gait_scan_cache);
 }
