@@ -31,14 +31,13 @@ def main():
     args = ap.parse_args()
     if args.chunk < 1:
         sys.exit(f"torch_gait: --chunk must be at least 1, got {args.chunk}")
-    files = sorted(args.cache.rglob("*.gseq"))
-    if not files:
-        sys.exit(f"torch_gait: no .gseq files under {args.cache}")
-
     model = gait.Model(args.ckpt, args.device)
     train_last = args.train_last
     if train_last is None:  # the classifier's identities are the training subjects
         train_last = max(model.info()["classes"])
+    test = gait.SequenceDataset(args.cache, split="test", train_last_subject=train_last)
+    if not len(test):
+        sys.exit(f"torch_gait: no sequence of a subject above {train_last} under {args.cache}")
     ids, rows, sils, poses = [], [], [], []
 
     def flush():  # whole sequences, as the evaluation embeds them; equal lengths share a pass
@@ -47,20 +46,16 @@ def main():
             sils.clear()
             poses.clear()
 
-    for n, f in enumerate(files, 1):
-        sil, pose, sid = gait.read_sequence(f)
-        if int(sid[:3]) > train_last:
-            ids.append(sid)
-            sils.append(sil)
-            poses.append(pose)
-        if len(sils) == args.chunk or n == len(files):
+    for n, item in enumerate(test, 1):
+        ids.append(item["sequence_id"])
+        sils.append(item["silhouettes"])
+        poses.append(item["pose"])
+        if len(sils) == args.chunk or n == len(test):
             flush()
-        if sys.stderr.isatty() and (n % 20 == 0 or n == len(files)):
-            print(f"\rembedding: {n}/{len(files)} files read, {len(ids)} test sequences", end="", file=sys.stderr)
+        if sys.stderr.isatty() and (n % 20 == 0 or n == len(test)):
+            print(f"\rembedding: {n}/{len(test)} test sequences", end="", file=sys.stderr)
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    if not ids:
-        sys.exit(f"torch_gait: no sequence of a subject above {train_last} under {args.cache}")
     table = gait.rank1(torch.cat(rows), ids, train_last)
 
     print(f"{len(ids)} test sequences, views {table['views']}")

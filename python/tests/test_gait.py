@@ -210,6 +210,20 @@ class ModelTest(unittest.TestCase):
                         "--cache", folder, "--json", out], check=True, stdout=subprocess.DEVNULL)
         self.assertEqual(json.loads(out.read_text()), json.loads(self.rank1_json)["rank1"])
 
+    def test_the_training_example_trains_and_prints_a_table(self):
+        out = Path(self.tmp.name) / "train_example.json"
+        run = subprocess.run([sys.executable, SOURCE / "examples/torch_gait_train.py", "--cache", self.data / "cache",
+                              "--iterations", "2", "--p", "2", "--k", "2", "--frames", "8", "--json", out],
+                             check=True, capture_output=True, text=True)
+        self.assertIn("train: 2/2 loss", run.stderr)
+        table = json.loads(out.read_text())
+        self.assertEqual(table["views"], [0, 90])
+        for name in ("NM", "BG", "CL"):
+            self.assertTrue(all(0 <= v <= 100 for v in table[name]["per_view"]), table[name])
+        bad = subprocess.run([sys.executable, SOURCE / "examples/torch_gait_train.py", "--cache", self.data / "cache",
+                              "--p", "0"], capture_output=True, text=True)
+        self.assertEqual((bad.returncode, bad.stderr.strip()), (1, "torch_gait_train: --p must be at least 1, got 0"))
+
     def test_read_frames_then_preprocess_equals_the_cache(self):
         sid = self.ids[0]
         sil, _, _ = gait.read_sequence(self.cache[sid])
@@ -265,6 +279,10 @@ class ModelTest(unittest.TestCase):
                              (int(subject), cond, int(nn), int(view)))
             self.assertEqual(item["label"], test.subjects.index(int(subject)))
             self.assertEqual(int(test.frames[i]), sil.shape[0])
+        # By default split as gait train splits the set: 5 of 8 subjects train.
+        self.assertEqual((everything.train_last_subject, gait.train_last_subject(8), gait.train_last_subject(124)),
+                         (5, 5, 74))
+        self.assertEqual(gait.SequenceDataset(root, split="test").sequence_ids, test.sequence_ids)
         bg90 = gait.SequenceDataset(root, conditions=["bg"], views=[90])
         self.assertTrue(len(bg90) > 0)
         self.assertEqual(bg90.sequence_ids, [s for s in everything.sequence_ids if s.endswith("090") and "-bg-" in s])
@@ -307,6 +325,8 @@ class ModelTest(unittest.TestCase):
         root = self.data / "cache"
         with self.assertRaisesRegex(ValueError, "split 'dev' is not all, train or test"):
             gait.SequenceDataset(root, split="dev")
+        with self.assertRaisesRegex(ValueError, "subjects must be in 1 .. 1048576, got 0"):
+            gait.train_last_subject(0)
         with self.assertRaisesRegex(ValueError, "clip_frames must be None or a positive int"):
             gait.SequenceDataset(root, clip_frames=0)
         with self.assertRaisesRegex(ValueError, "gait.scan_cache: .*nowhere: no such cache folder"):

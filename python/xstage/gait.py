@@ -23,7 +23,7 @@ import torch
 
 from . import build_info
 
-__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "preprocess", "rank1", "read_frames", "read_sequence"]
+__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "preprocess", "rank1", "read_frames", "read_sequence", "train_last_subject"]
 
 if not build_info().get("gait"):
     raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
@@ -112,6 +112,13 @@ def rank1(embeddings, sequence_ids, train_last_subject=74):
     return json.loads(_ops.rank1(embeddings, [str(s) for s in sequence_ids], int(train_last_subject)))
 
 
+def train_last_subject(subjects):
+    """The last training subject of a set whose highest subject id is `subjects`, as `gait
+    train` and `gait eval` split it: 74 of CASIA-B's 124, round(subjects * 74 / 124) of a
+    smaller set, at least one subject on each side from 2 subjects."""
+    return _ops.train_last_subject(int(subjects))
+
+
 def read_frames(folder):
     """A CASIA-B view folder of silhouette PNGs (<sid>-<cond>-<nn>-<view>-<frame>.png) ->
     (frames [T, H, W] uint8 as decoded, frame_ids [T] int64), in frame order; unreadable
@@ -137,8 +144,10 @@ class SequenceDataset(torch.utils.data.Dataset):
     read are left out with a warning naming each.
 
     split: "all", "train" (subjects 1..train_last_subject) or "test" (the others), as the
-    CASIA-B protocol divides them (74 of 124 subjects; `gait train` uses
-    round(subjects * 74 / 124) for a smaller set). conditions / views keep only those
+    CASIA-B protocol divides them; train_last_subject=None splits as `gait train` does
+    (train_last_subject() of the cache's highest subject id: 74 of CASIA-B's 124, the same
+    share of a smaller set), and the attribute of that name holds the value used, for
+    rank1(). conditions / views keep only those
     ("nm", "bg", "cl"; degrees). clip_frames=None gives whole sequences (their lengths
     differ: batch_size=None or a collate of your own); an int gives a contiguous clip of
     that many frames from a random start (torch's generator, so DataLoader workers draw
@@ -150,7 +159,7 @@ class SequenceDataset(torch.utils.data.Dataset):
     this dataset's subjects, for a classifier head), subject, condition, number, view and
     sequence_id."""
 
-    def __init__(self, cache, split="all", train_last_subject=74, conditions=None, views=None, clip_frames=None):
+    def __init__(self, cache, split="all", train_last_subject=None, conditions=None, views=None, clip_frames=None):
         if split not in ("all", "train", "test"):
             raise ValueError(f"SequenceDataset: split '{split}' is not all, train or test")
         if clip_frames is not None and (isinstance(clip_frames, bool) or not isinstance(clip_frames, int)
@@ -159,12 +168,15 @@ class SequenceDataset(torch.utils.data.Dataset):
         ids, paths, frames, skipped = _ops.scan_cache(os.fspath(cache))
         for line in skipped:
             warnings.warn(f"xstage.gait.SequenceDataset: left out {line}", stacklevel=2)
+        if train_last_subject is None:
+            train_last_subject = _ops.train_last_subject(max((int(s[:3]) for s in ids), default=1))
+        self.train_last_subject = int(train_last_subject)
         conditions = None if conditions is None else {str(c) for c in conditions}
         views = None if views is None else {int(v) for v in views}
         keep = []
         for i, sid in enumerate(ids):
             subject, cond, number, view = sid.split("-")
-            train = int(subject) <= train_last_subject
+            train = int(subject) <= self.train_last_subject
             if (split == "train" and not train) or (split == "test" and train):
                 continue
             if (conditions is not None and cond not in conditions) or (views is not None and int(view) not in views):

@@ -19,6 +19,7 @@
 #include "gait/eval/rank1.hpp"
 #include "gait/eval/report.hpp"
 #include "gait/preprocess.hpp"
+#include "gait/protocol.hpp"
 #include "gait/sampler.hpp"
 #include "gait/seq_cache.hpp"
 #include "gait/silhouettes.hpp"
@@ -287,6 +288,14 @@ std::tuple<c10::List<std::string>, c10::List<std::string>, at::Tensor, c10::List
   return {ids, paths, frames, skipped};
 }
 
+// The last training subject of a set whose highest subject id is `subjects`, as `gait
+// train` and `gait eval` split it (gait::protocol_for_subjects: 74 of CASIA-B's 124).
+int64_t gait_train_last_subject(int64_t subjects) {
+  check_value(subjects >= 1 && subjects <= 1 << 20, "gait.train_last_subject",
+              "subjects must be in 1 .. 1048576, got " + std::to_string(subjects));
+  return gait::protocol_for_subjects(static_cast<int>(subjects)).train_last_subject;
+}
+
 // gait train's batches: P identities, K items of each (labels[i] is item i's identity).
 class PxKSampler : public torch::CustomClassHolder {
  public:
@@ -337,6 +346,7 @@ TORCH_LIBRARY(gait, m) {
         &xstage::torch_ops::gait_read_frames);
   m.def("read_sequence(str path) -> (Tensor silhouettes, Tensor pose, str sequence_id)",
         &xstage::torch_ops::gait_read_sequence);
+  m.def("train_last_subject(int subjects) -> int", &xstage::torch_ops::gait_train_last_subject);
   m.def("scan_cache(str cache) -> (str[] sequence_ids, str[] paths, Tensor frames, str[] skipped)",
         &xstage::torch_ops::gait_scan_cache);
 }
