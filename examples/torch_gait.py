@@ -58,14 +58,8 @@ def main():
         print(file=sys.stderr)
     table = gait.rank1(torch.cat(rows), ids, train_last)
 
-    print(f"{len(ids)} test sequences, views {table['views']}")
-
-    def cell(v):  # None: no probe or no gallery sequence at that view
-        return "   n/a" if v is None else f"{v:6.2f}"
-
-    for name in ("NM", "BG", "CL"):
-        per_view = " ".join(cell(v) for v in table[name]["per_view"])
-        print(f"{name}  {per_view}   mean {cell(table[name]['mean'])}")
+    print(f"{len(ids)} test sequences")
+    print(gait.format_rank1(table))
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
 

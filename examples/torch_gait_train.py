@@ -130,12 +130,7 @@ def main():
                  f"{data.train_last_subject}: {len(data)} and {len(test)} sequences)")
     print(f"{len(data)} training sequences of {len(data.subjects)} subjects, {len(test)} test sequences")
     table = evaluate(train(args, data), test, args.device)
-
-    def cell(v):  # None: no probe or no gallery sequence at that view
-        return "   n/a" if v is None else f"{v:6.2f}"
-
-    for name in ("NM", "BG", "CL"):
-        print(f"{name}  {' '.join(cell(v) for v in table[name]['per_view'])}   mean {cell(table[name]['mean'])}")
+    print(gait.format_rank1(table))
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
 

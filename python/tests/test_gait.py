@@ -98,6 +98,13 @@ class Rank1Test(unittest.TestCase):
             self.assertAlmostEqual(got[name]["mean"], want[name]["mean"], delta=0.006, msg=name)
         # Not all 100: the noise makes the test able to tell a wrong neighbour.
         self.assertLess(min(got["NM"]["per_view"] + got["CL"]["per_view"]), 100.0)
+        # As text: the views, then a row per probe set with its mean; n/a for a missing value.
+        got["BG"]["per_view"][1] = None
+        lines = gait.format_rank1(got).splitlines()
+        self.assertEqual(lines[0].split(), ["0", "90", "180"])
+        self.assertEqual(lines[1].split()[:2], ["NM", f"{got['NM']['per_view'][0]:.2f}"])
+        self.assertEqual(lines[2].split()[2], "n/a")
+        self.assertEqual(lines[3].split()[-2:], ["mean", f"{got['CL']['mean']:.2f}"])
 
     def test_bad_arguments_say_what(self):
         emb = torch.zeros(2, 4, 3)

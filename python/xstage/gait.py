@@ -23,7 +23,7 @@ import torch
 
 from . import build_info
 
-__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "preprocess", "rank1", "read_frames", "read_sequence", "train_last_subject"]
+__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "format_rank1", "preprocess", "rank1", "read_frames", "read_sequence", "train_last_subject"]
 
 if not build_info().get("gait"):
     raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
@@ -110,6 +110,18 @@ def rank1(embeddings, sequence_ids, train_last_subject=74):
     per part averaged over parts; subjects up to train_last_subject are left out. Returns
     the dict `gait eval` writes as rank1.json (per-view accuracies and means, in %)."""
     return json.loads(_ops.rank1(embeddings, [str(s) for s in sequence_ids], int(train_last_subject)))
+
+
+def format_rank1(table):
+    """rank1()'s dict as text: a line of views, then NM, BG and CL with the accuracy at each
+    probe view and their mean (n/a where a view has no probe or no gallery sequence)."""
+    def cell(v):
+        return "   n/a" if v is None else f"{v:6.2f}"
+
+    lines = ["    " + " ".join(f"{v:6d}" for v in table["views"])]
+    for name in ("NM", "BG", "CL"):
+        lines.append(f"{name}  {' '.join(cell(v) for v in table[name]['per_view'])}   mean {cell(table[name]['mean'])}")
+    return "\n".join(lines)
 
 
 def train_last_subject(subjects):
