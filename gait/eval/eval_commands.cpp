@@ -8,6 +8,7 @@
 
 #include "common/check.hpp"
 #include "common/files.hpp"
+#include "common/progress.hpp"
 #include "common/stats.hpp"
 #include "common/validate.hpp"
 #include "gait/cache_build.hpp"
@@ -19,6 +20,7 @@
 #include "gait/eval/report.hpp"
 #include "gait/rng.hpp"
 #include "gait/train/amp.hpp"
+#include "gait/train/checkpoint.hpp"
 #include "gait/train/data_source.hpp"
 
 namespace gait::cli {
@@ -183,15 +185,19 @@ struct EmbeddedSet {
   EmbeddingSet set;
   double seconds = 0;  // embedding alone, not reading
 };
-EmbeddedSet embed_protocol_sequences(eval::Embedder& emb, const train::DataSource& src, const train::DataConfig& data,
-                                     bool progress) {
+std::vector<CachedSequence> protocol_sequences(const train::DataSource& src, const train::DataConfig& data) {
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < src.entries.size(); ++i) {
     const auto& k = src.entries[i].key;
     if (src.protocol.is_gallery(k) || src.protocol.probe_set(k)) idx.push_back(i);
   }
   XS_ASSERT(!idx.empty(), "{}: no test sequences (subjects after {})", data.root, src.protocol.train_last_subject);
-  const std::vector<CachedSequence> seqs = train::load_sequences(src, idx, data.loader_threads);
+  return train::load_sequences(src, idx, data.loader_threads);
+}
+
+EmbeddedSet embed_protocol_sequences(eval::Embedder& emb, const train::DataSource& src, const train::DataConfig& data,
+                                     bool progress) {
+  const std::vector<CachedSequence> seqs = protocol_sequences(src, data);
   const auto t0 = std::chrono::steady_clock::now();
   EmbeddedSet out{emb.embed_all(seqs, progress), 0};
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -199,18 +205,70 @@ EmbeddedSet embed_protocol_sequences(eval::Embedder& emb, const train::DataSourc
 }
 
 struct EvalArgs : Common {
-  std::string out, dump, embeddings;
+  std::string out, dump, embeddings, checkpoints;
   bool test_all = false;
 };
 
-// The report folder: --out, else beside the dump or the checkpoint.
+// The report folder: --out, else beside the dump, the checkpoint or the run.
 fs::path eval_out(const EvalArgs& a) {
   if (!a.out.empty()) return a.out;
+  if (!a.checkpoints.empty()) return (fs::path(a.checkpoints) / "").parent_path().parent_path() / "eval_by_iteration";
   return !a.embeddings.empty() ? fs::path(a.embeddings + "_eval") : fs::path(a.ckpt).parent_path() / "eval";
 }
 
+// A run's checkpoints (iter-<n>.gckpt, as gait train names them), in iteration order.
+std::vector<fs::path> run_checkpoints(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.starts_with("iter-") && e.path().extension() == train::kCheckpointExtension)
+      out.push_back(e.path());
+  }
+  XS_ASSERT(!out.empty(), "--checkpoints {}: no iter-*{} files (gait train writes them into OUT/checkpoints)",
+            dir.string(), train::kCheckpointExtension);
+  std::sort(out.begin(), out.end());  // the iteration is zero-padded in the name
+  return out;
+}
+
+// Every checkpoint of a run on the same test sequences (read once): rank-1 against the iteration.
+void run_eval_checkpoints(const EvalArgs& a) {
+  const std::vector<fs::path> ckpts = run_checkpoints(a.checkpoints);
+  const fs::path out = eval_out(a);
+  common::check_output_dir(out, a.out.empty() ? "eval: the report folder" : "eval: --out");
+  const torch::Device device = device_of(a);
+  Common at = a;
+  at.ckpt = ckpts.front().string();
+  const eval::Embedder first = open_embedder(at, device);
+  set_threads(a.threads, first.config());
+  const train::DataConfig data = data_config(first, a);
+  train::DataSource src = train::open_data_source(data, !a.no_progress);
+  if (a.test_all) src.protocol.train_last_subject = 0;
+  const std::vector<CachedSequence> seqs = protocol_sequences(src, data);
+  std::vector<eval::Rank1AtIteration> rows;
+  common::ProgressBar bar("eval", ckpts.size(), !a.no_progress);
+  for (const fs::path& c : ckpts) {
+    at.ckpt = c.string();
+    eval::Embedder emb = open_embedder(at, device);
+    const eval::Rank1Result r = eval::evaluate_rank1(emb.embed_all(seqs, false), src.protocol);
+    rows.push_back({emb.meta().iteration, emb.meta().train_seconds, c.filename().string(), r});
+    bar.set_status(fmt::format("iteration {}: NM {:.2f} BG {:.2f} CL {:.2f}", emb.meta().iteration, r.mean[0],
+                               r.mean[1], r.mean[2]));
+    bar.tick();
+  }
+  bar.finish();
+  common::OutputStage stage(out);
+  eval::write_rank1_by_iteration(stage.dir(), rows,
+                                 fmt::format("{} on {}: rank-1 by iteration", train::to_string(first.config().model.mode),
+                                             fs::path(data.root).filename().string()));
+  stage.commit();
+  fmt::print("{}{} test sequences, {} checkpoints; reports: {}/rank1_by_iteration.{{csv,json,png}}\n",
+             eval::format_rank1_by_iteration(rows), seqs.size(), rows.size(), out.string());
+}
+
 void run_eval(const EvalArgs& a) {
-  XS_ASSERT(!a.ckpt.empty() || !a.embeddings.empty(), "give --ckpt (a trained checkpoint) or --embeddings (a dump)");
+  if (!a.checkpoints.empty()) return run_eval_checkpoints(a);
+  XS_ASSERT(!a.ckpt.empty() || !a.embeddings.empty(),
+            "give --ckpt (a trained checkpoint), --checkpoints (a run's checkpoint folder) or --embeddings (a dump)");
   // Before any embedding: a path that cannot be written fails now, not after the run.
   common::check_output_dir(eval_out(a), a.out.empty() ? "eval: the report folder" : "eval: --out");
   if (!a.dump.empty()) common::check_output_path(a.dump + ".npy", "eval: --dump-embeddings");
@@ -461,6 +519,14 @@ void add_eval_commands(CLI::App& app) {
     c->add_option("--dump-embeddings", a->dump, "also write PREFIX.npy [n, c, p] and PREFIX.csv (labels)");
     c->add_option("--embeddings", a->embeddings, "evaluate a dump (PREFIX.npy + PREFIX.csv) instead of a checkpoint");
     c->add_flag("--test-all", a->test_all, "every subject of the dataset is a test subject (unseen identities)");
+    c->add_option("--checkpoints", a->checkpoints,
+                  "evaluate every checkpoint of a run (RUN/checkpoints) on the same test sequences: rank-1 by "
+                  "iteration (default --out: RUN/eval_by_iteration)")
+        ->check(common::validate::existing_folder())
+        ->excludes("--ckpt")
+        ->excludes("--embeddings")
+        ->excludes("--dump-embeddings")
+        ->excludes("--fusion");
     c->callback([a] { run_eval(*a); });
   }
   {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "common/check.hpp"
 #include "common/files.hpp"
 #include "common/plot.hpp"
 
@@ -106,6 +107,55 @@ nlohmann::json rank1_json(const Rank1Result& r) {
     j[probe_set_name(kProbeSets[s])] = e;
   }
   return j;
+}
+
+std::string format_rank1_by_iteration(const std::vector<Rank1AtIteration>& rows) {
+  std::string s = "CASIA-B rank-1 mean accuracy (%) by iteration\n";
+  s += fmt::format("{:>10} {:>7} {:>7} {:>7}\n", "iteration", "NM", "BG", "CL");
+  for (const Rank1AtIteration& row : rows) {
+    s += fmt::format("{:>10}", row.iteration);
+    for (double m : row.result.mean) s += fmt::format(" {}", cell(m, 7, 2));
+    s += "\n";
+  }
+  return s;
+}
+
+void write_rank1_by_iteration(const fs::path& dir, const std::vector<Rank1AtIteration>& rows,
+                              const std::string& title) {
+  XS_ASSERT(!rows.empty(), "{}: no evaluated checkpoints to write", dir.string());
+  auto num = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.4f}", v); };
+  std::string csv = "iteration,train_seconds,NM,BG,CL,checkpoint\n";
+  nlohmann::json j = nlohmann::json::array();
+  for (const Rank1AtIteration& row : rows) {
+    csv += fmt::format("{},{:.1f},{},{},{},{}\n", row.iteration, row.train_seconds, num(row.result.mean[0]),
+                       num(row.result.mean[1]), num(row.result.mean[2]), row.checkpoint);
+    j.push_back({{"iteration", row.iteration},
+                 {"train_seconds", row.train_seconds},
+                 {"checkpoint", row.checkpoint},
+                 {"rank1", rank1_json(row.result)}});
+  }
+  fs::create_directories(dir);
+  common::write_file_atomic(dir / "rank1_by_iteration.csv", csv);
+  common::write_file_atomic(dir / "rank1_by_iteration.json", j.dump(2) + "\n");
+  const fs::path png = dir / "rank1_by_iteration.png";
+  if (!common::plot::charts_available()) {  // the CSV and JSON carry the same figures
+    fmt::print(stderr, "{}: skipped, this build draws no charts (PLplot was not found)\n", png.string());
+    return;
+  }
+  common::plot::Chart c;
+  c.title = title;
+  c.x = {.label = "iteration"};
+  c.y = {.label = "rank-1 mean accuracy (%)", .min = 0, .max = 100};
+  for (std::size_t s = 0; s < kProbeSets.size(); ++s) {
+    common::plot::Series line{.label = probe_set_name(kProbeSets[s])};
+    for (const Rank1AtIteration& row : rows) {
+      if (std::isnan(row.result.mean[s])) continue;  // a set without probes at this run's views
+      line.x.push_back(static_cast<double>(row.iteration));
+      line.y.push_back(row.result.mean[s]);
+    }
+    c.series.push_back(std::move(line));
+  }
+  common::plot::write_chart(c, png);
 }
 
 }  // namespace gait::eval

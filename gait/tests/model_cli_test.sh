@@ -49,6 +49,17 @@ test -s "$T/emb.npy" && test -s "$T/emb.csv"
 step eval from the dump
 "$GAIT" eval --embeddings "$T/emb" --out "$T/re" >"$T/re.txt"
 diff <(grep -E '^(NM|BG|CL) ' "$T/eval.txt") <(grep -E '^(NM|BG|CL) ' "$T/re.txt")
+step eval every checkpoint of the run
+"$GAIT" eval --checkpoints "$T/run/checkpoints" --threads 1 --no-progress | tee "$T/byit.txt"
+for f in rank1_by_iteration.csv rank1_by_iteration.json rank1_by_iteration.png; do test -s "$T/run/eval_by_iteration/$f"; done
+# iterations 2 and 3 (the first run and the resumed one); the last row is the latest checkpoint's table
+test "$(cut -d, -f1 "$T/run/eval_by_iteration/rank1_by_iteration.csv" | tr '\n' ' ')" = "iteration 2 3 "
+last=$(tail -n 1 "$T/run/eval_by_iteration/rank1_by_iteration.csv" | cut -d, -f3-5)
+test "$last" = "$(tail -n +2 "$T/run/eval/rank1_summary.csv" | cut -d, -f2 | paste -sd,)"
+if "$GAIT" eval --checkpoints "$T/data" --no-progress 2>"$T/e8.txt"; then exit 1; fi
+grep -q -- "--checkpoints $T/data: no iter-\*.gckpt files" "$T/e8.txt"
+if "$GAIT" eval --checkpoints "$T/run/checkpoints" --ckpt "$T/run/latest.gckpt" 2>"$T/e9.txt"; then exit 1; fi
+grep -q -- "--ckpt excludes --checkpoints" "$T/e9.txt"
 step embed + identify
 "$GAIT" embed --ckpt "$T/run/latest.gckpt" --gallery-set --out "$T/gallery" --no-progress
 "$GAIT" identify --ckpt "$T/run/latest.gckpt" --gallery "$T/gallery" --data "$T/data" 007-cl-01-090 | tee "$T/id.txt"

@@ -624,6 +624,35 @@ TEST(Schedule, CosineFollowsTheTimeBudget) {
   EXPECT_DOUBLE_EQ(train::learning_rate(s, 1.0, 20, 110, 0.99), 1.0);
 }
 
+TEST(Report, Rank1ByIterationRowsCsvJsonAndChart) {
+  const fs::path d = temp_dir("byit");
+  std::vector<eval::Rank1AtIteration> rows(2);
+  for (int i = 0; i < 2; ++i) {
+    rows[i].iteration = 40 * (i + 1);
+    rows[i].train_seconds = 10.25 * (i + 1);
+    rows[i].checkpoint = fmt::format("iter-{:07d}.gckpt", rows[i].iteration);
+    rows[i].result.views = {0, 90};
+    rows[i].result.mean = {50.0 + i, 40.0 + i, 30.0 + i};
+    for (auto& pv : rows[i].result.per_view) pv = {1.0, 2.0};
+  }
+  rows[0].result.mean[2] = std::nan("");  // no CL probes at these views: "nan", and no point on the chart
+  eval::write_rank1_by_iteration(d, rows, "test");
+  EXPECT_EQ(common::read_file(d / "rank1_by_iteration.csv"),
+            "iteration,train_seconds,NM,BG,CL,checkpoint\n"
+            "40,10.2,50.0000,40.0000,nan,iter-0000040.gckpt\n"
+            "80,20.5,51.0000,41.0000,31.0000,iter-0000080.gckpt\n");
+  const json j = json::parse(common::read_file(d / "rank1_by_iteration.json"));
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["iteration"], 80);
+  EXPECT_EQ(j[1]["rank1"]["BG"]["mean"], 41.0);
+  EXPECT_TRUE(j[0]["rank1"]["CL"]["mean"].is_null());
+  if (common::plot::charts_available()) EXPECT_GT(fs::file_size(d / "rank1_by_iteration.png"), 1000u);
+  const std::string table = eval::format_rank1_by_iteration(rows);
+  EXPECT_NE(table.find("        40   50.00   40.00       -"), std::string::npos) << table;
+  EXPECT_THROW(eval::write_rank1_by_iteration(d / "none", {}, "test"), common::Error);
+  fs::remove_all(d);
+}
+
 TEST(Curves, DrawnFromTheLogAndRefusedNamingTheFile) {
   if (!common::plot::charts_available()) GTEST_SKIP() << "this build draws no charts";
   const fs::path d = temp_dir("curves");
