@@ -238,7 +238,7 @@ void run_eval_checkpoints(const EvalArgs& a) {
   const torch::Device device = device_of(a);
   Common at = a;
   at.ckpt = ckpts.front().string();
-  const eval::Embedder first = open_embedder(at, device);
+  eval::Embedder first = open_embedder(at, device);  // its config names the data
   set_threads(a.threads, first.config());
   const train::DataConfig data = data_config(first, a);
   train::DataSource src = train::open_data_source(data, !a.no_progress);
@@ -246,20 +246,24 @@ void run_eval_checkpoints(const EvalArgs& a) {
   const std::vector<CachedSequence> seqs = protocol_sequences(src, data);
   std::vector<eval::Rank1AtIteration> rows;
   common::ProgressBar bar("eval", ckpts.size(), !a.no_progress);
-  for (const fs::path& c : ckpts) {
-    at.ckpt = c.string();
-    eval::Embedder emb = open_embedder(at, device);
+  auto evaluate = [&](eval::Embedder& emb, const fs::path& c) {
     const eval::Rank1Result r = eval::evaluate_rank1(emb.embed_all(seqs, false), src.protocol);
     rows.push_back({emb.meta().iteration, emb.meta().train_seconds, c.filename().string(), r});
     bar.set_status(fmt::format("iteration {}: NM {:.2f} BG {:.2f} CL {:.2f}", emb.meta().iteration, r.mean[0],
                                r.mean[1], r.mean[2]));
     bar.tick();
+  };
+  evaluate(first, ckpts.front());
+  for (std::size_t i = 1; i < ckpts.size(); ++i) {
+    at.ckpt = ckpts[i].string();
+    eval::Embedder emb = open_embedder(at, device);
+    evaluate(emb, ckpts[i]);
   }
   bar.finish();
   common::OutputStage stage(out);
-  eval::write_rank1_by_iteration(stage.dir(), rows,
-                                 fmt::format("{} on {}: rank-1 by iteration", train::to_string(first.config().model.mode),
-                                             fs::path(data.root).filename().string()));
+  const std::string title = fmt::format("{} on {}: rank-1 by iteration", train::to_string(first.config().model.mode),
+                                        fs::path(data.root).filename().string());
+  eval::write_rank1_by_iteration(stage.dir(), rows, title);
   stage.commit();
   fmt::print("{}{} test sequences, {} checkpoints; reports: {}/rank1_by_iteration.{{csv,json,png}}\n",
              eval::format_rank1_by_iteration(rows), seqs.size(), rows.size(), out.string());

@@ -60,7 +60,8 @@ bool draw_curves(const fs::path& dir, const fs::path& out_dir) {
     return false;
   }
   try {
-    train::write_train_curves(dir / "train_log.csv", dir / "train_curves.png", (out_dir / "").parent_path().filename().string());
+    const std::string run = (out_dir / "").parent_path().filename().string();  // "run/" too
+    train::write_train_curves(dir / "train_log.csv", dir / "train_curves.png", run);
     return true;
   } catch (const common::Error& e) {
     fmt::print(stderr, "train_curves.png: not drawn: {}\n", e.what());
@@ -143,7 +144,8 @@ void run_train(const TrainArgs& a) {
                sum.iterations, sum.planned_iterations);
   fmt::print("trained to iteration {} in {:.1f} s ({:.1f} s this run); checkpoint {}/latest{}{}\n",
              trainer.iteration(), trainer.train_seconds(), trainer.train_seconds() - before, cfg.trainer.out_dir,
-             train::kCheckpointExtension, curves ? fmt::format(", curves {}/train_curves.png", cfg.trainer.out_dir) : "");
+             train::kCheckpointExtension,
+             curves ? fmt::format(", curves {}/train_curves.png", cfg.trainer.out_dir) : std::string());
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
     loader = torch.utils.data.DataLoader(data, batch_sampler=gait.PxKBatchSampler(data, 8, 8, batches=1000))
 
 Each function calls one operator of torch.ops.gait (torch.classes.gait.Model for the
-model, torch.classes.gait.PxKSampler for the sampler), registered by libxstage_torch.so when it was built with the gait library against
-the same LibTorch. docs/xstage-torch.md has the contracts.
+model, torch.classes.gait.PxKSampler for the sampler), registered by libxstage_torch.so
+when it was built with the gait library against the same LibTorch. docs/xstage-torch.md
+has the contracts.
 """
 
 import json
@@ -23,7 +24,8 @@ import torch
 
 from . import build_info
 
-__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "format_rank1", "preprocess", "rank1", "read_frames", "read_sequence", "train_last_subject"]
+__all__ = ["Model", "PxKBatchSampler", "SequenceDataset", "format_rank1", "preprocess", "rank1", "read_frames",
+           "read_sequence", "train_last_subject"]
 
 if not build_info().get("gait"):
     raise ImportError("xstage.gait: this libxstage_torch.so was built without the gait library (gait needs "
@@ -159,12 +161,11 @@ class SequenceDataset(torch.utils.data.Dataset):
     CASIA-B protocol divides them; train_last_subject=None splits as `gait train` does
     (train_last_subject() of the cache's highest subject id: 74 of CASIA-B's 124, the same
     share of a smaller set), and the attribute of that name holds the value used, for
-    rank1(). conditions / views keep only those
-    ("nm", "bg", "cl"; degrees). clip_frames=None gives whole sequences (their lengths
-    differ: batch_size=None or a collate of your own); an int gives a contiguous clip of
-    that many frames from a random start (torch's generator, so DataLoader workers draw
-    apart), looped when the sequence is shorter, as `gait train` samples; the default
-    collate then stacks them.
+    rank1(). conditions / views keep only those ("nm", "bg", "cl"; degrees).
+    clip_frames=None gives whole sequences (their lengths differ: batch_size=None or a
+    collate of your own); an int gives a contiguous clip of that many frames from a random
+    start (torch's generator, so DataLoader workers draw apart), looped when the sequence
+    is shorter, as `gait train` samples; the default collate then stacks them.
 
     Each item is a dict: silhouettes [T, 64, 44] uint8 (255 person), pose [T, 17, 3]
     float32 ([0, 17, 3] where the dataset has no pose), label (the subject's index among

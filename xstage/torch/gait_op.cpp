@@ -1,8 +1,9 @@
 // torch.ops.gait.* and torch.classes.gait.Model: the gait library (gait/) from PyTorch.
 // A trained checkpoint embeds silhouette (and skeleton) clips; OpenGait's silhouette
 // pretreatment and the CASIA-B rank-1 evaluation run on a researcher's own tensors; the
-// preprocessed cache files read into tensors, and the P x K identity sampler of `gait train`. The numbers are those of the `gait` CLI:
-// the same Embedder, preprocess_silhouette and evaluate_rank1.
+// preprocessed cache files read into tensors; `gait train`'s P x K identity sampler draws
+// batches. The numbers are those of the `gait` CLI: the same Embedder,
+// preprocess_silhouette, evaluate_rank1 and PxKSampler.
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
@@ -270,7 +271,7 @@ std::tuple<at::Tensor, at::Tensor, std::string> gait_read_sequence(const std::st
   return {sil, pose, gait::sequence_id(s.key)};
 }
 
-// Every cache file below `cache` (headers only), sorted by sequence id ->
+// Every cache file below `cache` (headers only), in key order ->
 // (sequence ids, paths, frames [n] int64, one line per file left out: unreadable or stale).
 std::tuple<c10::List<std::string>, c10::List<std::string>, at::Tensor, c10::List<std::string>> gait_scan_cache(
     const std::string& cache) {
