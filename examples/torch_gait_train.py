@@ -78,11 +78,11 @@ def train(args, data):
     for it, b in enumerate(loader, 1):
         sil = b["silhouettes"].to(args.device).float() / 255
         loss, active = batch_all_triplet(net(sil), b["label"].to(args.device))
+        if not torch.isfinite(loss):  # before the step, so no weight takes it
+            sys.exit(f"torch_gait_train: iteration {it}: the loss is not finite; try a lower --lr")
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if not torch.isfinite(loss):
-            sys.exit(f"torch_gait_train: iteration {it}: the loss is not finite; try a lower --lr")
         if sys.stderr.isatty() or it == args.iterations:
             print(f"\rtrain: {it}/{args.iterations} loss {loss.item():.4f} active {active:.3f}", end="",
                   file=sys.stderr)

@@ -270,7 +270,7 @@ class ModelTest(unittest.TestCase):
     def test_sequence_dataset_lists_and_splits_the_cache(self):
         root = self.data / "cache"
         everything = gait.SequenceDataset(root)
-        self.assertEqual(sorted(everything.sequence_ids), sorted(self.cache))  # in key order: nm, bg, cl
+        self.assertEqual(sorted(everything.sequence_ids), sorted(self.cache))  # listed in key order (nm, bg, cl)
         train = gait.SequenceDataset(root, split="train", train_last_subject=5)
         test = gait.SequenceDataset(root, split="test", train_last_subject=5)
         self.assertEqual(sorted(train.sequence_ids + test.sequence_ids), sorted(everything.sequence_ids))

@@ -196,7 +196,7 @@ class SequenceDataset(torch.utils.data.Dataset):
                 continue
             keep.append(i)
         self.sequence_ids = [ids[i] for i in keep]
-        self.frames = frames[keep] if keep else frames[:0]
+        self.frames = frames[torch.tensor(keep, dtype=torch.long)]
         self._paths = [paths[i] for i in keep]
         self.subjects = sorted({int(s[:3]) for s in self.sequence_ids})
         index = {s: i for i, s in enumerate(self.subjects)}
